@@ -1,0 +1,196 @@
+"""Forward kinematics, velocities, accelerations, Jacobians and bias accelerations of a module.
+
+Link quantities are expressed in link frames (body coordinates), [angular; linear]. The module's root
+links hang from a *support* frame (the world, or a moving base: Bonaventura Ch. 6) whose twist and
+spatial acceleration, expressed in the support frame, can be given; everything "world" here means
+"support frame".
+
+Reference frames for operational-point quantities (``reference=``):
+  ``"world_aligned"`` (default) — velocity of the point's origin and angular velocity, in support axes:
+      Bonaventura's ᴵJ_IO (Pinocchio LOCAL_WORLD_ALIGNED);
+  ``"local"`` — the point's twist in its own axes (Pinocchio LOCAL);
+  ``"world"`` — Plücker twist at the support origin (Pinocchio WORLD).
+"""
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..model.joints import velocity_product
+from ..model.tree import PLANAR_ROWS
+from ..spatial import act_motion, compose, cross_motion, inv_act_motion, motion_transform, skew
+
+REFERENCES = ("world_aligned", "local", "world")
+
+
+class TreeKinematics(NamedTuple):
+    local_R: list     # per link: placement in parent link frame (support frame for roots)
+    local_p: list
+    world_R: list     # per link: placement in the support frame
+    world_p: list
+    S: list           # per link: motion subspace (6, nv_i), link frame
+    velocity: list    # per link: twist, link frame (None entries when v is not given)
+    velocity_product: list  # per link: c_i = S̊ v + v_i × S v (Featherstone eq. 5.6's c term)
+
+
+def _zero6(dtype):
+    return jnp.zeros(6, dtype=dtype)
+
+
+def joint_placements(module, q):
+    """Per link (R, p) of the link frame in its parent frame: joint placement ∘ joint motion."""
+    t, par = module.topology, module.params
+    out = []
+    for i, (kind, qs) in enumerate(zip(t.kinds, t.q_slices)):
+        RJ, pJ = kind.transform(q[qs], par.axis[i], par.axis2[i], par.pitch[i])
+        out.append(compose(par.joint_R[i], par.joint_p[i], RJ, pJ))
+    return out
+
+
+def forward_kinematics(module, q, v=None, support_velocity=None):
+    """Placements of every link (local and in the support frame), motion subspaces, and — when ``v`` is
+    given — link twists and velocity-product accelerations (Featherstone RNEA forward pass)."""
+    t, par = module.topology, module.params
+    dtype = q.dtype
+    local = joint_placements(module, q)
+    world_R, world_p, S, vel, vprod = [], [], [], [], []
+    v_support = _zero6(dtype) if support_velocity is None else support_velocity
+    for i, (kind, qs, vs) in enumerate(zip(t.kinds, t.q_slices, t.v_slices)):
+        parent = t.parents[i]
+        R, p = local[i]
+        if parent < 0:
+            wR, wp = R, p
+        else:
+            wR, wp = compose(world_R[parent], world_p[parent], R, p)
+        world_R.append(wR)
+        world_p.append(wp)
+        Si = kind.motion_subspace(q[qs], par.axis[i], par.axis2[i], par.pitch[i])
+        S.append(Si)
+        if v is None:
+            vel.append(None)
+            vprod.append(None)
+            continue
+        v_parent = v_support if parent < 0 else vel[parent]
+        vJ = Si @ v[vs]
+        vi = inv_act_motion(R, p, v_parent) + vJ
+        vel.append(vi)
+        cJ = velocity_product(kind, q[qs], v[vs], par.axis[i], par.axis2[i], par.pitch[i])
+        vprod.append(cJ + cross_motion(vi, vJ))
+    return TreeKinematics([l[0] for l in local], [l[1] for l in local], world_R, world_p, S, vel, vprod)
+
+
+def link_accelerations(module, kin, qdd, support_acceleration=None):
+    """Spatial accelerations of every link (link frames) for joint accelerations ``qdd``; gravity is not
+    included (pass ``support_acceleration = [0; -g]`` for the fictitious-base trick)."""
+    t = module.topology
+    dtype = qdd.dtype
+    a_support = _zero6(dtype) if support_acceleration is None else support_acceleration
+    acc = []
+    for i, vs in enumerate(t.v_slices):
+        parent = t.parents[i]
+        a_parent = a_support if parent < 0 else acc[parent]
+        acc.append(inv_act_motion(kin.local_R[i], kin.local_p[i], a_parent) + kin.S[i] @ qdd[vs]
+                   + kin.velocity_product[i])
+    return acc
+
+
+def frame_placement(module, kin, frame):
+    """(R, p) of an operational point in the support frame."""
+    t, par = module.topology, module.params
+    f = t.frame_index(frame)
+    link = t.frame_links[f]
+    return compose(kin.world_R[link], kin.world_p[link], par.frame_R[f], par.frame_p[f])
+
+
+def _express(reference, R_f, p_f, local_vec, world_vec_fn):
+    if reference == "local":
+        return local_vec
+    if reference == "world_aligned":
+        return jnp.concatenate([R_f @ local_vec[:3], R_f @ local_vec[3:]])
+    return world_vec_fn()
+
+
+def _check_reference(reference):
+    if reference not in REFERENCES:
+        raise ValueError(f"unknown reference frame {reference!r}; use one of {REFERENCES}")
+
+
+def world_motion_subspaces(kin):
+    """Stacked motion subspaces in Plücker coordinates at the support origin, (6, nv)."""
+    cols = [motion_transform(R, p) @ S for R, p, S in zip(kin.world_R, kin.world_p, kin.S)]
+    return jnp.concatenate(cols, axis=1)
+
+
+def _ancestor_dofs(t, link):
+    anc = set(t.ancestors(link))
+    return np.array([d in anc for d in t.dof_links()], dtype=bool)
+
+
+def frame_jacobian(module, q, frame, reference="world_aligned", kin=None):
+    """Jacobian (6, nv) of an operational point: its twist is J v (see module docstring for
+    ``reference``). For planar modules use :func:`task_jacobian` for the 3-row task-space form."""
+    _check_reference(reference)
+    t = module.topology
+    kin = forward_kinematics(module, q) if kin is None else kin
+    J_world = world_motion_subspaces(kin) * jnp.asarray(_ancestor_dofs(t, t.frame_links[t.frame_index(frame)]))
+    if reference == "world":
+        return J_world
+    R_f, p_f = frame_placement(module, kin, frame)
+    # shift the reference point to the frame origin: v_p = v_0 + ω × p = v_0 − p̃ ω
+    J_wa = jnp.concatenate([J_world[:3], J_world[3:] - skew(p_f) @ J_world[:3]])
+    if reference == "world_aligned":
+        return J_wa
+    return jnp.concatenate([R_f.T @ J_wa[:3], R_f.T @ J_wa[3:]])
+
+
+def frame_motion(module, kin, link_motions, frame, reference="world_aligned"):
+    """A per-link motion vector field (twists, or accelerations at zero velocity) read at an operational
+    point and expressed in ``reference``; ``world_aligned`` gives [ω; ṗ] of the point in support axes."""
+    _check_reference(reference)
+    t, par = module.topology, module.params
+    f = t.frame_index(frame)
+    m_local = inv_act_motion(par.frame_R[f], par.frame_p[f], link_motions[t.frame_links[f]])
+    R_f, p_f = frame_placement(module, kin, frame)
+    return _express(reference, R_f, p_f, m_local, lambda: act_motion(R_f, p_f, m_local))
+
+
+def frame_velocity(module, kin, frame, reference="world_aligned"):
+    """Twist of an operational point (``kin`` computed with v)."""
+    return frame_motion(module, kin, kin.velocity, frame, reference)
+
+
+def frame_acceleration(module, kin, link_acc, frame, reference="world_aligned"):
+    """Time derivative of :func:`frame_velocity` in the same reference: the classical acceleration of the
+    point for ``world_aligned``, the spatial acceleration for ``local`` and ``world``."""
+    _check_reference(reference)
+    t, par = module.topology, module.params
+    f = t.frame_index(frame)
+    link = t.frame_links[f]
+    a_local = inv_act_motion(par.frame_R[f], par.frame_p[f], link_acc[link])
+    R_f, p_f = frame_placement(module, kin, frame)
+    if reference == "world_aligned":
+        v_local = inv_act_motion(par.frame_R[f], par.frame_p[f], kin.velocity[link])
+        classical = jnp.concatenate([a_local[:3], a_local[3:] + jnp.cross(v_local[:3], v_local[3:])])
+        return jnp.concatenate([R_f @ classical[:3], R_f @ classical[3:]])
+    return _express(reference, R_f, p_f, a_local, lambda: act_motion(R_f, p_f, a_local))
+
+
+def frame_bias_acceleration(module, q, v, frame, reference="world_aligned", support_velocity=None,
+                            support_acceleration=None):
+    """J̇ v of an operational point: its acceleration at zero joint acceleration (no gravity)."""
+    kin = forward_kinematics(module, q, v, support_velocity)
+    acc = link_accelerations(module, kin, jnp.zeros_like(v), support_acceleration)
+    return frame_acceleration(module, kin, acc, frame, reference)
+
+
+def task_rows(module):
+    """Rows of a 6-D operational quantity that form the module's task space (all 6, or [ω_z, v_x, v_y]
+    for planar modules, Bonaventura footnote 19)."""
+    return np.arange(6) if not module.topology.planar else np.array(PLANAR_ROWS)
+
+
+def task_jacobian(module, q, frames, reference="world_aligned", kin=None):
+    """Stacked task-space Jacobians of several operational points, (len(frames)·d, nv), d = 6 or 3."""
+    kin = forward_kinematics(module, q) if kin is None else kin
+    rows = task_rows(module)
+    return jnp.concatenate([frame_jacobian(module, q, f, reference, kin)[rows] for f in frames], axis=0)

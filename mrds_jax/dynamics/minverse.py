@@ -1,0 +1,29 @@
+"""H⁻¹(q), two routes: Cholesky of the CRBA matrix, or O(N) per column by ABA with unit torques
+(Featherstone §7.4's unit-input method; what Pinocchio's computeMinverse computes in one sweep)."""
+import jax
+import jax.numpy as jnp
+
+from ..model.tree import check_state
+from .aba import articulated_inertias, articulated_solve
+from .crba import mass_matrix
+from .kinematics import forward_kinematics
+
+METHODS = ("direct", "recursive")
+
+
+def inverse_mass_matrix(module, q, method="direct"):
+    check_state(module, q, None, "inverse_mass_matrix")
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
+    nv = module.nv
+    eye = jnp.eye(nv, dtype=q.dtype)
+    if method == "direct":
+        return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(module, q)), eye)
+    kin = forward_kinematics(module, q)
+    art = articulated_inertias(module, kin)
+    zeros6 = [jnp.zeros(6, dtype=q.dtype)] * module.topology.n_links
+
+    def column(tau):
+        return articulated_solve(module, kin, art, tau, zeros6, zeros6, zeros6[0])[0]
+
+    return jax.vmap(column, out_axes=1)(eye)

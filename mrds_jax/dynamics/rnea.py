@@ -1,0 +1,40 @@
+"""Recursive Newton-Euler inverse dynamics (Featherstone Table 5.1; Lilly & Orin's open-chain terms)."""
+import jax.numpy as jnp
+
+from ..model.tree import check_state
+from ..spatial import act_force, cross_force
+from .common import gravity_acceleration, link_external_forces, link_inertias
+from .kinematics import forward_kinematics, link_accelerations
+
+
+def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_acceleration=None):
+    """τ = H(q) q̈ + C(q, v) v + G(q) − Σ Jᵢᵀ f_ext,i.
+
+    ``f_ext`` (n_links, 6): forces applied on each link, link frame, [n; f] about the link origin.
+    ``support_velocity``/``support_acceleration``: motion of the support frame (moving base).
+    """
+    check_state(module, q, v, "rnea")
+    t = module.topology
+    kin = forward_kinematics(module, q, v, support_velocity)
+    acc = link_accelerations(module, kin, qdd, gravity_acceleration(module, support_acceleration))
+    inertias = link_inertias(module)
+    fext = link_external_forces(module, f_ext, q.dtype)
+    forces = [inertias[i] @ acc[i] + cross_force(kin.velocity[i], inertias[i] @ kin.velocity[i]) - fext[i]
+              for i in range(t.n_links)]
+    tau = [None] * t.n_links
+    for i in reversed(range(t.n_links)):
+        tau[i] = kin.S[i].T @ forces[i]
+        parent = t.parents[i]
+        if parent >= 0:
+            forces[parent] = forces[parent] + act_force(kin.local_R[i], kin.local_p[i], forces[i])
+    return jnp.concatenate(tau)
+
+
+def nonlinear_effects(module, q, v, **kw):
+    """C(q, v) v + G(q)."""
+    return rnea(module, q, v, jnp.zeros_like(v), **kw)
+
+
+def generalized_gravity(module, q):
+    """G(q)."""
+    return rnea(module, q, jnp.zeros(module.nv, dtype=q.dtype), jnp.zeros(module.nv, dtype=q.dtype))

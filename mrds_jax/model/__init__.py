@@ -1,0 +1,4 @@
+"""Layer 2: module descriptions — static topology, parameters as a pytree of arrays."""
+from .builder import ModuleBuilder
+from .joints import JOINT_KINDS, JointKind
+from .tree import Module, Topology, TreeParams, check_state, validate

@@ -1,0 +1,89 @@
+"""Programmatic construction of modules.
+
+>>> b = ModuleBuilder()
+>>> b.add_link("upper", parent=None, joint="revolute", axis=(0, 0, 1), mass=1.0, com=(0.5, 0, 0),
+...            inertia=np.diag([1e-3, 1e-2, 1e-2]))
+>>> b.add_frame("tip", link="upper", position=(1.0, 0, 0))
+>>> module = b.build()
+"""
+import jax.numpy as jnp
+import numpy as np
+
+from .joints import joint_kind
+from .tree import Module, Topology, TreeParams, validate
+
+
+class ModuleBuilder:
+    def __init__(self, planar=False, gravity=None):
+        """``planar`` modules live in the xy plane (task space [ω_z, v_x, v_y]); their default gravity is
+        −9.81 m/s² along y, that of spatial modules −9.81 m/s² along z."""
+        self.planar = planar
+        if gravity is None:
+            gravity = (0.0, -9.81, 0.0) if planar else (0.0, 0.0, -9.81)
+        self.gravity = np.asarray(gravity, dtype=float)
+        self._links = []
+        self._frames = []
+
+    def add_link(self, name, parent=None, joint="revolute", joint_name=None, axis=(0.0, 0.0, 1.0),
+                 axis2=(0.0, 1.0, 0.0), pitch=0.0, position=(0.0, 0.0, 0.0), rotation=None,
+                 mass=1.0, com=(0.0, 0.0, 0.0), inertia=None):
+        """Add a link attached to ``parent`` (a link name, or None for the support) by a joint whose frame
+        sits at ``position``/``rotation`` in the parent link frame. Returns the link index."""
+        names = [lk["name"] for lk in self._links]
+        if name in names:
+            raise ValueError(f"link {name!r} is defined twice")
+        if parent is None:
+            parent_index = -1
+        elif parent in names:
+            parent_index = names.index(parent)
+        else:
+            raise KeyError(f"link {name!r}: parent link {parent!r} does not exist (links so far: {names})")
+        joint_kind(joint, f" (link {name!r})")
+        inertia = np.eye(3) * 1e-3 if inertia is None else np.asarray(inertia, dtype=float)
+        if inertia.shape == (3,):
+            inertia = np.diag(inertia)
+        axis = np.asarray(axis, dtype=float)
+        axis2 = np.asarray(axis2, dtype=float)
+        self._links.append(dict(
+            name=name, parent=parent_index, kind=joint, joint_name=joint_name or f"{name}_joint",
+            axis=axis / np.linalg.norm(axis), axis2=axis2 / np.linalg.norm(axis2), pitch=float(pitch),
+            R=np.eye(3) if rotation is None else np.asarray(rotation, dtype=float),
+            p=np.asarray(position, dtype=float), mass=float(mass), com=np.asarray(com, dtype=float),
+            inertia=inertia))
+        return len(self._links) - 1
+
+    def add_frame(self, name, link, position=(0.0, 0.0, 0.0), rotation=None):
+        """Add an operational point on ``link`` at ``position``/``rotation`` in the link frame."""
+        names = [lk["name"] for lk in self._links]
+        if link not in names:
+            raise KeyError(f"operational point {name!r}: link {link!r} does not exist (links: {names})")
+        if name in [f["name"] for f in self._frames]:
+            raise ValueError(f"operational point {name!r} is defined twice")
+        self._frames.append(dict(name=name, link=names.index(link),
+                                 R=np.eye(3) if rotation is None else np.asarray(rotation, dtype=float),
+                                 p=np.asarray(position, dtype=float)))
+        return len(self._frames) - 1
+
+    def build(self, dtype=None):
+        if not self._links:
+            raise ValueError("a module needs at least one link")
+        L, F = self._links, self._frames
+        topo = Topology(
+            link_names=tuple(lk["name"] for lk in L), parents=tuple(lk["parent"] for lk in L),
+            joint_names=tuple(lk["joint_name"] for lk in L), joint_kinds=tuple(lk["kind"] for lk in L),
+            frame_names=tuple(f["name"] for f in F), frame_links=tuple(f["link"] for f in F),
+            planar=self.planar)
+        dtype = dtype or jnp.zeros(0).dtype
+
+        def arr(x, shape):
+            return jnp.asarray(np.asarray(x, dtype=float).reshape(shape), dtype=dtype)
+
+        n, nf = len(L), len(F)
+        params = TreeParams(
+            joint_R=arr([lk["R"] for lk in L], (n, 3, 3)), joint_p=arr([lk["p"] for lk in L], (n, 3)),
+            axis=arr([lk["axis"] for lk in L], (n, 3)), axis2=arr([lk["axis2"] for lk in L], (n, 3)),
+            pitch=arr([lk["pitch"] for lk in L], (n,)), mass=arr([lk["mass"] for lk in L], (n,)),
+            com=arr([lk["com"] for lk in L], (n, 3)), inertia=arr([lk["inertia"] for lk in L], (n, 3, 3)),
+            frame_R=arr([f["R"] for f in F], (nf, 3, 3)), frame_p=arr([f["p"] for f in F], (nf, 3)),
+            gravity=arr(self.gravity, (3,)))
+        return validate(Module(params=params, topology=topo))

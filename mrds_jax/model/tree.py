@@ -1,0 +1,217 @@
+"""A module (Bonaventura Ch. 5): a rigid tree of links with static *topology* and array *parameters*.
+
+``Topology`` is frozen and hashable (it keys the jit cache); ``TreeParams`` is a pytree of arrays, so
+``jax.grad``/``jax.vmap`` work over masses, inertias and joint placements. ``Module`` bundles both and is
+itself a pytree whose only leaves are the parameters.
+"""
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..pytree import pytree_dataclass, replace, static
+from .joints import JOINT_KINDS, joint_kind
+
+PLANAR_ROWS = (2, 3, 4)  # [ω_z, v_x, v_y] of a 6-D [angular; linear] vector: the planar task space
+
+
+@dataclass(frozen=True)
+class Topology:
+    link_names: tuple
+    parents: tuple          # parent link index, -1 for the support (world or moving base)
+    joint_names: tuple
+    joint_kinds: tuple      # names in JOINT_KINDS
+    frame_names: tuple      # operational points
+    frame_links: tuple      # link index each operational point is attached to
+    planar: bool = False    # task space [ω_z, v_x, v_y] (Bonaventura footnote 19)
+
+    @property
+    def n_links(self):
+        return len(self.link_names)
+
+    @property
+    def kinds(self):
+        return tuple(JOINT_KINDS[k] for k in self.joint_kinds)
+
+    @property
+    def q_slices(self):
+        out, i = [], 0
+        for k in self.kinds:
+            out.append(slice(i, i + k.nq))
+            i += k.nq
+        return tuple(out)
+
+    @property
+    def v_slices(self):
+        out, i = [], 0
+        for k in self.kinds:
+            out.append(slice(i, i + k.nv))
+            i += k.nv
+        return tuple(out)
+
+    @property
+    def nq(self):
+        return sum(k.nq for k in self.kinds)
+
+    @property
+    def nv(self):
+        return sum(k.nv for k in self.kinds)
+
+    @property
+    def task_dim(self):
+        return 3 if self.planar else 6
+
+    def link_index(self, name):
+        if isinstance(name, (int, np.integer)):
+            if not 0 <= name < self.n_links:
+                raise IndexError(f"link index {name} out of range (module has {self.n_links} links)")
+            return int(name)
+        try:
+            return self.link_names.index(name)
+        except ValueError:
+            raise KeyError(f"no link named {name!r}; links are {list(self.link_names)}") from None
+
+    def frame_index(self, name):
+        if isinstance(name, (int, np.integer)):
+            if not 0 <= name < len(self.frame_names):
+                raise IndexError(f"frame index {name} out of range ({len(self.frame_names)} frames)")
+            return int(name)
+        try:
+            return self.frame_names.index(name)
+        except ValueError:
+            raise KeyError(f"no operational point named {name!r}; frames are {list(self.frame_names)}") from None
+
+    def ancestors(self, link):
+        """Links on the path from ``link`` to the root, ``link`` first."""
+        out = []
+        while link >= 0:
+            out.append(link)
+            link = self.parents[link]
+        return tuple(out)
+
+    def ancestor_mask(self):
+        """M[i, j] = True when link i is link j or an ancestor of it (static numpy array)."""
+        n = self.n_links
+        m = np.zeros((n, n), dtype=bool)
+        for j in range(n):
+            for i in self.ancestors(j):
+                m[i, j] = True
+        return m
+
+    def dof_links(self):
+        """Link index owning each velocity coordinate (static numpy array of length nv)."""
+        return np.array([i for i, k in enumerate(self.kinds) for _ in range(k.nv)], dtype=int)
+
+    def is_chain(self):
+        return all(p == i - 1 for i, p in enumerate(self.parents))
+
+
+@pytree_dataclass
+class TreeParams:
+    joint_R: jax.Array     # (n, 3, 3) joint frame in parent link frame
+    joint_p: jax.Array     # (n, 3)
+    axis: jax.Array        # (n, 3) joint axis in joint frame (unit)
+    axis2: jax.Array       # (n, 3) second axis (universal joints)
+    pitch: jax.Array       # (n,) screw pitch ρ (m/rad)
+    mass: jax.Array        # (n,)
+    com: jax.Array         # (n, 3) centre of mass in link frame
+    inertia: jax.Array     # (n, 3, 3) rotational inertia about the centre of mass, link axes
+    frame_R: jax.Array     # (nf, 3, 3) operational point frames in their link frame
+    frame_p: jax.Array     # (nf, 3)
+    gravity: jax.Array     # (3,) in the support frame
+
+
+@pytree_dataclass
+class Module:
+    """One module: ``topology`` (static) and ``params`` (arrays)."""
+    params: TreeParams
+    topology: Topology = static()
+
+    @property
+    def nq(self):
+        return self.topology.nq
+
+    @property
+    def nv(self):
+        return self.topology.nv
+
+    def with_params(self, **changes):
+        return replace(self, params=replace(self.params, **changes))
+
+    def neutral_configuration(self, dtype=None):
+        dtype = dtype or self.params.mass.dtype
+        return jnp.concatenate([k.neutral(dtype) for k in self.topology.kinds])
+
+
+def validate(module, rtol=1e-9):
+    """Check a module's concrete parameters; raise ValueError naming the offending link or joint."""
+    t, p = module.topology, module.params
+    n = t.n_links
+    shapes = dict(joint_R=(n, 3, 3), joint_p=(n, 3), axis=(n, 3), axis2=(n, 3), pitch=(n,), mass=(n,),
+                  com=(n, 3), inertia=(n, 3, 3), frame_R=(len(t.frame_names), 3, 3),
+                  frame_p=(len(t.frame_names), 3), gravity=(3,))
+    for name, shape in shapes.items():
+        got = np.shape(getattr(p, name))
+        if got != shape:
+            raise ValueError(f"parameter {name!r} has shape {got}, expected {shape}")
+    for i, (parent, kind) in enumerate(zip(t.parents, t.joint_kinds)):
+        joint_kind(kind, f" (joint {t.joint_names[i]!r})")
+        if not -1 <= parent < i:
+            raise ValueError(f"link {t.link_names[i]!r}: parent index {parent} must be in [-1, {i}) "
+                             "(links are listed parents first)")
+    mass = np.asarray(p.mass)
+    inertia = np.asarray(p.inertia)
+    for i, name in enumerate(t.link_names):
+        if not np.isfinite(mass[i]) or mass[i] <= 0:
+            raise ValueError(f"link {name!r}: mass must be positive, got {mass[i]}")
+        I = inertia[i]
+        if not np.allclose(I, I.T, rtol=rtol, atol=1e-12 * max(1.0, np.abs(I).max())):
+            raise ValueError(f"link {name!r}: rotational inertia is not symmetric:\n{I}")
+        eig = np.linalg.eigvalsh(0.5 * (I + I.T))
+        if eig.min() <= 0:
+            raise ValueError(f"link {name!r}: rotational inertia is not positive definite "
+                             f"(eigenvalues {eig})")
+    for i, kind in enumerate(t.joint_kinds):
+        if kind in ("revolute", "prismatic", "screw", "universal"):
+            for nm in (("axis", "axis2") if kind == "universal" else ("axis",)):
+                a = np.asarray(getattr(p, nm)[i])
+                if abs(np.linalg.norm(a) - 1.0) > 1e-9:
+                    raise ValueError(f"joint {t.joint_names[i]!r}: {nm} {a} is not a unit vector")
+    for nm, R in (("joint", np.asarray(p.joint_R)), ("frame", np.asarray(p.frame_R))):
+        for i in range(R.shape[0]):
+            if not np.allclose(R[i] @ R[i].T, np.eye(3), atol=1e-9) or np.linalg.det(R[i]) < 0:
+                label = t.joint_names[i] if nm == "joint" else t.frame_names[i]
+                raise ValueError(f"{nm} {label!r}: placement rotation is not a rotation matrix")
+    if t.planar:
+        _validate_planar(t, p)
+    return module
+
+
+def _validate_planar(t, p):
+    for i, kind in enumerate(t.joint_kinds):
+        name = t.joint_names[i]
+        if kind not in ("revolute", "prismatic", "planar_free", "fixed"):
+            raise ValueError(f"planar module: joint {name!r} of kind {kind!r} is not planar "
+                             "(use revolute, prismatic, planar_free or fixed)")
+        axis = np.asarray(p.axis[i])
+        if kind == "revolute" and not np.allclose(np.abs(axis), [0, 0, 1], atol=1e-12):
+            raise ValueError(f"planar module: revolute joint {name!r} must turn about z, axis is {axis}")
+        if kind == "prismatic" and abs(axis[2]) > 1e-12:
+            raise ValueError(f"planar module: prismatic joint {name!r} must slide in the xy plane, axis {axis}")
+        R, pos = np.asarray(p.joint_R[i]), np.asarray(p.joint_p[i])
+        if abs(pos[2]) > 1e-12 or not np.allclose(R[2], [0, 0, 1], atol=1e-12):
+            raise ValueError(f"planar module: placement of joint {name!r} leaves the xy plane")
+    for i, name in enumerate(t.frame_names):
+        R, pos = np.asarray(p.frame_R[i]), np.asarray(p.frame_p[i])
+        if abs(pos[2]) > 1e-12 or not np.allclose(R[2], [0, 0, 1], atol=1e-12):
+            raise ValueError(f"planar module: operational point {name!r} leaves the xy plane")
+
+
+def check_state(module, q=None, v=None, name="state"):
+    """Raise a ValueError naming the array when q or v has the wrong shape (trace-time check)."""
+    t = module.topology
+    for arr, n, label in ((q, t.nq, "q"), (v, t.nv, "v")):
+        if arr is not None and jnp.shape(arr) != (n,):
+            raise ValueError(f"{name}: {label} has shape {jnp.shape(arr)}, module needs ({n},) "
+                             f"(nq={t.nq}, nv={t.nv}); batch with jax.vmap")
