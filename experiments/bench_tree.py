@@ -372,6 +372,13 @@ def chain_table(results, args):
 
 
 # ---------------------------------------------------------------------------------------------- main
+def loadavg():
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def header(args):
     try:
         aff = len(os.sched_getaffinity(0))
@@ -390,6 +397,7 @@ def header(args):
         f"- dtype: {'float32' if args.float32 else 'float64'}; XLA_FLAGS = {os.environ.get('XLA_FLAGS', '(unset)')}",
         f"- repeats = {args.repeats} (each ≥ {args.min_time} s), batch = {args.batch}, "
         f"Pinocchio loop = {args.pin_states} states, chains up to N = {args.max_n}",
+        f"- load average at start (1/5/15 min): {loadavg()} — other processes on this machine perturb the timings",
         f"- JAX dispatch floor (jitted x + 1 on a 6-vector, incl. block_until_ready): "
         f"{dispatch_floor(args.repeats, args.min_time):.1f} µs/call",
         "",
@@ -419,7 +427,8 @@ def main(args):
         for name, (path, frame) in URDFS.items():
             log(f"robot {name} …")
             module, pm, rows = bench_robot(name, path, frame, args, log)
-            tab = robot_table(name + f" — operational point `{frame}`", module, pm, rows, args) + [""]
+            tab = robot_table(name + f" — operational point `{frame}`", module, pm, rows, args) + [
+                "", f"Load average after {name}: {loadavg()}", ""]
             for ln in tab:
                 print(ln, flush=True)
             lines += tab
@@ -437,7 +446,8 @@ def main(args):
                "random SPD inertias; link i's parent is link i−1. Each (N, method) is compiled and timed in its "
                f"own subprocess (timeout {args.compile_timeout:.0f} s). Pinocchio: the same chain built with "
                "`JointModelRevoluteUnaligned`, `pin.crba` per call (loop over "
-               f"{args.pin_states} states).", ""] + chain_table(results, args) + [""]
+               f"{args.pin_states} states).", ""] + chain_table(results, args) + [
+               "", f"Load average after the chains: {loadavg()}", ""]
         for ln in tab:
             print(ln, flush=True)
         lines += tab

@@ -1,0 +1,196 @@
+"""A system of modules and contacts, built once (Bonaventura Step 1, Tables 7-8, 13-14).
+
+The modular connectivity MC(k, j) (Table 13) and global connectivity GC(i, j) (Table 14) are static:
+they are computed here, from names only, and stored in a hashable :class:`Connectivity` that keys the
+jit cache. Module parameters and contact bases stay pytree leaves, so a ``System`` can be differentiated
+and ``vmap``ped over (design optimisation, domain randomisation).
+"""
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..contacts.model import Contact, ContactError, validate_contact
+from ..model.tree import Module
+from ..pytree import pytree_dataclass, static
+
+
+class SystemError(ValueError):
+    """Bad system description; the message names the module or contact."""
+
+
+@dataclass(frozen=True)
+class Connectivity:
+    """Static structure of a system.
+
+    ``points[k]``: the operational points of module k that take part in contacts (E or P of some contact),
+    in order; their index is the block used in Λ⁻¹ and Ψ of module k.
+    ``sides[i] = (m_E, slot_E, m_P, slot_P)``: module index and slot in ``points[m]`` of E_i and P_i, with
+    ``m = -1`` for the ground.
+    ``MC[k][j]`` ∈ {"E", "P", "EP", "0"} (Table 13); ``GC[i][j]`` ∈ {"AA", "AB", "BA", "BB"} (Table 14).
+    """
+    module_names: tuple
+    points: tuple
+    sides: tuple
+    n_c: tuple          # constrained directions per contact
+    dim: int            # task dimension (6, or 3 for planar systems)
+    MC: tuple
+    GC: tuple
+
+    @property
+    def n_constraints(self):
+        """n_C = Σ n_cᵢ (eq. 72), the size of Bᶜ."""
+        return sum(self.n_c)
+
+    def contact_type(self, i):
+        """"A" when E_i and P_i are on different modules (or one is the ground), "B" when on one module."""
+        mE, _, mP, _ = self.sides[i]
+        return "B" if mE == mP else "A"
+
+    def constraint_slices(self):
+        out, s = [], 0
+        for n in self.n_c:
+            out.append(slice(s, s + n))
+            s += n
+        return tuple(out)
+
+
+@pytree_dataclass
+class System:
+    """Modules and contacts (leaves: their parameters and bases) plus the static :class:`Connectivity`."""
+    modules: tuple
+    contacts: tuple
+    connectivity: Connectivity = static()
+
+    @property
+    def module_names(self):
+        return self.connectivity.module_names
+
+    def module_index(self, key):
+        return _module_index(self.connectivity.module_names, key, "system")
+
+    @property
+    def contact_names(self):
+        return tuple(c.name for c in self.contacts)
+
+
+def _module_index(names, key, where):
+    if isinstance(key, (int, np.integer)):
+        if not 0 <= key < len(names):
+            raise SystemError(f"{where}: module index {key} out of range (system has {len(names)} modules)")
+        return int(key)
+    if key in names:
+        return names.index(key)
+    raise SystemError(f"{where}: no module named {key!r}; modules are {list(names)}")
+
+
+def modular_connectivity(sides, n_modules):
+    """Table 13: MC(k, j) = "E" (E_j on k only, Type A), "P" (P_j on k only), "EP" (both: Type B), "0"."""
+    table = []
+    for k in range(n_modules):
+        row = []
+        for mE, _, mP, _ in sides:
+            row.append("EP" if mE == k and mP == k else "E" if mE == k else "P" if mP == k else "0")
+        table.append(tuple(row))
+    return tuple(table)
+
+
+def global_connectivity(sides):
+    """Table 14: GC(i, j) ∈ {AA, AB, BA, BB} from the contact types of i and j."""
+    types = ["B" if mE == mP else "A" for mE, _, mP, _ in sides]
+    return tuple(tuple(ti + tj for tj in types) for ti in types)
+
+
+def build_system(modules, contacts, names=None):
+    """Build a :class:`System`.
+
+    ``modules``: a dict ``name -> Module`` or a sequence of modules (then named by ``names`` or by their
+    index). ``contacts``: sequence of :class:`~mrds_jax.contacts.Contact` whose sides name
+    ``(module, operational point)`` (module by name or index) or ``None`` for the ground.
+    Raises :class:`SystemError` naming the contact for a missing module or operational point, a task
+    dimension that does not match the modules' (planar vs spatial), or bases that are not dual.
+    """
+    if isinstance(modules, dict):
+        names, modules = tuple(modules), tuple(modules.values())
+    else:
+        modules = tuple(modules)
+        names = tuple(names) if names is not None else tuple(str(i) for i in range(len(modules)))
+    if len(names) != len(modules) or len(set(names)) != len(names):
+        raise SystemError(f"module names must be unique, one per module; got {names}")
+    for name, m in zip(names, modules):
+        if not isinstance(m, Module):
+            raise SystemError(f"module {name!r} is not a Module (got {type(m).__name__})")
+    dims = {m.topology.task_dim for m in modules}
+    if len(dims) > 1:
+        raise SystemError("all modules of a system must share one task space: mixing planar and spatial modules "
+                          f"({dict(zip(names, (m.topology.task_dim for m in modules)))})")
+    contacts = tuple(contacts)
+    if len({c.name for c in contacts}) != len(contacts):
+        raise SystemError(f"contact names must be unique: {[c.name for c in contacts]}")
+    dim = dims.pop() if dims else (contacts[0].dim if contacts else 6)
+    points = [[] for _ in modules]
+    sides = []
+    for c in contacts:
+        if not isinstance(c, Contact):
+            raise SystemError(f"{c!r} is not a Contact")
+        try:
+            validate_contact(c)
+        except ContactError as e:
+            raise SystemError(str(e)) from None
+        if c.dim != dim:
+            raise SystemError(f"contact {c.name!r} has task dimension {c.dim} but the modules have {dim} "
+                              "(use planar=True contacts with planar modules)")
+        side = []
+        for label, s in (("E", c.E), ("P", c.P)):
+            if s is None:
+                side += [-1, -1]
+                continue
+            k = _module_index(names, s[0], f"contact {c.name!r} side {label}")
+            try:
+                modules[k].topology.frame_index(s[1])
+            except (KeyError, IndexError) as e:
+                raise SystemError(f"contact {c.name!r} side {label}: module {names[k]!r} has no operational point "
+                                  f"{s[1]!r} ({e.args[0]})") from None
+            frame = modules[k].topology.frame_names[modules[k].topology.frame_index(s[1])]
+            if frame not in points[k]:
+                points[k].append(frame)
+            side += [k, points[k].index(frame)]
+        if side[0] == side[2] and side[1] == side[3]:
+            raise SystemError(f"contact {c.name!r}: E and P are the same operational point")
+        sides.append(tuple(side))
+    sides = tuple(sides)
+    conn = Connectivity(module_names=names, points=tuple(tuple(p) for p in points), sides=sides,
+                        n_c=tuple(c.n_c for c in contacts), dim=dim,
+                        MC=modular_connectivity(sides, len(modules)), GC=global_connectivity(sides))
+    return System(modules=modules, contacts=contacts, connectivity=conn)
+
+
+@pytree_dataclass
+class SystemState:
+    """Per-module joint positions and velocities (tuples, one array per module)."""
+    q: tuple
+    v: tuple
+
+
+def make_state(system, q, v=None):
+    """A :class:`SystemState` from per-module sequences (or dicts by module name); v defaults to zeros."""
+    names = system.module_names
+
+    def seq(x, label):
+        if isinstance(x, dict):
+            missing = [n for n in names if n not in x]
+            if missing:
+                raise SystemError(f"state: {label} missing for modules {missing}")
+            x = [x[n] for n in names]
+        x = tuple(jnp.asarray(a) for a in x)
+        if len(x) != len(names):
+            raise SystemError(f"state: {label} has {len(x)} entries, the system has {len(names)} modules")
+        return x
+
+    q = seq(q, "q")
+    v = tuple(jnp.zeros(m.nv, dtype=qq.dtype) for m, qq in zip(system.modules, q)) if v is None else seq(v, "v")
+    for name, m, qq, vv in zip(names, system.modules, q, v):
+        if qq.shape[-1:] != (m.nq,) or vv.shape[-1:] != (m.nv,):
+            raise SystemError(f"state of module {name!r}: q has shape {qq.shape}, v {vv.shape}; "
+                              f"need ({m.nq},) and ({m.nv},)")
+    return SystemState(q=q, v=v)

@@ -1,0 +1,220 @@
+"""Forward dynamics of a system of modules and contacts: Bonaventura's MRDS Steps 2-4 (Tables 18-20).
+
+Step 2 (per module, :func:`module_terms`): q̈ᵒᵖᵉⁿ, placements, velocities and open-chain (classical)
+accelerations ᴵẍᵒᵖᵉⁿ_IO of the module's contact points, Ψ = H⁻¹ Jᵀ (eq. 75) and the multi-point
+Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (eq. 69-70, Table 9) from the library (``cross_space_inertia``, "direct" or
+"recursive").
+
+Step 3 (global, :func:`constraint_system`): for each contact i, Sᵢ = ᴵS_EiPi (eq. 20), the spatial
+rotation ℜᵢ = ᴵℜ_Ei, ζᵢ (eq. 81) and ᴱẍᵒᵖᵉⁿ_EP (eq. 83). The operator that takes the module's point
+accelerations to the contact's relative acceleration is, per contact and module,
+
+    Aₖ[i, E_i] = −ℜᵢᵀ Sᵢ  (if m(E_i) = k),   Aₖ[i, P_i] = +ℜᵢᵀ  (if m(P_i) = k)
+
+so that B = Σₖ Aₖ Λₖ⁻¹ Aₖᵀ reproduces Table 17 block by block (AA: ℜᵢᵀ[Λ_PP − Λ_PE Sⱼᵀ − Sᵢ Λ_EP +
+Sᵢ Λ_EE Sⱼᵀ]ℜⱼ; a Type B contact, whose E and P are on one module, gets both terms, i.e. the relative
+Jacobian ᴱJ_EP = ℜᵀ(J_P − S J_E) of eq. 71 through its O(N) forms eq. 92-94). Then Bᶜ = ψᶜᵀ B ψᶜ
+(eq. 88) and yᶜ = ẍᶜ + ψᶜᵀ [y − B ψᵘ Fᵘ] with yᵢ = φ̇ᵘẋᵘ + φ̇ᶜẋᶜ − ᴱẍᵒᵖᵉⁿ_EP (eq. 89-90; φ̇ = 0 for the
+constant modes of this version); the solve (eq. 87, :mod:`.solve`), and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ (eq. 86).
+
+Step 4 (per module): q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP, which is eq. 74 (q̈ = q̈ᵒᵖᵉⁿ − Ψₖ Fₖ) with the forces
+of eq. 95-96 (ᴵᴱF_EP = Sᵀ ℜ F_EP at E, ᴵᴾF_PE = −ℜ F_EP at P) and the sign fix of notes §2.3 for Type B
+rows (+ᴱΨ_EP F_EP).
+
+All accelerations are classical (ẍ = J q̈ + J̇ q̇), as ζ of eq. 81 requires (notes §0.3). Everything is
+[angular; linear]; planar systems use the 3 task rows [ω_z; v_x; v_y] of the same 6-D formulas (their
+ζ, S, ℜ restricted to the plane, notes §3.6). The ground has no module: its Λ⁻¹ and Ψ are 0
+(footnote 16) and its acceleration is 0. Every function is pure and jit/vmap-able; the loops run over the
+static module and contact lists at trace time.
+"""
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..dynamics import aba, cross_space_inertia, forward_kinematics, link_accelerations, task_jacobian
+from ..dynamics.kinematics import frame_acceleration, frame_placement, frame_velocity
+from ..model.tree import PLANAR_ROWS
+from ..spatial import rigid_body_transform, spatial_rotation
+from .solve import SolverSettings, solve_constraint_system
+
+
+class ModuleTerms(NamedTuple):
+    """Step 2 results of one module for its contact points (Table 18); n points, d task rows."""
+    qdd_open: jnp.ndarray   # (nv,)
+    R: jnp.ndarray          # (n, 3, 3) point orientations in the world
+    p: jnp.ndarray          # (n, 3) point positions
+    xd: jnp.ndarray         # (n, 6) ᴵẋ_IO = [ω; ṗ], world axes
+    xdd_open: jnp.ndarray   # (n, 6) classical open-chain accelerations, world axes
+    Psi: jnp.ndarray        # (nv, n·d) Ψ = H⁻¹ Jᵀ (eq. 75)
+    Lam_inv: jnp.ndarray    # (n·d, n·d) Λ⁻¹_{OiOj} (eq. 69-70)
+
+
+class ConstraintSystem(NamedTuple):
+    """Step 3 quantities (Table 19)."""
+    Bc: jnp.ndarray            # (n_C, n_C), eq. 88
+    yc: jnp.ndarray            # (n_C,), eq. 89
+    xdd_open_EP: tuple         # per contact: ᴱẍᵒᵖᵉⁿ_EP (d,), eq. 83
+    xd_EP: tuple               # per contact: ᴱẋ_EP (d,), eq. 98
+    F_u: tuple                 # per contact: Fᵘ (d − n_c,)
+    A: tuple                   # per module: Aₖ (d·C, d·nₖ)
+    terms: tuple               # per module: ModuleTerms (None for modules without contact points)
+
+
+class SystemDynamics(NamedTuple):
+    """Result of :func:`forward_dynamics`."""
+    qdd: tuple        # per module: q̈ₖ (eq. 74)
+    F_c: tuple        # per contact: Fᶜ (n_c,), constraint-force components (eq. 87)
+    F_EP: tuple       # per contact: ᴱᴾF_EP (d,), force by E on P, frame E, torque reference point P (eq. 86)
+    residual: jnp.ndarray     # ‖Bᶜ Fᶜ − yᶜ‖ / ‖yᶜ‖ of the solve
+    constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (eq. 105), 0 at a consistent state
+
+
+def _rows(dim):
+    return np.arange(6) if dim == 6 else np.array(PLANAR_ROWS)
+
+
+def module_terms(module, q, v, tau, points, method="direct"):
+    """Bonaventura Step 2 (Table 18) for one module and its contact points ``points`` (frame names)."""
+    qdd = aba(module, q, v, tau)
+    kin = forward_kinematics(module, q, v)
+    acc = link_accelerations(module, kin, qdd)
+    Rs, ps, xds, xdds = [], [], [], []
+    for f in points:
+        R, p = frame_placement(module, kin, f)
+        Rs.append(R)
+        ps.append(p)
+        xds.append(frame_velocity(module, kin, f, "world_aligned"))
+        xdds.append(frame_acceleration(module, kin, acc, f, "world_aligned"))
+    J = task_jacobian(module, q, points, "world_aligned", kin)
+    Psi = cross_space_inertia(module, q, points, "world_aligned", method)
+    return ModuleTerms(qdd, jnp.stack(Rs), jnp.stack(ps), jnp.stack(xds), jnp.stack(xdds), Psi, J @ Psi)
+
+
+def _side_kinematics(contact, terms, m, slot, dtype):
+    """(R, p, ẋ, ẍᵒᵖᵉⁿ) of one side of a contact; the ground is fixed (zero motion)."""
+    if m < 0:
+        z = jnp.zeros(6, dtype=dtype)
+        return contact.ground_R, contact.ground_p, z, z
+    t = terms[m]
+    return t.R[slot], t.p[slot], t.xd[slot], t.xdd_open[slot]
+
+
+def contact_kinematics(contact, side_E, side_P):
+    """Relative kinematics of a contact from its two sides' world quantities (6-D, [angular; linear]).
+
+    Returns (T_E, T_P, ᴱẋ_EP, ᴱẍᵒᵖᵉⁿ_EP): T_E = −ℜᵀ S and T_P = ℜᵀ with S = ᴵS_EP (eq. 20, r = p_P − p_E)
+    and ℜ = ᴵℜ_E; ᴱẋ_EP = ℜᵀ(ẋ_P − S ẋ_E) (eq. 98); ᴱẍᵒᵖᵉⁿ_EP = ℜᵀ(ẍ_P − S ẍ_E − ζ) (eq. 83) with
+    ζ = [ω × ω_rel; ω × (ω × r) + 2 ω × ṙ_rel] (eq. 81 in [angular; linear]), ω = ᴵω_IE and
+    [ω_rel; ṙ_rel] = ẋ_P − S ẋ_E = ℜ ᴱẋ_EP.
+    """
+    R_E, p_E, xd_E, xdd_E = side_E
+    _, p_P, xd_P, xdd_P = side_P
+    r = p_P - p_E
+    S = rigid_body_transform(r)
+    RfT = spatial_rotation(R_E.T)
+    rel = xd_P - S @ xd_E
+    w = xd_E[:3]
+    zeta = jnp.concatenate([jnp.cross(w, rel[:3]), jnp.cross(w, jnp.cross(w, r)) + 2.0 * jnp.cross(w, rel[3:])])
+    return -RfT @ S, RfT, RfT @ rel, RfT @ (xdd_P - S @ xdd_E - zeta)
+
+
+def _taus(system, tau, dtype):
+    if tau is None:
+        return tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)
+    if isinstance(tau, dict):
+        return tuple(tau.get(n, jnp.zeros(m.nv, dtype=dtype)) for n, m in zip(system.module_names, system.modules))
+    return tuple(tau)
+
+
+def constraint_system(system, state, tau=None, t=0.0, method="direct"):
+    """Steps 2-3 up to the linear system: Bᶜ (eq. 88), yᶜ (eq. 89) and the pieces needed afterwards."""
+    conn = system.connectivity
+    d = conn.dim
+    rows = _rows(d)
+    dtype = state.q[0].dtype
+    taus = _taus(system, tau, dtype)
+    terms = tuple(
+        module_terms(m, q, v, tq, pts, method) if pts else None
+        for m, q, v, tq, pts in zip(system.modules, state.q, state.v, taus, conn.points))
+    C = len(system.contacts)
+    blocks = {}       # (module, contact, slot) -> d x d block of A_k
+    xdd_open_EP, xd_EP, F_u, psi_c_rows = [], [], [], []
+    for i, (c, (mE, sE, mP, sP)) in enumerate(zip(system.contacts, conn.sides)):
+        T_E, T_P, xd, xdd = contact_kinematics(c, _side_kinematics(c, terms, mE, sE, dtype),
+                                               _side_kinematics(c, terms, mP, sP, dtype))
+        if mE >= 0:
+            blocks[(mE, i, sE)] = T_E[np.ix_(rows, rows)]
+        if mP >= 0:
+            key = (mP, i, sP)
+            blocks[key] = blocks.get(key, 0.0) + T_P[np.ix_(rows, rows)]
+        xd_EP.append(xd[rows])
+        xdd_open_EP.append(xdd[rows])
+        F_u.append(c.free_force(t, dtype))
+    # A_k (d·C x d·n_k): Table 17 / eq. 92-94 operator, see module docstring
+    A = []
+    for k, pts in enumerate(conn.points):
+        Ak = jnp.zeros((d * C, d * len(pts)), dtype=dtype)
+        for (m, i, s), blk in blocks.items():
+            if m == k:
+                Ak = Ak.at[d * i:d * (i + 1), d * s:d * (s + 1)].add(blk)
+        A.append(Ak)
+    psi_c = _block_diag([c.psi_c for c in system.contacts], d, dtype)      # (d·C, n_C)
+    U = jnp.concatenate([c.psi_u @ fu for c, fu in zip(system.contacts, F_u)]) if C else jnp.zeros(0, dtype)
+    n_C = conn.n_constraints
+    Bc = jnp.zeros((n_C, n_C), dtype=dtype)
+    BU = jnp.zeros(d * C, dtype=dtype)
+    for Ak, tk in zip(A, terms):
+        if tk is None:
+            continue
+        Gc = psi_c.T @ Ak
+        Bc = Bc + Gc @ tk.Lam_inv @ Gc.T
+        BU = BU + Ak @ (tk.Lam_inv @ (Ak.T @ U))
+    xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
+    y = -jnp.concatenate(xdd_open_EP) if C else jnp.zeros(0, dtype)     # eq. 90, constant modes (φ̇ = 0)
+    yc = (jnp.concatenate(xdd_c) if C else jnp.zeros(0, dtype)) + psi_c.T @ (y - BU)   # eq. 89
+    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(A), terms)
+
+
+def _block_diag(mats, d, dtype):
+    n_rows = d * len(mats)
+    n_cols = sum(m.shape[1] for m in mats)
+    out = jnp.zeros((n_rows, n_cols), dtype=dtype)
+    col = 0
+    for i, m in enumerate(mats):
+        out = out.at[d * i:d * (i + 1), col:col + m.shape[1]].set(m)
+        col += m.shape[1]
+    return out
+
+
+def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), method="direct"):
+    """Closed-chain forward dynamics of a system (Bonaventura MRDS Steps 2-4, Tables 18-20).
+
+    ``state``: :class:`~mrds_jax.system.SystemState` (per-module q, v); ``tau``: per-module joint forces
+    (tuple, dict by module name, or None); ``t``: time for excitations and applied forces; ``solver``:
+    :class:`~mrds_jax.system.SolverSettings` (static: use ``functools.partial`` before ``jax.jit``);
+    ``method``: "direct" or "recursive" route for Ψ and Λ⁻¹.
+    Returns :class:`SystemDynamics`: q̈ per module (eq. 74), Fᶜ and ᴱᴾF_EP per contact (eq. 86-87), the
+    solve's relative residual and the constraint-velocity error Φ_v (eq. 105).
+    """
+    cs = constraint_system(system, state, tau, t, method)
+    F_c, residual = solve_constraint_system(cs.Bc, cs.yc, solver)
+    conn = system.connectivity
+    F_EP, F_c_split, phi_v = [], [], []
+    for c, sl, fu, xd in zip(system.contacts, conn.constraint_slices(), cs.F_u, cs.xd_EP):
+        fc = F_c[sl]
+        F_c_split.append(fc)
+        F_EP.append(c.psi_u @ fu + c.psi_c @ fc)                                   # eq. 86
+        phi_v.append(c.psi_c.T @ xd - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # eq. 105
+    F_stack = jnp.concatenate(F_EP) if F_EP else jnp.zeros(0, dtype=F_c.dtype)
+    qdd = []
+    for Ak, tk in zip(cs.A, cs.terms):
+        if tk is None:
+            qdd.append(None)
+            continue
+        qdd.append(tk.qdd_open + tk.Psi @ (Ak.T @ F_stack))                         # eq. 74 (95-96)
+    dtype = state.q[0].dtype
+    taus = _taus(system, tau, dtype)
+    qdd = tuple(aba(m, q, v, tq) if a is None else a
+                for a, m, q, v, tq in zip(qdd, system.modules, state.q, state.v, taus))
+    return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), residual, tuple(phi_v))

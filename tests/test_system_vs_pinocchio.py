@@ -1,0 +1,342 @@
+"""Closed-chain forward dynamics (Bonaventura MRDS Steps 2-4) against Pinocchio, float64.
+
+q̈ and constraint forces at >= 10 consistent random states equal Pinocchio's ``constraintDynamics``
+(closed loops as ``RigidConstraintModel``) or its generic-Jacobian KKT ``forwardDynamics``:
+  * a planar four-bar as ONE module closed by a Type B revolute contact (planar, n_c = 2), and the same
+    mechanism as a spatial module with a spatial revolute (n_c = 5, redundant: Bᶜ singular, min-norm forces);
+  * a planar two-link arm whose tip slides along a line fixed in the ground (n_c = 1);
+  * two 6-DOF arms rigidly grasping one free box (two Type A weld contacts);
+  * library contacts (revolute, prismatic, screw with φ ≠ ψ, spherical, cylindrical) joining an arm and a free
+    body, against Pinocchio's ABA of the equivalent rigid tree.
+Also: Bᶜ symmetric positive definite on non-redundant systems; bad input raises naming the contact.
+Each system is jitted once (lru_cache) and evaluated on all states with one vmap.
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from mrds_jax import contacts as C
+from mrds_jax import system as S
+from mrds_jax.model import ModuleBuilder
+from robots import random_inertia, random_rotation, random_tree, random_unit
+from system_models import (C3, C6, LWA, Merged, constraint_model, from_se3, null_space_velocity,
+                           pin_constraint_dynamics)
+
+N_STATES = 10
+TOL = 1e-8
+PROX = lambda: pin.ProximalSettings(1e-12, 1e-2, 200)  # noqa: E731  (redundant rows: min-norm λ)
+
+
+def _batched(fn):
+    return jax.jit(jax.vmap(fn))
+
+
+def _stack(trees):
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+# ----------------------------------------------------------------------------- planar four-bar (Type B)
+G_X, L1, L2, L3 = 1.0, 0.4, 1.1, 0.7
+
+
+def fourbar_module(planar, rng):
+    """Two branches from the ground: k1-k2 hinged at the origin, k4 hinged at G; tips c1 (on k2) and c2 (on
+    k4) meet at the loop-closing revolute."""
+    b = ModuleBuilder(planar=planar, gravity=(0.0, -9.81, 0.0))
+    for name, parent, pos, length in (("k1", None, (0, 0, 0), L1), ("k2", "k1", (L1, 0, 0), L2),
+                                      ("k4", None, (G_X, 0, 0), L3)):
+        b.add_link(name, parent=parent, joint="revolute", axis=(0, 0, 1), position=pos, mass=rng.uniform(0.5, 2),
+                   com=(length * rng.uniform(0.3, 0.7), rng.uniform(-0.05, 0.05), 0.0), inertia=random_inertia(rng))
+    b.add_frame("c1", "k2", position=(L2, 0, 0))
+    b.add_frame("c2", "k4", position=(L3, 0, 0), rotation=random_rotation_z(rng))
+    return b.build()
+
+
+def random_rotation_z(rng):
+    a = rng.uniform(-np.pi, np.pi)
+    return np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1.0]])
+
+
+def fourbar_q(th1, elbow=1.0):
+    B = L1 * np.array([np.cos(th1), np.sin(th1)])
+    G = np.array([G_X, 0.0])
+    dBG = np.linalg.norm(G - B)
+    a = (L2 ** 2 - L3 ** 2 + dBG ** 2) / (2 * dBG)
+    h = np.sqrt(L2 ** 2 - a ** 2)
+    u = (G - B) / dBG
+    Cp = B + a * u + elbow * h * np.array([-u[1], u[0]])
+    phi2 = np.arctan2(*(Cp - B)[::-1])
+    return np.array([th1, phi2 - th1, np.arctan2(*(Cp - G)[::-1])])
+
+
+@functools.lru_cache(maxsize=None)
+def fourbar_case(planar):
+    rng = np.random.default_rng(11)
+    module = fourbar_module(planar, rng)
+    contact = (C.planar_revolute("loop", ("bar", "c1"), ("bar", "c2")) if planar
+               else C.revolute("loop", ("bar", "c1"), ("bar", "c2"), axis=(0, 0, 1)))
+    system = S.build_system({"bar": module}, [contact])
+    merged = Merged([module])
+    cm = constraint_model(merged, C3, (0, "c2"), (0, "c1"))       # joint1 = P side: λ = force on P
+    states = []
+    for _ in range(N_STATES):
+        q = fourbar_q(rng.uniform(0.3, 2.5))
+        _, _, J = pin_constraint_dynamics(merged.model, q, np.zeros(3), np.zeros(3), [cm], PROX())
+        v = null_space_velocity(J[:2], rng, 3)
+        states.append((q, v, rng.uniform(-2, 2, 3)))
+    q, v, tau = map(np.array, zip(*states))
+    fd = _batched(lambda q, v, tau: S.forward_dynamics(system, S.SystemState((q,), (v,)), (tau,)))
+    cs = _batched(lambda q, v, tau: S.constraint_system(system, S.SystemState((q,), (v,)), (tau,)))
+    return system, merged, cm, (q, v, tau), jax.tree.map(np.asarray, fd(q, v, tau)), cs(q, v, tau)
+
+
+@pytest.mark.parametrize("planar", [True, False], ids=["planar_nc2", "spatial_nc5_redundant"])
+def test_fourbar_type_b(planar):
+    system, merged, cm, (q, v, tau), out, cs = fourbar_case(planar)
+    assert system.connectivity.GC == (("BB",),) and system.connectivity.MC == (("EP",),)
+    for k in range(N_STATES):
+        ddq, lam, J = pin_constraint_dynamics(merged.model, q[k], v[k], tau[k], [cm], PROX())
+        assert np.abs(J @ v[k]).max() < 1e-12                               # consistent state
+        np.testing.assert_allclose(out.qdd[0][k], ddq, atol=TOL, rtol=0)
+        # F_EP: force by E (c1) on P (c2), frame c1, at P; Pinocchio's λ: force on joint1 (= P), world axes
+        R_E = pin_frame_rotation(merged, q[k], 0, "c1")
+        F = out.F_EP[0][k]
+        f_world = R_E[:2, :2] @ F[1:] if planar else R_E @ F[3:]
+        np.testing.assert_allclose(f_world[:2], lam[:2], atol=TOL, rtol=0)
+        if not planar:   # redundant directions (f_z, n_x, n_y) carry no force (minimum-norm solution)
+            assert np.abs(F[[0, 1, 5]]).max() < TOL
+        assert np.abs(out.constraint_velocity[0][k]).max() < 1e-12
+    if planar:
+        assert_spd(cs.Bc)
+    else:  # redundant: Bᶜ is singular (rank 2 of 5) yet the solve is finite and exact
+        assert np.linalg.matrix_rank(np.asarray(cs.Bc[0]), tol=1e-10) == 2
+        assert np.isfinite(out.F_c[0]).all() and np.asarray(out.residual).max() < 1e-9
+
+
+def pin_frame_rotation(merged, q, k, name):
+    jid, P = merged.frame(k, name)
+    d = merged.model.createData()
+    pin.forwardKinematics(merged.model, d, q)
+    return (d.oMi[jid] * P).rotation
+
+
+def assert_spd(Bc):
+    Bc = np.asarray(Bc)
+    assert np.abs(Bc - np.swapaxes(Bc, -1, -2)).max() < 1e-12 * max(1.0, np.abs(Bc).max())
+    assert np.linalg.eigvalsh(Bc).min() > 0
+
+
+# ----------------------------------------------------------------------------- planar arm, tip on a line
+Y0, A1, A2 = 0.6, 1.0, 0.5
+
+
+@functools.lru_cache(maxsize=None)
+def slider_case():
+    rng = np.random.default_rng(5)
+    b = ModuleBuilder(planar=True)
+    b.add_link("l1", joint="revolute", mass=0.448, com=(0.5, 0, 0), inertia=random_inertia(rng))
+    b.add_link("l2", parent="l1", joint="revolute", position=(A1, 0, 0), mass=0.224, com=(0.25, 0, 0),
+               inertia=random_inertia(rng))
+    b.add_frame("tip", "l2", position=(A2, 0, 0))
+    arm = b.build()
+    line = C.point_on_line("slide", None, ("arm", "tip"), direction=(1, 0, 0), planar=True,
+                           ground_position=(0.0, Y0, 0.0))
+    system = S.build_system({"arm": arm}, [line])
+    model = Merged([arm]).model
+    fid = model.addFrame(pin.Frame("tip", 2, pin.SE3(np.eye(3), np.array([A2, 0, 0])), pin.FrameType.OP_FRAME))
+    states = []
+    for _ in range(N_STATES):
+        th1 = rng.uniform(0.2, 1.2)
+        q = np.array([th1, np.arcsin((Y0 - A1 * np.sin(th1)) / A2) - th1])
+        d = model.createData()
+        pin.computeJointJacobians(model, d, q)
+        pin.updateFramePlacements(model, d)
+        Jy = pin.getFrameJacobian(model, d, fid, LWA)[1:2]
+        states.append((q, null_space_velocity(Jy, rng, 2), rng.uniform(-2, 2, 2)))
+    q, v, tau = map(np.array, zip(*states))
+    fd = _batched(lambda q, v, tau: S.forward_dynamics(system, S.SystemState((q,), (v,)), (tau,)))
+    return model, fid, (q, v, tau), jax.tree.map(np.asarray, fd(q, v, tau))
+
+
+def test_planar_arm_tip_slides_along_line():
+    model, fid, (q, v, tau), out = slider_case()
+    for k in range(N_STATES):
+        d = model.createData()
+        pin.forwardKinematics(model, d, q[k], v[k], np.zeros(2))
+        pin.computeJointJacobians(model, d, q[k])
+        pin.updateFramePlacements(model, d)
+        assert abs(d.oMf[fid].translation[1] - Y0) < 1e-12
+        J = pin.getFrameJacobian(model, d, fid, LWA)[1:2]
+        gamma = pin.getFrameClassicalAcceleration(model, d, fid, LWA).linear[1:2]
+        ddq = pin.forwardDynamics(model, d, q[k], v[k], tau[k], J, gamma, 0.0).copy()
+        np.testing.assert_allclose(out.qdd[0][k], ddq, atol=TOL, rtol=0)
+        # λ = generalized-force multiplier of Jᵀ = y-force of the ground (E) on the tip (P): F_EP = [n, f_x, f_y]
+        np.testing.assert_allclose(out.F_EP[0][k], [0.0, 0.0, d.lambda_c[0]], atol=TOL)
+        np.testing.assert_allclose(out.F_c[0][k], d.lambda_c, atol=TOL)
+
+
+# ----------------------------------------------------------------------------- two arms grasping a box
+ARM_SPEC = [(-1, "revolute")] + [(i, "revolute") for i in range(5)]
+
+
+def box_module(rng):
+    b = ModuleBuilder()
+    b.add_link("box", joint="free", mass=2.5, com=rng.uniform(-0.05, 0.05, 3), inertia=random_inertia(rng))
+    b.add_frame("g1", "box", position=(0.2, 0.0, 0.0), rotation=random_rotation(rng))
+    b.add_frame("g2", "box", position=(-0.2, 0.05, 0.0), rotation=random_rotation(rng))
+    return b.build()
+
+
+@functools.lru_cache(maxsize=None)
+def grasp_case():
+    rng = np.random.default_rng(3)
+    arm1, arm2, box = random_tree(rng, ARM_SPEC), random_tree(rng, ARM_SPEC), box_module(rng)
+    contacts = [C.weld("grasp1", ("arm1", "op5"), ("box", "g1")), C.weld("grasp2", ("arm2", "op5"), ("box", "g2"))]
+    systems, states, pin_cases = [], [], []
+    for _ in range(N_STATES):
+        q1, q2 = rng.uniform(-1.5, 1.5, 6), rng.uniform(-1.5, 1.5, 6)
+        m0 = Merged([arm1, arm2, box])
+        d = m0.model.createData()
+        pin.forwardKinematics(m0.model, d, np.concatenate([q1, q2, [0, 0, 0, 0, 0, 0, 1.0]]))
+        j1, P1 = m0.frame(0, "op5")
+        jg1, G1 = m0.frame(2, "g1")
+        jg2, G2 = m0.frame(2, "g2")
+        box_pose = d.oMi[j1] * P1 * G1.inverse()
+        j2 = m0.jids[1][5]
+        E2 = d.oMi[j2].inverse() * box_pose * G2          # arm2's grasp frame: consistent by construction
+        p2 = arm2.params
+        arm2_k = arm2.with_params(frame_R=p2.frame_R.at[5].set(E2.rotation), frame_p=p2.frame_p.at[5].set(E2.translation))
+        system = S.build_system({"arm1": arm1, "arm2": arm2_k, "box": box}, contacts)
+        merged = Merged([arm1, arm2_k, box])
+        cms = [constraint_model(merged, C6, (2, "g1"), (0, "op5")), constraint_model(merged, C6, (2, "g2"), (1, "op5"))]
+        qs = [q1, q2, from_se3(box_pose)]
+        qp = merged.q(qs)
+        _, _, J = pin_constraint_dynamics(merged.model, qp, np.zeros(18), np.zeros(18), cms)
+        vp = null_space_velocity(J, rng, 18)
+        vs = merged.split_v(vp)
+        taus = [rng.uniform(-5, 5, 6), rng.uniform(-5, 5, 6), rng.uniform(-1, 1, 6)]
+        systems.append(system)
+        states.append((tuple(jnp.asarray(x) for x in qs), tuple(jnp.asarray(x) for x in vs),
+                       tuple(jnp.asarray(x) for x in taus)))
+        pin_cases.append((merged, cms, qp, vp, merged.v(taus)))
+    sysb = _stack(systems)
+    qb, vb, tb = (_stack([s[i] for s in states]) for i in range(3))
+    fd = _batched(lambda sy, q, v, tau: S.forward_dynamics(sy, S.SystemState(q, v), tau))
+    cs = _batched(lambda sy, q, v, tau: S.constraint_system(sy, S.SystemState(q, v), tau))
+    return pin_cases, jax.tree.map(np.asarray, fd(sysb, qb, vb, tb)), cs(sysb, qb, vb, tb)
+
+
+def test_dual_arm_rigid_grasp():
+    pin_cases, out, cs = grasp_case()
+    for k, (merged, cms, qp, vp, taup) in enumerate(pin_cases):
+        ddq, lam, J = pin_constraint_dynamics(merged.model, qp, vp, taup, cms)
+        assert np.abs(J @ vp).max() < 1e-12
+        ours = merged.v([out.qdd[m][k] for m in range(3)])
+        np.testing.assert_allclose(ours, ddq, atol=TOL, rtol=0)
+        d = merged.model.createData()
+        pin.forwardKinematics(merged.model, d, qp)
+        for i, arm in enumerate((0, 1)):
+            jid, P = merged.frame(arm, "op5")
+            R_E = (d.oMi[jid] * P).rotation
+            F = out.F_EP[i][k]                       # by the arm (E) on the box (P), frame E, at P
+            np.testing.assert_allclose(np.concatenate([R_E @ F[3:], R_E @ F[:3]]), lam[6 * i:6 * i + 6],
+                                       atol=TOL, rtol=0)
+    assert_spd(cs.Bc)
+    assert np.asarray(out.residual).max() < 1e-12
+
+
+# ----------------------------------------------------------------------------- library contacts vs rigid trees
+EQUIV = {  # contact factory, equivalent tree joint kind
+    "revolute": (lambda n, E, P, a: C.revolute(n, E, P, axis=a), "revolute"),
+    "prismatic": (lambda n, E, P, a: C.prismatic(n, E, P, axis=a), "prismatic"),
+    "screw": (lambda n, E, P, a: C.screw(n, E, P, axis=a, pitch=0.15), "screw"),
+    "spherical": (lambda n, E, P, a: C.spherical(n, E, P), "spherical"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def equivalence_case(kind):
+    """A 2-link arm + a free body joined by a library contact == the 3-link tree with that joint."""
+    factory, joint = EQUIV[kind]
+    rng = np.random.default_rng(21)
+    axis = random_unit(rng)
+    tree = random_tree(rng, [(-1, "revolute"), (0, "revolute"), (1, joint)])
+    tree = tree.with_params(axis=tree.params.axis.at[2].set(axis), pitch=tree.params.pitch.at[2].set(0.15))
+    p = tree.params
+    arm_b = ModuleBuilder()
+    for i in range(2):
+        arm_b.add_link(f"link{i}", parent=None if i == 0 else "link0", joint="revolute", axis=np.asarray(p.axis[i]),
+                       position=np.asarray(p.joint_p[i]), rotation=np.asarray(p.joint_R[i]), mass=float(p.mass[i]),
+                       com=np.asarray(p.com[i]), inertia=np.asarray(p.inertia[i]))
+    arm_b.add_frame("E", "link1", position=np.asarray(p.joint_p[2]), rotation=np.asarray(p.joint_R[2]))
+    body_b = ModuleBuilder()
+    body_b.add_link("body", joint="free", mass=float(p.mass[2]), com=np.asarray(p.com[2]), inertia=np.asarray(p.inertia[2]))
+    body_b.add_frame("P", "body")
+    system = S.build_system({"arm": arm_b.build(), "body": body_b.build()}, [factory(kind, ("arm", "E"), ("body", "P"), axis)])
+    ptree = Merged([tree])
+    q_t, v_t, tau_t, qs, vs, taus = [], [], [], [], [], []
+    for _ in range(N_STATES):
+        q = np.concatenate([rng.uniform(-1.5, 1.5, 2), rng.uniform(-1, 1, 1) if joint != "spherical"
+                            else (lambda u: u / np.linalg.norm(u))(rng.normal(size=4))])
+        v, tau = rng.uniform(-2, 2, tree.nv), rng.uniform(-3, 3, tree.nv)
+        d = ptree.model.createData()
+        qp, vp = ptree.q([q]), ptree.v([v])
+        pin.forwardKinematics(ptree.model, d, qp, vp)
+        jb = ptree.jids[0][2]
+        body_v = d.v[jb].vector                        # body twist, local frame, [v; ω]
+        q_t.append(qp), v_t.append(vp), tau_t.append(ptree.v([tau]))
+        qs.append((q[:2], from_se3(d.oMi[jb])))
+        vs.append((v[:2], np.concatenate([body_v[3:], body_v[:3]])))
+        taus.append((tau[:2], np.zeros(6)))
+    fd = _batched(lambda q, v, tau: S.forward_dynamics(system, S.SystemState(q, v), tau))
+    stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
+    return ptree, (np.array(q_t), np.array(v_t), np.array(tau_t)), jax.tree.map(np.asarray, fd(stack(qs), stack(vs), stack(taus)))
+
+
+@pytest.mark.parametrize("kind", list(EQUIV))
+def test_library_contact_equals_rigid_tree(kind):
+    ptree, (q, v, tau), out = equivalence_case(kind)
+    jb = ptree.jids[0][2]
+    for k in range(N_STATES):
+        tau_k = tau[k].copy()
+        tau_k[2:] = 0.0       # the contact carries no applied free-direction force (Fᵘ = 0)
+        d = ptree.model.createData()
+        ddq = pin.aba(ptree.model, d, q[k], v[k], tau_k).copy()
+        pin.forwardKinematics(ptree.model, d, q[k], v[k], ddq)
+        a_body = d.a[jb].vector                       # body spatial acceleration, local, [lin; ang]
+        np.testing.assert_allclose(out.qdd[0][k], ddq[:2], atol=TOL, rtol=0)
+        np.testing.assert_allclose(out.qdd[1][k], np.concatenate([a_body[3:], a_body[:3]]), atol=TOL, rtol=0)
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_bases_raise_naming_the_contact():
+    phi_u, phi_c = np.eye(6)[:, :1], np.eye(6)[:, 1:]
+    with pytest.raises(C.ContactError, match="'hinge'.*not dual"):
+        C.make_contact("hinge", ("a", "f"), None, phi_u, phi_c, psi_u=phi_u * 2.0, psi_c=phi_c)
+    with pytest.raises(C.ContactError, match="'flat'.*not a basis"):
+        C.make_contact("flat", ("a", "f"), None, phi_u, np.eye(6)[:, [0, 2, 3, 4, 5]])
+    with pytest.raises(C.ContactError, match="'x'.*both sides"):
+        C.weld("x", None, None)
+    good = C.make_contact("ok", ("a", "f"), None, phi_u, phi_c)
+    np.testing.assert_allclose(np.asarray(good.psi_u).T @ np.asarray(good.phi_u), [[1.0]])
+    # a screw contact has φ ≠ ψ but is dual
+    sc = C.screw("s", ("a", "f"), None, axis=(0, 0, 1), pitch=0.3)
+    assert not np.allclose(sc.phi_u, sc.psi_u)
+    # bad bases slipped into a built contact are caught when the system is built
+    b = ModuleBuilder()
+    b.add_link("l", joint="revolute")
+    b.add_frame("f", "l")
+    m = b.build()
+    bad = C.Contact(**{**good.__dict__, "psi_c": good.psi_c * 1.5})
+    with pytest.raises(S.SystemError, match="'ok'.*not dual"):
+        S.build_system({"a": m}, [bad])
+    with pytest.raises(S.SystemError, match="'ok'.*no operational point 'g'"):
+        S.build_system({"a": m}, [C.make_contact("ok", ("a", "g"), None, phi_u, phi_c)])
+    with pytest.raises(S.SystemError, match="'ok'.*no module named 'b'"):
+        S.build_system({"a": m}, [C.make_contact("ok", ("b", "f"), None, phi_u, phi_c)])
+    with pytest.raises(S.SystemError, match="'pl'.*task dimension 3"):
+        S.build_system({"a": m}, [C.planar_revolute("pl", ("a", "f"), None)])
