@@ -34,21 +34,19 @@ class Topology:
     def kinds(self):
         return tuple(JOINT_KINDS[k] for k in self.joint_kinds)
 
+    def _slices(self, size):
+        ends = np.cumsum([0] + [getattr(k, size) for k in self.kinds])
+        return tuple(slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:]))
+
     @property
     def q_slices(self):
-        out, i = [], 0
-        for k in self.kinds:
-            out.append(slice(i, i + k.nq))
-            i += k.nq
-        return tuple(out)
+        """Slice of q belonging to each joint."""
+        return self._slices("nq")
 
     @property
     def v_slices(self):
-        out, i = [], 0
-        for k in self.kinds:
-            out.append(slice(i, i + k.nv))
-            i += k.nv
-        return tuple(out)
+        """Slice of v belonging to each joint."""
+        return self._slices("nv")
 
     @property
     def nq(self):

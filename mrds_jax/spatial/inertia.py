@@ -2,7 +2,7 @@
 import jax.numpy as jnp
 
 from .rotation import skew
-from .transforms import force_transform, motion_transform
+from .transforms import force_transform
 
 
 def spatial_inertia(mass, com, inertia_com):
@@ -14,12 +14,9 @@ def spatial_inertia(mass, com, inertia_com):
 
 
 def transform_inertia(R, p, I_B):
-    """Spatial inertia given in frame B, expressed in frame A: ᴬX_B* I ᴮX_A."""
-    return force_transform(R, p) @ I_B @ _inverse_motion_transform(R, p)
-
-
-def _inverse_motion_transform(R, p):
-    return motion_transform(R.T, -R.T @ p)
+    """Spatial inertia given in frame B, expressed in frame A: ᴬX_B* I ᴮX_A = ᴬX_B* I (ᴬX_B*)ᵀ."""
+    Xf = force_transform(R, p)
+    return Xf @ I_B @ Xf.T
 
 
 def inertia_parameters(I):
