@@ -7,6 +7,7 @@ and ``vmap``ped over (design optimisation, domain randomisation).
 """
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -28,6 +29,8 @@ class Connectivity:
     ``sides[i] = (m_E, slot_E, m_P, slot_P)``: module index and slot in ``points[m]`` of E_i and P_i, with
     ``m = -1`` for the ground.
     ``MC[k][j]`` ∈ {"E", "P", "EP", "0"} (Table 13); ``GC[i][j]`` ∈ {"AA", "AB", "BA", "BB"} (Table 14).
+    ``groups``: module indices grouped by identical (topology, contact points): each group's Step 2 runs
+    once, ``vmap``ped over its stacked parameters and states (e.g. the six legs of a Stewart platform).
     """
     module_names: tuple
     points: tuple
@@ -36,6 +39,7 @@ class Connectivity:
     dim: int            # task dimension (6, or 3 for planar systems)
     MC: tuple
     GC: tuple
+    groups: tuple = ()
 
     @property
     def n_constraints(self):
@@ -101,6 +105,15 @@ def global_connectivity(sides):
     return tuple(tuple(ti + tj for tj in types) for ti in types)
 
 
+def identical_module_groups(modules, points):
+    """Module indices grouped by equal (topology, contact points, parameter shapes), first-seen order."""
+    groups = {}
+    for k, (m, pts) in enumerate(zip(modules, points)):
+        shapes = tuple((np.shape(x), str(jnp.asarray(x).dtype)) for x in jax.tree.leaves(m))
+        groups.setdefault((m.topology, pts, shapes), []).append(k)
+    return tuple(tuple(g) for g in groups.values())
+
+
 def build_system(modules, contacts, names=None):
     """Build a :class:`System`.
 
@@ -159,9 +172,11 @@ def build_system(modules, contacts, names=None):
             raise SystemError(f"contact {c.name!r}: E and P are the same operational point")
         sides.append(tuple(side))
     sides = tuple(sides)
-    conn = Connectivity(module_names=names, points=tuple(tuple(p) for p in points), sides=sides,
+    points = tuple(tuple(p) for p in points)
+    conn = Connectivity(module_names=names, points=points, sides=sides,
                         n_c=tuple(c.n_c for c in contacts), dim=dim,
-                        MC=modular_connectivity(sides, len(modules)), GC=global_connectivity(sides))
+                        MC=modular_connectivity(sides, len(modules)), GC=global_connectivity(sides),
+                        groups=identical_module_groups(modules, points))
     return System(modules=modules, contacts=contacts, connectivity=conn)
 
 

@@ -29,10 +29,12 @@ static module and contact lists at trace time.
 """
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics import aba, cross_space_inertia, forward_kinematics, link_accelerations, task_jacobian
+from ..dynamics import (aba, cross_space_inertia, forward_kinematics, link_accelerations, mass_matrix,
+                        task_jacobian)
 from ..dynamics.kinematics import frame_acceleration, frame_placement, frame_velocity
 from ..model.tree import PLANAR_ROWS
 from ..spatial import rigid_body_transform, spatial_rotation
@@ -68,6 +70,8 @@ class SystemDynamics(NamedTuple):
     F_EP: tuple       # per contact: ᴱᴾF_EP (d,), force by E on P, frame E, torque reference point P (eq. 86)
     residual: jnp.ndarray     # ‖Bᶜ Fᶜ − yᶜ‖ / ‖yᶜ‖ of the solve
     constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (eq. 105), 0 at a consistent state
+    Bc: jnp.ndarray   # the constraint-space matrix of the solve (eq. 88; dropped by jit when unused)
+    yc: jnp.ndarray   # its right-hand side (eq. 89)
 
 
 def _rows(dim):
@@ -87,8 +91,36 @@ def module_terms(module, q, v, tau, points, method="direct"):
         xds.append(frame_velocity(module, kin, f, "world_aligned"))
         xdds.append(frame_acceleration(module, kin, acc, f, "world_aligned"))
     J = task_jacobian(module, q, points, "world_aligned", kin)
-    Psi = cross_space_inertia(module, q, points, "world_aligned", method)
+    if method == "direct":   # = cross_space_inertia(..., "direct"), reusing this function's kinematics and J
+        Psi = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(module, q)), J.T)
+    else:
+        Psi = cross_space_inertia(module, q, points, "world_aligned", method)
     return ModuleTerms(qdd, jnp.stack(Rs), jnp.stack(ps), jnp.stack(xds), jnp.stack(xdds), Psi, J @ Psi)
+
+
+def _stack(trees):
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def _all_module_terms(system, state, taus, method):
+    """Step 2 for every module with contact points; identical modules (``Connectivity.groups``) are stacked
+    and ``vmap``ped, not looped."""
+    conn = system.connectivity
+    terms = [None] * len(system.modules)
+    for group in conn.groups:
+        pts = conn.points[group[0]]
+        if not pts:
+            continue
+        if len(group) == 1:
+            k = group[0]
+            terms[k] = module_terms(system.modules[k], state.q[k], state.v[k], taus[k], pts, method)
+            continue
+        stacked = jax.vmap(lambda m, q, v, tq: module_terms(m, q, v, tq, pts, method))(
+            _stack([system.modules[k] for k in group]), jnp.stack([state.q[k] for k in group]),
+            jnp.stack([state.v[k] for k in group]), jnp.stack([taus[k] for k in group]))
+        for j, k in enumerate(group):
+            terms[k] = jax.tree.map(lambda x, j=j: x[j], stacked)
+    return tuple(terms)
 
 
 def _side_kinematics(contact, terms, m, slot, dtype):
@@ -134,9 +166,7 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
     rows = _rows(d)
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
-    terms = tuple(
-        module_terms(m, q, v, tq, pts, method) if pts else None
-        for m, q, v, tq, pts in zip(system.modules, state.q, state.v, taus, conn.points))
+    terms = _all_module_terms(system, state, taus, method)
     C = len(system.contacts)
     blocks = {}       # (module, contact, slot) -> d x d block of A_k
     xdd_open_EP, xd_EP, F_u, psi_c_rows = [], [], [], []
@@ -195,7 +225,7 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     :class:`~mrds_jax.system.SolverSettings` (static: use ``functools.partial`` before ``jax.jit``);
     ``method``: "direct" or "recursive" route for Ψ and Λ⁻¹.
     Returns :class:`SystemDynamics`: q̈ per module (eq. 74), Fᶜ and ᴱᴾF_EP per contact (eq. 86-87), the
-    solve's relative residual and the constraint-velocity error Φ_v (eq. 105).
+    solve's relative residual, the constraint-velocity error Φ_v (eq. 105), and Bᶜ, yᶜ.
     """
     cs = constraint_system(system, state, tau, t, method)
     F_c, residual = solve_constraint_system(cs.Bc, cs.yc, solver)
@@ -217,4 +247,4 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     taus = _taus(system, tau, dtype)
     qdd = tuple(aba(m, q, v, tq) if a is None else a
                 for a, m, q, v, tq in zip(qdd, system.modules, state.q, state.v, taus))
-    return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), residual, tuple(phi_v))
+    return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), residual, tuple(phi_v), cs.Bc, cs.yc)
