@@ -233,3 +233,35 @@ def test_wrong_state_shape_is_named():
         mj.aba(module, jnp.zeros(3), jnp.zeros(module.nv), jnp.zeros(module.nv))
     with pytest.raises(ValueError, match="v has shape"):
         mj.rnea(module, module.neutral_configuration(), jnp.zeros(2), jnp.zeros(module.nv))
+
+
+def test_moving_support_equals_prescribed_free_base():
+    """A module on a moving support (Bonaventura Ch. 6: kinematic base excitation) is the same as the
+    subtree of a free-base module whose base moves with that twist and acceleration (base at the
+    identity joint motion: the support frame is the base link frame, in which gravity is R₀ᵀ g).
+    Checks RNEA, ABA and ẍᵒᵖᵉⁿ of a point."""
+    free = tree_model("free_base")
+    t, p = free.topology, free.params
+    b = ModuleBuilder(gravity=np.asarray(p.joint_R[0]).T @ np.asarray(p.gravity))
+    for i in range(1, t.n_links):
+        parent = t.parents[i]
+        b.add_link(t.link_names[i], None if parent == 0 else t.link_names[parent], t.joint_kinds[i],
+                   axis=np.asarray(p.axis[i]), axis2=np.asarray(p.axis2[i]), pitch=float(p.pitch[i]),
+                   position=np.asarray(p.joint_p[i]), rotation=np.asarray(p.joint_R[i]), mass=float(p.mass[i]),
+                   com=np.asarray(p.com[i]), inertia=np.asarray(p.inertia[i]))
+    f = t.frame_index("op4")
+    b.add_frame("op4", t.link_names[4], position=np.asarray(p.frame_p[f]), rotation=np.asarray(p.frame_R[f]))
+    fixed = b.build()
+    rng = np.random.default_rng(21)
+    q_free, v_free, a_free, _ = (jnp.asarray(x[0]) for x in random_states(free, rng, 1))
+    q_free = q_free.at[:7].set(jnp.array([0, 0, 0, 1.0, 0, 0, 0]))
+    q, v, a = q_free[7:], v_free[6:], a_free[6:]
+    vb, ab = v_free[:6], a_free[:6]
+    tau = mj.rnea(fixed, q, v, a, support_velocity=vb, support_acceleration=ab)
+    np.testing.assert_allclose(tau, mj.rnea(free, q_free, v_free, a_free)[6:], atol=1e-10)
+    qdd, xdd = mj.open_chain_accelerations(fixed, q, v, tau, ["op4"], reference="local", support_velocity=vb,
+                                           support_acceleration=ab)
+    np.testing.assert_allclose(qdd, a, atol=1e-10)
+    kin = mj.forward_kinematics(free, q_free, v_free)
+    acc = mj.link_accelerations(free, kin, a_free)
+    np.testing.assert_allclose(xdd, mj.frame_acceleration(free, kin, acc, "op4", "local"), atol=1e-10)
