@@ -338,3 +338,48 @@ def test_bad_bases_raise_naming_the_contact():
         S.build_system({"a": m}, [C.make_contact("ok", ("b", "f"), None, phi_u, phi_c)])
     with pytest.raises(S.SystemError, match="'pl'.*task dimension 3"):
         S.build_system({"a": m}, [C.planar_revolute("pl", ("a", "f"), None)])
+
+
+# ----------------------------------------------------------------------------- CKCM Stewart platform
+@functools.lru_cache(maxsize=None)
+def stewart_case():
+    from system_models import ckcm_leg_q, ckcm_modules
+    from robots import random_rotation
+    rng = np.random.default_rng(8)
+    legs, payload = ckcm_modules()
+    names = [f"leg{i + 1}" for i in range(6)]
+    contacts = [C.spherical(f"ball{i + 1}", (names[i], "tip"), ("payload", f"A{i + 1}")) for i in range(6)]
+    system = S.build_system(dict(zip(names + ["payload"], legs + [payload])), contacts)
+    merged = Merged(legs + [payload])
+    cms = [constraint_model(merged, C3, (6, f"A{i + 1}"), (i, "tip")) for i in range(6)]
+    cases, qs, vs, taus = [], [], [], []
+    for _ in range(N_STATES):
+        small = pin.exp3(rng.uniform(-0.2, 0.2, 3))
+        pose = pin.SE3(small, np.array([0, 0, 1.0]) + rng.uniform(-0.1, 0.1, 3))
+        A_world = [pose.act(np.asarray(payload.params.frame_p[i])) for i in range(6)]
+        q = [ckcm_leg_q(legs[i], A_world[i]) for i in range(6)] + [from_se3(pose)]
+        qp = merged.q(q)
+        _, _, J = pin_constraint_dynamics(merged.model, qp, np.zeros(24), np.zeros(24), cms)
+        vp = null_space_velocity(J, rng, 24)
+        tau = [np.concatenate([rng.uniform(-20, 20, 2), rng.uniform(-300, 300, 1)]) for _ in range(6)] + [np.zeros(6)]
+        cases.append((merged, cms, qp, vp, merged.v(tau)))
+        qs.append(tuple(q)), vs.append(tuple(merged.split_v(vp))), taus.append(tuple(tau))
+    stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
+    fd = _batched(lambda q, v, tau: S.forward_dynamics(system, S.SystemState(q, v), tau))
+    return system, cases, jax.tree.map(np.asarray, fd(stack(qs), stack(vs), stack(taus)))
+
+
+def test_stewart_platform_ckcm():
+    system, cases, out = stewart_case()
+    assert system.connectivity.groups[0] == tuple(range(6))     # the six legs are stacked and vmapped
+    for k, (merged, cms, qp, vp, taup) in enumerate(cases):
+        ddq, lam, J = pin_constraint_dynamics(merged.model, qp, vp, taup, cms)
+        assert np.abs(J @ vp).max() < 1e-12
+        np.testing.assert_allclose(merged.v([out.qdd[m][k] for m in range(7)]), ddq, atol=TOL, rtol=0)
+        d = merged.model.createData()
+        pin.forwardKinematics(merged.model, d, qp)
+        for i in range(6):
+            jid, P = merged.frame(i, "tip")
+            R_E = (d.oMi[jid] * P).rotation
+            np.testing.assert_allclose(R_E @ out.F_EP[i][k][3:], lam[3 * i:3 * i + 3], atol=TOL, rtol=0)
+    assert_spd(out.Bc)
