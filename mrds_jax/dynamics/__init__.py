@@ -2,6 +2,7 @@
 from .aba import aba, articulated_inertias
 from .crba import composite_inertias, mass_matrix
 from .crba_parallel import mass_matrix_parallel
+from .energy import kinetic_energy, mechanical_energy, potential_energy, spatial_momentum
 from .minverse import inverse_mass_matrix
 from .kinematics import (forward_kinematics, frame_acceleration, frame_bias_acceleration, frame_jacobian,
                          frame_placement, frame_velocity, link_accelerations, task_jacobian)
