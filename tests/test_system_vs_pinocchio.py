@@ -22,7 +22,7 @@ import pytest
 from mrds_jax import contacts as C
 from mrds_jax import system as S
 from mrds_jax.model import ModuleBuilder
-from robots import random_inertia, random_rotation, random_tree, random_unit
+from robots import random_inertia, random_rotation, random_states, random_tree
 from system_models import (C3, C6, LWA, Merged, constraint_model, from_se3, null_space_velocity,
                            pin_constraint_dynamics)
 
@@ -133,6 +133,15 @@ def assert_spd(Bc):
 Y0, A1, A2 = 0.6, 1.0, 0.5
 
 
+def slider_excitation(t):
+    w = 2 * jnp.pi / 5
+    return 0.1 * jnp.sin(w * t), 0.1 * w * jnp.cos(w * t)
+
+
+def slider_force(t):
+    return jnp.array([0.3, -0.7]) * jnp.cos(t)
+
+
 @functools.lru_cache(maxsize=None)
 def slider_case():
     rng = np.random.default_rng(5)
@@ -142,8 +151,10 @@ def slider_case():
                inertia=random_inertia(rng))
     b.add_frame("tip", "l2", position=(A2, 0, 0))
     arm = b.build()
+    # the line moves with System 3's base excitation (Bonaventura eq. 135, kinematically excited mode, here
+    # across the line) and pushes the tip with a known free-direction force Fᵘ = [n_z, f_x] (Class I)
     line = C.point_on_line("slide", None, ("arm", "tip"), direction=(1, 0, 0), planar=True,
-                           ground_position=(0.0, Y0, 0.0))
+                           ground_position=(0.0, Y0, 0.0), excitation=slider_excitation, applied=slider_force)
     system = S.build_system({"arm": arm}, [line])
     model = Merged([arm]).model
     fid = model.addFrame(pin.Frame("tip", 2, pin.SE3(np.eye(3), np.array([A2, 0, 0])), pin.FrameType.OP_FRAME))
@@ -170,12 +181,17 @@ def test_planar_arm_tip_slides_along_line():
         pin.updateFramePlacements(model, d)
         assert abs(d.oMf[fid].translation[1] - Y0) < 1e-12
         J = pin.getFrameJacobian(model, d, fid, LWA)[1:2]
+        J6 = pin.getFrameJacobian(model, d, fid, LWA)
         gamma = pin.getFrameClassicalAcceleration(model, d, fid, LWA).linear[1:2]
-        ddq = pin.forwardDynamics(model, d, q[k], v[k], tau[k], J, gamma, 0.0).copy()
+        _, xdd_c = slider_excitation(0.0)
+        F_u = np.asarray(slider_force(0.0))
+        tau_eff = tau[k] + J6[[5, 0]].T @ F_u          # Fᵘ acts on the tip: about z and along x
+        ddq = pin.forwardDynamics(model, d, q[k], v[k], tau_eff, J, gamma - float(xdd_c), 0.0).copy()
         np.testing.assert_allclose(out.qdd[0][k], ddq, atol=TOL, rtol=0)
         # λ = generalized-force multiplier of Jᵀ = y-force of the ground (E) on the tip (P): F_EP = [n, f_x, f_y]
-        np.testing.assert_allclose(out.F_EP[0][k], [0.0, 0.0, d.lambda_c[0]], atol=TOL)
+        np.testing.assert_allclose(out.F_EP[0][k], [*F_u, d.lambda_c[0]], atol=TOL)
         np.testing.assert_allclose(out.F_c[0][k], d.lambda_c, atol=TOL)
+        assert abs((J @ ddq + gamma)[0] - xdd_c) < 1e-10
 
 
 # ----------------------------------------------------------------------------- two arms grasping a box
@@ -248,66 +264,76 @@ def test_dual_arm_rigid_grasp():
 
 
 # ----------------------------------------------------------------------------- library contacts vs rigid trees
-EQUIV = {  # contact factory, equivalent tree joint kind
-    "revolute": (lambda n, E, P, a: C.revolute(n, E, P, axis=a), "revolute"),
-    "prismatic": (lambda n, E, P, a: C.prismatic(n, E, P, axis=a), "prismatic"),
-    "screw": (lambda n, E, P, a: C.screw(n, E, P, axis=a, pitch=0.15), "screw"),
-    "spherical": (lambda n, E, P, a: C.spherical(n, E, P), "spherical"),
+EQUIV = {  # contact factory (name, E, P, axis, pitch), equivalent tree joint kind
+    "revolute": (lambda n, E, P, a, h: C.revolute(n, E, P, axis=a), "revolute"),
+    "prismatic": (lambda n, E, P, a, h: C.prismatic(n, E, P, axis=a), "prismatic"),
+    "screw": (lambda n, E, P, a, h: C.screw(n, E, P, axis=a, pitch=h), "screw"),
+    "spherical": (lambda n, E, P, a, h: C.spherical(n, E, P), "spherical"),
 }
 
 
 @functools.lru_cache(maxsize=None)
-def equivalence_case(kind):
-    """A 2-link arm + a free body joined by a library contact == the 3-link tree with that joint."""
-    factory, joint = EQUIV[kind]
+def equivalence_case():
+    """A 2-link arm carrying four free bodies, each joined to the arm's second link by one library contact
+    (several Type A contacts on one module; the four bodies are stacked), == the branching rigid tree with
+    those joints."""
     rng = np.random.default_rng(21)
-    axis = random_unit(rng)
-    tree = random_tree(rng, [(-1, "revolute"), (0, "revolute"), (1, joint)])
-    tree = tree.with_params(axis=tree.params.axis.at[2].set(axis), pitch=tree.params.pitch.at[2].set(0.15))
+    kinds = list(EQUIV)
+    tree = random_tree(rng, [(-1, "revolute"), (0, "revolute")] + [(1, EQUIV[k][1]) for k in kinds])
+    tree = tree.with_params(pitch=tree.params.pitch.at[4].set(0.15))
     p = tree.params
     arm_b = ModuleBuilder()
     for i in range(2):
         arm_b.add_link(f"link{i}", parent=None if i == 0 else "link0", joint="revolute", axis=np.asarray(p.axis[i]),
                        position=np.asarray(p.joint_p[i]), rotation=np.asarray(p.joint_R[i]), mass=float(p.mass[i]),
                        com=np.asarray(p.com[i]), inertia=np.asarray(p.inertia[i]))
-    arm_b.add_frame("E", "link1", position=np.asarray(p.joint_p[2]), rotation=np.asarray(p.joint_R[2]))
-    body_b = ModuleBuilder()
-    body_b.add_link("body", joint="free", mass=float(p.mass[2]), com=np.asarray(p.com[2]), inertia=np.asarray(p.inertia[2]))
-    body_b.add_frame("P", "body")
-    system = S.build_system({"arm": arm_b.build(), "body": body_b.build()}, [factory(kind, ("arm", "E"), ("body", "P"), axis)])
+    bodies, contacts = {}, []
+    for j, kind in enumerate(kinds, start=2):
+        arm_b.add_frame(f"E_{kind}", "link1", position=np.asarray(p.joint_p[j]), rotation=np.asarray(p.joint_R[j]))
+        body_b = ModuleBuilder()
+        body_b.add_link("body", joint="free", mass=float(p.mass[j]), com=np.asarray(p.com[j]),
+                        inertia=np.asarray(p.inertia[j]))
+        body_b.add_frame("P", "body")
+        bodies[kind] = body_b.build()
+        contacts.append(EQUIV[kind][0](kind, ("arm", f"E_{kind}"), (kind, "P"), np.asarray(p.axis[j]),
+                                       float(p.pitch[j])))
+    system = S.build_system({"arm": arm_b.build(), **bodies}, contacts)
     ptree = Merged([tree])
     q_t, v_t, tau_t, qs, vs, taus = [], [], [], [], [], []
     for _ in range(N_STATES):
-        q = np.concatenate([rng.uniform(-1.5, 1.5, 2), rng.uniform(-1, 1, 1) if joint != "spherical"
-                            else (lambda u: u / np.linalg.norm(u))(rng.normal(size=4))])
-        v, tau = rng.uniform(-2, 2, tree.nv), rng.uniform(-3, 3, tree.nv)
+        q, v, _, tau = random_states(tree, rng, 1)
+        q, v, tau = q[0], v[0], tau[0]
+        tau[2:] = 0.0   # the contacts carry no applied free-direction force (Fᵘ = 0)
         d = ptree.model.createData()
         qp, vp = ptree.q([q]), ptree.v([v])
         pin.forwardKinematics(ptree.model, d, qp, vp)
-        jb = ptree.jids[0][2]
-        body_v = d.v[jb].vector                        # body twist, local frame, [v; ω]
         q_t.append(qp), v_t.append(vp), tau_t.append(ptree.v([tau]))
-        qs.append((q[:2], from_se3(d.oMi[jb])))
-        vs.append((v[:2], np.concatenate([body_v[3:], body_v[:3]])))
-        taus.append((tau[:2], np.zeros(6)))
+        q_s, v_s = [q[:2]], [v[:2]]
+        for j in range(2, 2 + len(kinds)):
+            body_v = d.v[ptree.jids[0][j]].vector          # body twist, local frame, [v; ω]
+            q_s.append(from_se3(d.oMi[ptree.jids[0][j]]))
+            v_s.append(np.concatenate([body_v[3:], body_v[:3]]))
+        qs.append(q_s), vs.append(v_s), taus.append([tau[:2]] + [np.zeros(6)] * len(kinds))
     fd = _batched(lambda q, v, tau: S.forward_dynamics(system, S.SystemState(q, v), tau))
     stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
-    return ptree, (np.array(q_t), np.array(v_t), np.array(tau_t)), jax.tree.map(np.asarray, fd(stack(qs), stack(vs), stack(taus)))
+    out = jax.tree.map(np.asarray, fd(stack(qs), stack(vs), stack(taus)))
+    return system, ptree, (np.array(q_t), np.array(v_t), np.array(tau_t)), out
 
 
-@pytest.mark.parametrize("kind", list(EQUIV))
-def test_library_contact_equals_rigid_tree(kind):
-    ptree, (q, v, tau), out = equivalence_case(kind)
-    jb = ptree.jids[0][2]
+def test_library_contacts_equal_rigid_tree():
+    """revolute, prismatic, screw (φ ≠ ψ, eq. 29-31) and spherical contacts == the same joints in a tree."""
+    system, ptree, (q, v, tau), out = equivalence_case()
+    assert system.connectivity.groups[1] == (1, 2, 3, 4)            # the four free bodies are stacked
+    assert system.connectivity.MC[0] == ("E",) * 4
     for k in range(N_STATES):
-        tau_k = tau[k].copy()
-        tau_k[2:] = 0.0       # the contact carries no applied free-direction force (Fᵘ = 0)
         d = ptree.model.createData()
-        ddq = pin.aba(ptree.model, d, q[k], v[k], tau_k).copy()
+        ddq = pin.aba(ptree.model, d, q[k], v[k], tau[k]).copy()
         pin.forwardKinematics(ptree.model, d, q[k], v[k], ddq)
-        a_body = d.a[jb].vector                       # body spatial acceleration, local, [lin; ang]
         np.testing.assert_allclose(out.qdd[0][k], ddq[:2], atol=TOL, rtol=0)
-        np.testing.assert_allclose(out.qdd[1][k], np.concatenate([a_body[3:], a_body[:3]]), atol=TOL, rtol=0)
+        for b, jid in enumerate(ptree.jids[0][2:], start=1):
+            a_body = d.a[jid].vector                   # body spatial acceleration, local, [lin; ang]
+            np.testing.assert_allclose(out.qdd[b][k], np.concatenate([a_body[3:], a_body[:3]]), atol=TOL, rtol=0,
+                                       err_msg=system.contact_names[b - 1])
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -383,3 +409,37 @@ def test_stewart_platform_ckcm():
             R_E = (d.oMi[jid] * P).rotation
             np.testing.assert_allclose(R_E @ out.F_EP[i][k][3:], lam[3 * i:3 * i + 3], atol=TOL, rtol=0)
     assert_spd(out.Bc)
+
+
+# ----------------------------------------------------------------------------- gradients through the solve
+@pytest.mark.parametrize("planar", [False], ids=["spatial_nc5_redundant"])
+def test_gradient_through_singular_solve_matches_finite_differences(planar):
+    """d(q̈, Fᶜ)/d(masses, centres of mass, joint placements) through the proximal solve of a singular Bᶜ
+    (redundant revolute closing a planar loop) equals central finite differences."""
+    system, merged, cm, (q, v, tau), _ = fourbar_case(planar)
+    state = S.SystemState((jnp.asarray(q[0]),), (jnp.asarray(v[0]),))
+    w_q, w_f = np.random.default_rng(1).normal(size=(2, 5))
+
+    def objective(mass, com, joint_p):
+        m = system.modules[0].with_params(mass=mass, com=com, joint_p=joint_p)
+        out = S.forward_dynamics(S.System((m,), system.contacts, system.connectivity), state, (jnp.asarray(tau[0]),))
+        return jnp.dot(w_q[:3], out.qdd[0]) + jnp.dot(w_f, out.F_c[0])
+
+    p = system.modules[0].params
+    args = (p.mass, p.com, p.joint_p)
+    vg = jax.jit(jax.value_and_grad(objective, argnums=(0, 1, 2)))
+    val, grads = vg(*args)
+    f = lambda *a: vg(*a)[0]  # noqa: E731  (one compilation serves the differences too)
+    h = 1e-6
+    for a, (arg, g) in enumerate(zip(args, grads)):
+        flat = np.asarray(arg).ravel()
+        for j in range(flat.size):
+            e = np.zeros_like(flat)
+            e[j] = h
+            plus = [*args]
+            minus = [*args]
+            plus[a] = jnp.asarray((flat + e).reshape(np.shape(arg)))
+            minus[a] = jnp.asarray((flat - e).reshape(np.shape(arg)))
+            fd = (f(*plus) - f(*minus)) / (2 * h)
+            assert np.isfinite(np.asarray(g).ravel()[j])
+            np.testing.assert_allclose(np.asarray(g).ravel()[j], fd, rtol=1e-6, atol=1e-6 * max(1.0, abs(float(val))))
