@@ -6,6 +6,7 @@
 >>> b.add_frame("tip", link="upper", position=(1.0, 0, 0))
 >>> module = b.build()
 """
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -73,6 +74,11 @@ class ModuleBuilder:
             joint_names=tuple(lk["joint_name"] for lk in L), joint_kinds=tuple(lk["kind"] for lk in L),
             frame_names=tuple(f["name"] for f in F), frame_links=tuple(f["link"] for f in F),
             planar=self.planar)
+        with jax.ensure_compile_time_eval():  # concrete arrays even when called inside a jit trace
+            return self._build(topo, dtype)
+
+    def _build(self, topo, dtype):
+        L, F = self._links, self._frames
         dtype = dtype or jnp.zeros(0).dtype
 
         def arr(x, shape):
