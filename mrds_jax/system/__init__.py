@@ -3,4 +3,5 @@ from .build import (Connectivity, System, SystemError, SystemState, build_system
                     modular_connectivity)
 from .dynamics import (ConstraintSystem, ModuleTerms, SystemDynamics, constraint_system, contact_kinematics,
                        forward_dynamics, module_terms)
+from .inverse import InverseDynamics, inverse_dynamics
 from .solve import METHODS as SOLVER_METHODS, SolverSettings, solve_constraint_system

@@ -1,0 +1,85 @@
+"""Closed-chain inverse dynamics: actuator forces and constraint forces that produce a prescribed motion.
+
+For each module k the equations of motion with contact forces read (eq. 74 multiplied by Hₖ, with the
+force mapping of eq. 95-96 written through the operator Aₖ of :func:`~.dynamics.constraint_system`):
+
+    Hₖ q̈ₖ + Cₖ vₖ + Gₖ − τₖ = Jₖᵀ Aₖᵀ F_EP,      F_EP = ψᵘ Fᵘ + ψᶜ Fᶜ   (eq. 86),
+
+the contact forces appearing exactly as in q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP of forward dynamics.
+
+With τₖ = Sₖᵀ τₐ (the actuated joints) and the left side evaluated by RNEA at the prescribed (q, v, q̈),
+the unknowns (τₐ, Fᶜ) satisfy one linear system, Σ nvₖ equations in n_a + n_C unknowns:
+
+    [Sᵀ | Jᵀ Aᵀ ψᶜ] [τₐ; Fᶜ] = RNEA(q, v, q̈) − Jᵀ Aᵀ ψᵘ Fᵘ.
+
+For a parallel mechanism with one actuator per independent loop (the CKCM: 24 equations, 6 actuators,
+18 spherical-contact force components) the matrix is square and regular away from singularities. It is
+solved in the least-squares sense (exact when square), and the residual is returned so that a prescribed
+motion that violates the constraints, or too few actuators, shows up as a non-zero residual.
+"""
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..dynamics import rnea, task_jacobian
+from .dynamics import _block_diag, constraint_system
+
+
+class InverseDynamics(NamedTuple):
+    tau: tuple         # per module: joint forces Sᵀ τₐ (zeros on passive joints)
+    tau_actuated: jnp.ndarray  # (n_a,) in the order of ``actuated``
+    F_c: tuple         # per contact: constraint-force components Fᶜ
+    residual: jnp.ndarray      # ‖M x − b‖ / max(‖b‖, 1): 0 when the motion is reproducible
+
+
+def _selection(system, actuated):
+    """Static list of (module index, dof index) from {module: dof indices}."""
+    pairs = []
+    for key, dofs in actuated.items():
+        k = system.module_index(key)
+        nv = system.modules[k].nv
+        for d in np.atleast_1d(dofs):
+            if not 0 <= int(d) < nv:
+                raise ValueError(f"actuated dof {int(d)} of module {system.module_names[k]!r} out of range (nv={nv})")
+            pairs.append((k, int(d)))
+    return pairs
+
+
+def inverse_dynamics(system, state, qdd, actuated, t=0.0):
+    """(τₐ, Fᶜ) reproducing the per-module accelerations ``qdd`` at ``state``.
+
+    ``actuated``: dict module name (or index) -> indices of its actuated velocity coordinates.
+    """
+    pairs = _selection(system, actuated)
+    conn = system.connectivity
+    dtype = state.q[0].dtype
+    cs = constraint_system(system, state, None, t)
+    d = conn.dim
+    psi_c = _block_diag([m.psi_c for m in cs.modes], d, dtype)
+    U = (jnp.concatenate([m.psi_u @ fu for m, fu in zip(cs.modes, cs.F_u)]) if system.contacts
+         else jnp.zeros(0, dtype))
+    offsets = np.cumsum([0] + [m.nv for m in system.modules])
+    n_eq = int(offsets[-1])
+    rows_G, rhs = [], []
+    for k, (module, Ak) in enumerate(zip(system.modules, cs.A)):
+        b = rnea(module, state.q[k], state.v[k], qdd[k])
+        if conn.points[k]:
+            JtAt = task_jacobian(module, state.q[k], conn.points[k]).T @ Ak.T
+            rows_G.append(JtAt @ psi_c)
+            b = b - JtAt @ U
+        else:
+            rows_G.append(jnp.zeros((module.nv, conn.n_constraints), dtype))
+        rhs.append(b)
+    S = np.zeros((n_eq, len(pairs)))
+    for j, (k, dof) in enumerate(pairs):
+        S[offsets[k] + dof, j] = 1.0
+    M = jnp.concatenate([jnp.asarray(S, dtype), jnp.concatenate(rows_G)], axis=1)
+    b = jnp.concatenate(rhs)
+    x = jnp.linalg.lstsq(M, b)[0]
+    residual = jnp.linalg.norm(M @ x - b) / jnp.maximum(jnp.linalg.norm(b), 1.0)
+    tau_a, F_c = x[:len(pairs)], x[len(pairs):]
+    taus = [jnp.zeros(m.nv, dtype) for m in system.modules]
+    for j, (k, dof) in enumerate(pairs):
+        taus[k] = taus[k].at[dof].set(tau_a[j])
+    return InverseDynamics(tuple(taus), tau_a, tuple(F_c[sl] for sl in conn.constraint_slices()), residual)
