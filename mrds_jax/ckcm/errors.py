@@ -1,0 +1,30 @@
+"""Exceptions raised by the CKCM end-effector model on bad input.
+
+All derive from ``ValueError`` (bad input, not a bug), except ``ForwardKinematicsError`` which derives from
+``RuntimeError`` as well as ``ValueError`` so that either ``except`` clause catches it.
+"""
+
+
+class CKCMInputError(ValueError):
+    """Base class for bad input to the CKCM model."""
+
+
+class AttachmentError(CKCMInputError):
+    """θA or θB (eq. 2) make two attachment points coincide, or nearly (eq. 3-4)."""
+
+
+class WorkspaceError(CKCMInputError):
+    """A pose (x, y, z, α, β, γ) outside the workspace: a leg length outside its stroke, a leg not pointing
+    up from the base, or the Z-Y-X Euler singularity |β| = 90°."""
+
+
+class StrokeError(CKCMInputError):
+    """A leg length outside the actuator stroke [l_min, l_max] (see ``CKCMParams.stroke``)."""
+
+
+class ForwardKinematicsError(CKCMInputError, RuntimeError):
+    """Newton iteration for the forward kinematics did not converge."""
+
+
+class SingularConfigurationError(CKCMInputError, RuntimeError):
+    """The leg Jacobian of eq. 26-27 is (numerically) singular at the pose."""
