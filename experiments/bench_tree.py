@@ -242,7 +242,7 @@ def robot_table(name, module, pm, rows, args):
            f"Pinocchio nq = {pm.nq}; batch = {args.batch}; Pinocchio loop over {args.pin_states} states)", "",
            "| function | HLO instr. (single) | compile single s (XLA) | compile batch s (XLA) | single µs median (min) "
            "| batch µs median (min) | batch µs/state | Pinocchio µs/call median (min) "
-           "| Pinocchio ÷ JAX µs/state | max abs Δ vs pin, 1 state | max abs Δ vs pin, batch | max abs value |",
+           "| JAX batch speed-up (pin µs/call ÷ JAX µs/state; < 1 = slower) | max abs Δ vs pin, 1 state | max abs Δ vs pin, batch | max abs value |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(
@@ -312,7 +312,7 @@ def chain_worker(n, method, args):
     H = np.asarray(f(module, q1), dtype=np.float64)
     Hp = sym_upper(np.array(pin.crba(pm, pd, Q[0])))
     pmed, pmin = time_pin_loop(lambda q: pin.crba(pm, pd, q), [(q,) for q in Q], args.repeats)
-    res = dict(n=n, method=method, hlo=h, compile=c, xla=x, single=(med, mn), pin=(pmed, pmin),
+    res = dict(n=n, method=method, src=source_hash(), hlo=h, compile=c, xla=x, single=(med, mn), pin=(pmed, pmin),
                d=float(np.abs(H - Hp).max()), scale=float(np.abs(Hp).max()))
     print("RESULT " + json.dumps(res), flush=True)
 
@@ -335,6 +335,9 @@ def run_chain_case(n, method, args, log):
         if line.startswith("RESULT "):
             r = json.loads(line[len("RESULT "):])
             r["wall"] = wall
+            if r.get("src") != args.src_hash:
+                log(f"  [chain N={n} {method}] NOTE: mrds_jax source changed during the run "
+                    f"(worker saw {r.get('src')}, run started with {args.src_hash})")
             log(f"  [chain N={n} {method}] compile {r['compile']:.2f} s (XLA {r['xla']:.2f}), "
                 f"{r['single'][0]:.1f} µs/call, pin {r['pin'][0]:.2f} µs, max|Δ| {r['d']:.1e} (wall {wall:.0f} s)")
             return r
@@ -359,6 +362,7 @@ def chain_table(results, args):
     def tim(r):
         return f"{r['single'][0]:.1f} ({r['single'][1]:.1f})" if "single" in r else "—"
 
+    notes = []
     for n in sorted({r["n"] for r in results}):
         s = next(r for r in results if r["n"] == n and r["method"] == "serial")
         c = next(r for r in results if r["n"] == n and r["method"] == "scan")
@@ -366,12 +370,27 @@ def chain_table(results, args):
         ratio = f"{c['single'][0] / s['single'][0]:.2f}" if len(ok) == 2 else "—"
         pin_t = f"{ok[0]['pin'][0]:.2f} ({ok[0]['pin'][1]:.2f})" if ok else "—"
         scale = f"{ok[0]['scale']:.1e}" if ok else "—"
+        changed = sorted({r["src"] for r in (s, c) if r.get("src") and r["src"] != args.src_hash})
+        if changed:
+            notes.append(f"N = {n}: measured with mrds_jax source {', '.join(changed)} (changed during the run)")
         out.append(f"| {n} | {comp(s)} | {comp(c)} | {tim(s)} | {tim(c)} | {ratio} | {pin_t} "
                    f"| {s.get('d', float('nan')):.1e} | {c.get('d', float('nan')):.1e} | {scale} |")
-    return out
+    return out + ([""] + [f"- {x}" for x in notes] if notes else [])
 
 
 # ---------------------------------------------------------------------------------------------- main
+def source_hash():
+    """sha256 (first 12 hex digits) of mrds_jax/**/*.py: the library is edited concurrently, so record which
+    source state was measured."""
+    import hashlib
+    h = hashlib.sha256()
+    pkg = ROOT / "mrds_jax"
+    for f in sorted(pkg.rglob("*.py")):
+        h.update(str(f.relative_to(pkg)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def loadavg():
     try:
         return " / ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -397,6 +416,7 @@ def header(args):
         f"- dtype: {'float32' if args.float32 else 'float64'}; XLA_FLAGS = {os.environ.get('XLA_FLAGS', '(unset)')}",
         f"- repeats = {args.repeats} (each ≥ {args.min_time} s), batch = {args.batch}, "
         f"Pinocchio loop = {args.pin_states} states, chains up to N = {args.max_n}",
+        f"- mrds_jax source sha256[:12] (all .py files): {source_hash()} at start",
         f"- load average at start (1/5/15 min): {loadavg()} — other processes on this machine perturb the timings",
         f"- JAX dispatch floor (jitted x + 1 on a 6-vector, incl. block_until_ready): "
         f"{dispatch_floor(args.repeats, args.min_time):.1f} µs/call",
@@ -408,6 +428,7 @@ def main(args):
     if args.chain_worker is not None:
         chain_worker(args.chain_worker, args.chain_method, args)
         return
+    args.src_hash = source_hash()
     lines = header(args)
     for ln in lines:
         print(ln, flush=True)
@@ -416,7 +437,7 @@ def main(args):
         print(msg, file=sys.stderr, flush=True)
 
     if not args.skip_robots:
-        lines += ["## 1. Robots: time per call after compilation", "",
+        intro = ["## 1. Robots: time per call after compilation", "",
                   "Pinocchio (timed): `pin.aba`; `pin.crba` for both CRBA rows (its native output, upper triangle "
                   "only; mirroring it with `np.triu` would cost ~30 µs of numpy overhead here); Λ⁻¹ = "
                   "`computeJointJacobians` + `getFrameJacobian(LOCAL_WORLD_ALIGNED)` + `computeMinverse` (+ mirror "
@@ -424,6 +445,9 @@ def main(args):
                   "symmetric matrices, Λ⁻¹ rows permuted to our [angular; linear] order): max abs difference "
                   "to Pinocchio for state 0 (single call) and over the first "
                   f"{min(args.batch, args.pin_states)} batch states.", ""]
+        for ln in intro:
+            print(ln, flush=True)
+        lines += intro
         for name, (path, frame) in URDFS.items():
             log(f"robot {name} …")
             module, pm, rows = bench_robot(name, path, frame, args, log)
@@ -451,6 +475,10 @@ def main(args):
         for ln in tab:
             print(ln, flush=True)
         lines += tab
+    end_hash = source_hash()
+    if end_hash != args.src_hash:
+        lines += [f"NOTE: mrds_jax source changed during the run ({args.src_hash} → {end_hash}).", ""]
+        print(lines[-2], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"(written to {args.out})", flush=True)
