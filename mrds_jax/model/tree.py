@@ -61,24 +61,12 @@ class Topology:
         return 3 if self.planar else 6
 
     def link_index(self, name):
-        if isinstance(name, (int, np.integer)):
-            if not 0 <= name < self.n_links:
-                raise IndexError(f"link index {name} out of range (module has {self.n_links} links)")
-            return int(name)
-        try:
-            return self.link_names.index(name)
-        except ValueError:
-            raise KeyError(f"no link named {name!r}; links are {list(self.link_names)}") from None
+        """Index of a link given by name or index; KeyError/IndexError naming it otherwise."""
+        return _lookup(self.link_names, name, "link")
 
     def frame_index(self, name):
-        if isinstance(name, (int, np.integer)):
-            if not 0 <= name < len(self.frame_names):
-                raise IndexError(f"frame index {name} out of range ({len(self.frame_names)} frames)")
-            return int(name)
-        try:
-            return self.frame_names.index(name)
-        except ValueError:
-            raise KeyError(f"no operational point named {name!r}; frames are {list(self.frame_names)}") from None
+        """Index of an operational point given by name or index."""
+        return _lookup(self.frame_names, name, "operational point")
 
     def ancestors(self, link):
         """Links on the path from ``link`` to the root, ``link`` first."""
@@ -103,6 +91,17 @@ class Topology:
 
     def is_chain(self):
         return all(p == i - 1 for i, p in enumerate(self.parents))
+
+
+def _lookup(names, key, what):
+    if isinstance(key, (int, np.integer)):
+        if not 0 <= key < len(names):
+            raise IndexError(f"{what} index {key} out of range ({len(names)} of them)")
+        return int(key)
+    try:
+        return names.index(key)
+    except ValueError:
+        raise KeyError(f"no {what} named {key!r}; there are {list(names)}") from None
 
 
 @pytree_dataclass

@@ -17,14 +17,19 @@ class Sampler:
         raise NotImplementedError
 
 
+def _arrays(dtype, *values):
+    """The parameters as arrays, and the shape they broadcast to."""
+    arrays = [jnp.asarray(v, dtype) for v in values]
+    return arrays, jnp.broadcast_shapes(*(a.shape for a in arrays))
+
+
 @dataclass(frozen=True)
 class Normal(Sampler):
     mean: object
     std: object
 
     def draw(self, key, dtype):
-        mean, std = jnp.asarray(self.mean, dtype), jnp.asarray(self.std, dtype)
-        shape = jnp.broadcast_shapes(mean.shape, std.shape)
+        (mean, std), shape = _arrays(dtype, self.mean, self.std)
         return mean + std * jax.random.normal(key, shape, dtype)
 
 
@@ -34,8 +39,7 @@ class Uniform(Sampler):
     high: object
 
     def draw(self, key, dtype):
-        low, high = jnp.asarray(self.low, dtype), jnp.asarray(self.high, dtype)
-        shape = jnp.broadcast_shapes(low.shape, high.shape)
+        (low, high), shape = _arrays(dtype, self.low, self.high)
         return jax.random.uniform(key, shape, dtype, low, high)
 
 
@@ -48,10 +52,8 @@ class TruncatedNormal(Sampler):
     high: object
 
     def draw(self, key, dtype):
-        mean, std = jnp.asarray(self.mean, dtype), jnp.asarray(self.std, dtype)
-        lo, hi = (jnp.asarray(self.low, dtype) - mean) / std, (jnp.asarray(self.high, dtype) - mean) / std
-        shape = jnp.broadcast_shapes(mean.shape, std.shape, lo.shape, hi.shape)
-        return mean + std * jax.random.truncated_normal(key, lo, hi, shape, dtype)
+        (mean, std, low, high), shape = _arrays(dtype, self.mean, self.std, self.low, self.high)
+        return mean + std * jax.random.truncated_normal(key, (low - mean) / std, (high - mean) / std, shape, dtype)
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,8 @@ class ToleranceBand(Sampler):
     relative: bool = False
 
     def draw(self, key, dtype):
-        nominal = jnp.asarray(self.nominal, dtype)
-        tol = jnp.asarray(self.tol, dtype) * (jnp.abs(nominal) if self.relative else 1.0)
-        shape = jnp.broadcast_shapes(nominal.shape, tol.shape)
+        (nominal, tol), shape = _arrays(dtype, self.nominal, self.tol)
+        tol = tol * (jnp.abs(nominal) if self.relative else 1.0)
         return nominal + tol * jax.random.uniform(key, shape, dtype, -1.0, 1.0)
 
 
