@@ -4,7 +4,7 @@ Layers (docs/DESIGN.md), one subpackage each: ``spatial`` → ``model`` → ``dy
 Bonaventura Step 2) → ``contacts`` (general joint model) → ``system`` (global level, Steps 3-4) →
 ``integrate`` (rollouts) → applications (``montecarlo``, ``ckcm``).
 """
-from . import contacts, dynamics, integrate, model, montecarlo, spatial, system
+from . import contacts, dynamics, export, integrate, model, montecarlo, spatial, system
 from .dynamics import *  # noqa: F401,F403
 from .model import Module, ModuleBuilder
 

@@ -1,0 +1,2 @@
+"""Front door: exports to other engines' formats."""
+from .mjcf import from_mujoco_acceleration, mujoco_state, to_mjcf

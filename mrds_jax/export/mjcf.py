@@ -1,0 +1,145 @@
+"""Export a module or a system to MuJoCo MJCF, for peer comparisons (MuJoCo, MJX) and for viewing.
+
+Mapping: each module is a chain of nested bodies under the world body; link frames become body frames
+(``pos``/``quat`` = joint placement), inertias become ``<inertial>`` (mass, centre of mass, full inertia),
+operational points become sites named ``<module>/<frame>``.
+Joints: revolute → hinge, prismatic → slide, universal → two hinges in one body (MuJoCo applies them in
+order, the second about the once-rotated axis, as ours), spherical → ball (quaternion w, x, y, z as
+ours), free → freejoint. Screw and planar_free joints have no MuJoCo equivalent and raise.
+Contacts: ``weld`` → equality weld, ``spherical`` → equality connect (site-based); other kinds raise.
+MuJoCo's constraints are soft (solref/solimp), so a closed loop exported here drifts and its accelerations
+differ from the exact ones; open modules match exactly (tested).
+
+Conventions differ for free joints (allowed at roots only, as in MuJoCo): MuJoCo's qpos is the body's
+world pose (the joint placement is folded in), qvel = [v_world; ω_body], ours [ω_body; v_body];
+:func:`mujoco_state` and :func:`from_mujoco_acceleration` convert.
+"""
+import numpy as np
+
+from ..spatial import quat_to_rotation, rotation_to_quat
+
+_JOINTS = {"revolute": "hinge", "prismatic": "slide"}
+
+
+def _fmt(x):
+    return " ".join(f"{float(v):.17g}" for v in np.ravel(x))
+
+
+def _quat(R):
+    return _fmt(np.asarray(rotation_to_quat(np.asarray(R))))
+
+
+def _module_bodies(name, module, indent):
+    t, p = module.topology, module.params
+    children = {i: [] for i in range(-1, t.n_links)}
+    for i, parent in enumerate(t.parents):
+        children[parent].append(i)
+    frames = {i: [] for i in range(t.n_links)}
+    for f, link in enumerate(t.frame_links):
+        frames[link].append(f)
+    lines = []
+
+    def body(i, depth):
+        pad = " " * (indent + 2 * depth)
+        kind = t.joint_kinds[i]
+        lines.append(f'{pad}<body name="{name}/{t.link_names[i]}" pos="{_fmt(p.joint_p[i])}" '
+                     f'quat="{_quat(p.joint_R[i])}">')
+        jname = f"{name}/{t.joint_names[i]}"
+        if kind in _JOINTS:
+            lines.append(f'{pad}  <joint name="{jname}" type="{_JOINTS[kind]}" axis="{_fmt(p.axis[i])}"/>')
+        elif kind == "universal":
+            lines.append(f'{pad}  <joint name="{jname}_1" type="hinge" axis="{_fmt(p.axis[i])}"/>')
+            lines.append(f'{pad}  <joint name="{jname}_2" type="hinge" axis="{_fmt(p.axis2[i])}"/>')
+        elif kind == "spherical":
+            lines.append(f'{pad}  <joint name="{jname}" type="ball"/>')
+        elif kind == "free":
+            if t.parents[i] >= 0:
+                raise ValueError(f"module {name!r}: free joint {t.joint_names[i]!r} is not at a root; MuJoCo "
+                                 "allows free joints only on top-level bodies")
+            lines.append(f'{pad}  <freejoint name="{jname}"/>')
+        elif kind != "fixed":
+            raise ValueError(f"module {name!r}: joint {t.joint_names[i]!r} of kind {kind!r} has no MJCF equivalent")
+        I = np.asarray(p.inertia[i])
+        lines.append(f'{pad}  <inertial pos="{_fmt(p.com[i])}" mass="{float(p.mass[i]):.17g}" '
+                     f'fullinertia="{_fmt([I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]])}"/>')
+        for f in frames[i]:
+            lines.append(f'{pad}  <site name="{name}/{t.frame_names[f]}" pos="{_fmt(p.frame_p[f])}" '
+                         f'quat="{_quat(p.frame_R[f])}"/>')
+        for c in children[i]:
+            body(c, depth + 1)
+        lines.append(f"{pad}</body>")
+
+    for root in children[-1]:
+        body(root, 0)
+    return lines
+
+
+def to_mjcf(modules, contacts=(), timestep=1e-3, gravity=None, model_name="mrds_jax"):
+    """MJCF text for modules (a dict name → Module, or a System) and contacts."""
+    if hasattr(modules, "modules") and hasattr(modules, "contacts"):
+        system = modules
+        modules = dict(zip(system.module_names, system.modules))
+        contacts = system.contacts
+    if not isinstance(modules, dict):
+        modules = {f"m{k}": m for k, m in enumerate(modules)}
+    first = next(iter(modules.values()))
+    g = np.asarray(first.params.gravity) if gravity is None else np.asarray(gravity)
+    lines = [f'<mujoco model="{model_name}">', '  <compiler angle="radian" autolimits="true"/>',
+             f'  <option timestep="{timestep:g}" gravity="{_fmt(g)}"/>', "  <worldbody>"]
+    ground_sites, eq = [], []
+    for c in contacts:
+        sides = []
+        for which, side in (("E", c.E), ("P", c.P)):
+            if side is None:
+                site = f"ground/{c.name}_{which}"
+                ground_sites.append(f'    <site name="{site}" pos="{_fmt(c.ground_p)}" quat="{_quat(c.ground_R)}"/>')
+            else:
+                mod = side[0] if isinstance(side[0], str) else list(modules)[side[0]]
+                site = f"{mod}/{side[1]}"
+            sides.append(site)
+        if c.kind in ("weld", "rigid_grasp"):
+            eq.append(f'    <weld name="{c.name}" site1="{sides[0]}" site2="{sides[1]}"/>')
+        elif c.kind == "spherical":
+            eq.append(f'    <connect name="{c.name}" site1="{sides[0]}" site2="{sides[1]}"/>')
+        else:
+            raise ValueError(f"contact {c.name!r} of kind {c.kind!r} has no MJCF equality equivalent")
+    lines += ground_sites
+    for name, module in modules.items():
+        lines += _module_bodies(name, module, 4)
+    lines.append("  </worldbody>")
+    if eq:
+        lines += ["  <equality>"] + eq + ["  </equality>"]
+    lines.append("</mujoco>")
+    return "\n".join(lines)
+
+
+def _free_roots(module, q):
+    """(index, q slice, v slice, world rotation) of every free root joint (joint placement folded in)."""
+    t, p = module.topology, module.params
+    for i, (kind, qs, vs) in enumerate(zip(t.joint_kinds, t.q_slices, t.v_slices)):
+        if kind == "free":
+            yield i, qs, vs, np.asarray(p.joint_R[i]) @ np.asarray(quat_to_rotation(q[qs][3:]))
+
+
+def mujoco_state(module, q, v):
+    """(qpos, qvel) in MuJoCo's conventions for one exported module's (q, v); also maps generalized
+    forces (pass them as ``v``: the free-joint force [n_body; f_body] becomes [f_world; n_body])."""
+    q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+    qpos, qvel = q.copy(), v.copy()
+    p = module.params
+    for i, qs, vs, R in _free_roots(module, q):
+        pos = np.asarray(p.joint_R[i]) @ q[qs][:3] + np.asarray(p.joint_p[i])
+        qpos[qs] = np.concatenate([pos, np.asarray(rotation_to_quat(R))])
+        qvel[vs] = np.concatenate([R @ v[vs][3:], v[vs][:3]])
+    return qpos, qvel
+
+
+def from_mujoco_acceleration(module, q, v, qacc):
+    """Our q̈ from MuJoCo's qacc: its free-joint part is [v̇_world; ω̇_body]; ours [ω̇_body; v̇_body] with
+    v_body = Rᵀ v_world, so v̇_body = Rᵀ v̇_world − ω × v_body."""
+    q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+    out = np.array(qacc, dtype=float)
+    for _, qs, vs, R in _free_roots(module, q):
+        w, v_body = v[vs][:3], v[vs][3:]
+        out[vs] = np.concatenate([qacc[vs][3:], R.T @ qacc[vs][:3] - np.cross(w, v_body)])
+    return out
