@@ -6,8 +6,8 @@ q̈ and constraint forces at >= 10 consistent random states equal Pinocchio's ``
     mechanism as a spatial module with a spatial revolute (n_c = 5, redundant: Bᶜ singular, min-norm forces);
   * a planar two-link arm whose tip slides along a line fixed in the ground (n_c = 1);
   * two 6-DOF arms rigidly grasping one free box (two Type A weld contacts);
-  * library contacts (revolute, prismatic, screw with φ ≠ ψ, spherical, cylindrical) joining an arm and a free
-    body, against Pinocchio's ABA of the equivalent rigid tree.
+  * library contacts (revolute, prismatic, screw with φ ≠ ψ, spherical, universal with variable modes) joining
+    an arm and a free body, against Pinocchio's ABA of the equivalent rigid tree.
 Also: Bᶜ symmetric positive definite on non-redundant systems; bad input raises naming the contact.
 Each system is jitted once (lru_cache) and evaluated on all states with one vmap.
 """
@@ -264,11 +264,13 @@ def test_dual_arm_rigid_grasp():
 
 
 # ----------------------------------------------------------------------------- library contacts vs rigid trees
-EQUIV = {  # contact factory (name, E, P, axis, pitch), equivalent tree joint kind
-    "revolute": (lambda n, E, P, a, h: C.revolute(n, E, P, axis=a), "revolute"),
-    "prismatic": (lambda n, E, P, a, h: C.prismatic(n, E, P, axis=a), "prismatic"),
-    "screw": (lambda n, E, P, a, h: C.screw(n, E, P, axis=a, pitch=h), "screw"),
-    "spherical": (lambda n, E, P, a, h: C.spherical(n, E, P), "spherical"),
+EQUIV = {  # contact factory (name, E, P, axis, pitch, axis2), equivalent tree joint kind
+    "revolute": (lambda n, E, P, a, h, a2: C.revolute(n, E, P, axis=a), "revolute"),
+    "prismatic": (lambda n, E, P, a, h, a2: C.prismatic(n, E, P, axis=a), "prismatic"),
+    "screw": (lambda n, E, P, a, h, a2: C.screw(n, E, P, axis=a, pitch=h), "screw"),
+    "spherical": (lambda n, E, P, a, h, a2: C.spherical(n, E, P), "spherical"),
+    # variable modes: φᵘ, φᶜ, ψ depend on ᴱR_P, and φ̇ enters yᶜ (eq. 85/90); random, non-orthogonal axes
+    "universal": (lambda n, E, P, a, h, a2: C.universal(n, E, P, axis=a, axis2=a2), "universal"),
 }
 
 
@@ -296,7 +298,7 @@ def equivalence_case():
         body_b.add_frame("P", "body")
         bodies[kind] = body_b.build()
         contacts.append(EQUIV[kind][0](kind, ("arm", f"E_{kind}"), (kind, "P"), np.asarray(p.axis[j]),
-                                       float(p.pitch[j])))
+                                       float(p.pitch[j]), np.asarray(p.axis2[j])))
     system = S.build_system({"arm": arm_b.build(), **bodies}, contacts)
     ptree = Merged([tree])
     q_t, v_t, tau_t, qs, vs, taus = [], [], [], [], [], []
@@ -321,10 +323,11 @@ def equivalence_case():
 
 
 def test_library_contacts_equal_rigid_tree():
-    """revolute, prismatic, screw (φ ≠ ψ, eq. 29-31) and spherical contacts == the same joints in a tree."""
+    """revolute, prismatic, screw (φ ≠ ψ, eq. 29-31), spherical and universal (variable modes, φ̇ ≠ 0)
+    contacts == the same joints in a tree."""
     system, ptree, (q, v, tau), out = equivalence_case()
-    assert system.connectivity.groups[1] == (1, 2, 3, 4)            # the four free bodies are stacked
-    assert system.connectivity.MC[0] == ("E",) * 4
+    assert system.connectivity.groups[1] == tuple(range(1, 1 + len(EQUIV)))   # the free bodies are stacked
+    assert system.connectivity.MC[0] == ("E",) * len(EQUIV)
     for k in range(N_STATES):
         d = ptree.model.createData()
         ddq = pin.aba(ptree.model, d, q[k], v[k], tau[k]).copy()

@@ -112,6 +112,21 @@ def screw(name, E, P, axis=(0.0, 0.0, 1.0), pitch=0.0, **kw):
     return make_contact(name, E, P, phi_u, phi_c, psi_u, psi_c, kind="screw", **kw)
 
 
+def universal(name, E, P, axis=(1.0, 0.0, 0.0), axis2=(0.0, 1.0, 0.0), **kw):
+    """Universal (Hooke) joint with variable modes (B §3.3.1): rotation about ``axis`` (fixed in E, frame E)
+    and about ``axis2`` (fixed in P, frame P) free, so ᴱR_P = rot(axis, θ₁) rot(axis2, θ₂) (the tree
+    joint ``universal``); P's origin stays at E's (n_c = 4). The modes depend on ᴱR_P
+    (:func:`~mrds_jax.contacts.variable.universal_modes`); the stored bases are those at ᴱR_P = 1. The
+    axes need not be orthogonal, but must not be parallel."""
+    from .variable import universal_modes
+    a1, a2 = _unit(axis, name, "axis"), _unit(axis2, name, "axis2")
+    c = np.cross(a1, a2)
+    if np.linalg.norm(c) < 1e-6:
+        raise ContactError(f"contact {name!r}: the universal joint's axes {a1} and {a2} are parallel")
+    return make_contact(name, E, P, _cols(_ang(a1), _ang(a2)), _cols(_ang(c), *[_lin(e) for e in E3]),
+                        kind="universal", modes=universal_modes, **kw)
+
+
 def planar_contact(name, E, P, normal=(0.0, 0.0, 1.0), **kw):
     """Planar joint in 3-D: rotation about ``normal`` and translations in the plane free, n_c = 3."""
     n = _unit(normal, name, "normal")
@@ -168,5 +183,5 @@ def planar_revolute(name, E, P, **kw):
 
 
 LIBRARY = dict(weld=weld, rigid_grasp=rigid_grasp, spherical=spherical, revolute=revolute, prismatic=prismatic,
-               cylindrical=cylindrical, screw=screw, planar=planar_contact, point_on_plane=point_on_plane,
-               point_on_line=point_on_line)
+               cylindrical=cylindrical, screw=screw, universal=universal, planar=planar_contact,
+               point_on_plane=point_on_plane, point_on_line=point_on_line)

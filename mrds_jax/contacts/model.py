@@ -22,6 +22,11 @@ Table 1 data per contact: the bases (constant arrays here; ``phidot`` terms are 
 ``excitation`` — an optional static function ``t -> (ẋᶜ, ẍᶜ)`` for kinematically excited constrained
 modes (locked modes when ``None``), and ``applied`` — an optional static function ``t -> Fᵘ`` for known
 free-direction forces (Class I, e.g. an actuated joint torque; zero when ``None``).
+
+Variable modes (universal joint, higher pairs): ``modes`` — an optional static function
+``(contact, ᴱR_P, ᴱr_EP) -> (φᵘ, φᶜ, ψᵘ, ψᶜ)`` of the relative configuration; the stored bases are then
+the modes at the reference configuration (ᴱR_P = 1, ᴱr_EP = 0), and φ̇ enters eq. 85/90 through
+:func:`~mrds_jax.contacts.variable.contact_modes`.
 """
 from typing import Callable, Optional
 
@@ -52,6 +57,7 @@ class Contact:
     P: Optional[tuple] = static()
     excitation: Optional[Callable] = static(default=None)  # t -> (ẋᶜ, ẍᶜ), each (n_c,)
     applied: Optional[Callable] = static(default=None)     # t -> Fᵘ, (d - n_c,)
+    modes: Optional[Callable] = static(default=None)       # (contact, ᴱR_P, ᴱr_EP) -> (φᵘ, φᶜ, ψᵘ, ψᶜ)
 
     @property
     def dim(self):
@@ -135,7 +141,7 @@ def check_dual(name, phi_u, phi_c, psi_u, psi_c, tol=1e-9):
 
 
 def make_contact(name, E, P, phi_u, phi_c, psi_u=None, psi_c=None, kind="custom", ground_rotation=None,
-                 ground_position=None, excitation=None, applied=None, dim=None, dtype=None):
+                 ground_position=None, excitation=None, applied=None, dim=None, dtype=None, modes=None):
     """Build a :class:`Contact` from its free and constrained modes (frame E, [angular; linear]).
 
     ``psi_u, psi_c`` default to the dual basis φ⁻ᵀ; when given, ψᵀφ = 1 is checked (eq. 24-25) and a
@@ -175,7 +181,8 @@ def make_contact(name, E, P, phi_u, phi_c, psi_u=None, psi_c=None, kind="custom"
     dtype = dtype or jnp.zeros(0).dtype
     arr = lambda x: jnp.asarray(x, dtype=dtype)  # noqa: E731
     return Contact(phi_u=arr(phi_u), phi_c=arr(phi_c), psi_u=arr(psi_u), psi_c=arr(psi_c), ground_R=arr(R),
-                   ground_p=arr(p), name=name, kind=kind, E=E, P=P, excitation=excitation, applied=applied)
+                   ground_p=arr(p), name=name, kind=kind, E=E, P=P, excitation=excitation, applied=applied,
+                   modes=modes)
 
 
 def validate_contact(contact, tol=1e-9):

@@ -14,8 +14,10 @@ accelerations to the contact's relative acceleration is, per contact and module,
 so that B = Σₖ Aₖ Λₖ⁻¹ Aₖᵀ reproduces Table 17 block by block (AA: ℜᵢᵀ[Λ_PP − Λ_PE Sⱼᵀ − Sᵢ Λ_EP +
 Sᵢ Λ_EE Sⱼᵀ]ℜⱼ; a Type B contact, whose E and P are on one module, gets both terms, i.e. the relative
 Jacobian ᴱJ_EP = ℜᵀ(J_P − S J_E) of eq. 71 through its O(N) forms eq. 92-94). Then Bᶜ = ψᶜᵀ B ψᶜ
-(eq. 88) and yᶜ = ẍᶜ + ψᶜᵀ [y − B ψᵘ Fᵘ] with yᵢ = φ̇ᵘẋᵘ + φ̇ᶜẋᶜ − ᴱẍᵒᵖᵉⁿ_EP (eq. 89-90; φ̇ = 0 for the
-constant modes of this version); the solve (eq. 87, :mod:`.solve`), and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ (eq. 86).
+(eq. 88) and yᶜ = ẍᶜ + ψᶜᵀ [y − B ψᵘ Fᵘ] with yᵢ = φ̇ᵘẋᵘ + φ̇ᶜẋᶜ − ᴱẍᵒᵖᵉⁿ_EP (eq. 89-90; the φ̇ term
+is zero for constant modes, and for variable modes (universal joint) it and the bases φ, ψ come from
+:func:`~mrds_jax.contacts.variable.contact_modes` at the current relative configuration); the solve
+(eq. 87, :mod:`.solve`), and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ (eq. 86).
 
 Step 4 (per module): q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP, which is eq. 74 (q̈ = q̈ᵒᵖᵉⁿ − Ψₖ Fₖ) with the forces
 of eq. 95-96 (ᴵᴱF_EP = Sᵀ ℜ F_EP at E, ᴵᴾF_PE = −ℜ F_EP at P) and the sign fix of notes §2.3 for Type B
@@ -35,6 +37,7 @@ import numpy as np
 
 from ..dynamics import (aba, cross_space_inertia, forward_kinematics, link_accelerations, mass_matrix,
                         task_jacobian)
+from ..contacts.variable import contact_modes
 from ..dynamics.kinematics import frame_acceleration, frame_placement, frame_velocity
 from ..model.tree import PLANAR_ROWS
 from ..spatial import rigid_body_transform, spatial_rotation
@@ -61,6 +64,7 @@ class ConstraintSystem(NamedTuple):
     F_u: tuple                 # per contact: Fᵘ (d − n_c,)
     A: tuple                   # per module: Aₖ (d·C, d·nₖ)
     terms: tuple               # per module: ModuleTerms (None for modules without contact points)
+    modes: tuple = ()          # per contact: ContactModes (bases at the current state, φ̇ term of eq. 90)
 
 
 class SystemDynamics(NamedTuple):
@@ -169,10 +173,11 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
     terms = _all_module_terms(system, state, taus, method)
     C = len(system.contacts)
     blocks = {}       # (module, contact, slot) -> d x d block of A_k
-    xdd_open_EP, xd_EP, F_u, psi_c_rows = [], [], [], []
+    xdd_open_EP, xd_EP, F_u, modes = [], [], [], []
     for i, (c, (mE, sE, mP, sP)) in enumerate(zip(system.contacts, conn.sides)):
-        T_E, T_P, xd, xdd = contact_kinematics(c, _side_kinematics(c, terms, mE, sE, dtype),
-                                               _side_kinematics(c, terms, mP, sP, dtype))
+        side_E, side_P = _side_kinematics(c, terms, mE, sE, dtype), _side_kinematics(c, terms, mP, sP, dtype)
+        T_E, T_P, xd, xdd = contact_kinematics(c, side_E, side_P)
+        modes.append(_current_modes(c, side_E, side_P, xd, t, dtype))
         if mE >= 0:
             blocks[(mE, i, sE)] = T_E[np.ix_(rows, rows)]
         if mP >= 0:
@@ -189,8 +194,8 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
             if m == k:
                 Ak = Ak.at[d * i:d * (i + 1), d * s:d * (s + 1)].add(blk)
         A.append(Ak)
-    psi_c = _block_diag([c.psi_c for c in system.contacts], d, dtype)      # (d·C, n_C)
-    U = jnp.concatenate([c.psi_u @ fu for c, fu in zip(system.contacts, F_u)]) if C else jnp.zeros(0, dtype)
+    psi_c = _block_diag([m.psi_c for m in modes], d, dtype)      # (d·C, n_C)
+    U = jnp.concatenate([m.psi_u @ fu for m, fu in zip(modes, F_u)]) if C else jnp.zeros(0, dtype)
     n_C = conn.n_constraints
     Bc = jnp.zeros((n_C, n_C), dtype=dtype)
     BU = jnp.zeros(d * C, dtype=dtype)
@@ -201,9 +206,19 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
         Bc = Bc + Gc @ tk.Lam_inv @ Gc.T
         BU = BU + Ak @ (tk.Lam_inv @ (Ak.T @ U))
     xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
-    y = -jnp.concatenate(xdd_open_EP) if C else jnp.zeros(0, dtype)     # eq. 90, constant modes (φ̇ = 0)
+    y = (jnp.concatenate([m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]) if C   # eq. 90
+         else jnp.zeros(0, dtype))
     yc = (jnp.concatenate(xdd_c) if C else jnp.zeros(0, dtype)) + psi_c.T @ (y - BU)   # eq. 89
-    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(A), terms)
+    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(A), terms, tuple(modes))
+
+
+def _current_modes(contact, side_E, side_P, xd6, t, dtype):
+    """The contact's bases at the relative configuration ᴱR_P = ᴵR_Eᵀ ᴵR_P (eq. 99), ᴱr_EP (eq. 97) and
+    the φ̇ term of eq. 90 (zero, at no cost, for constant modes); ``xd6`` = 6-D ᴱẋ_EP (eq. 98)."""
+    R_E, p_E = side_E[0], side_E[1]
+    R_P, p_P = side_P[0], side_P[1]
+    xd_c = contact.constraint_velocity_and_acceleration(t, dtype)[0]
+    return contact_modes(contact, R_E.T @ R_P, R_E.T @ (p_P - p_E), xd6, xd_c)
 
 
 def _block_diag(mats, d, dtype):
@@ -231,11 +246,11 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     F_c, residual = solve_constraint_system(cs.Bc, cs.yc, solver)
     conn = system.connectivity
     F_EP, F_c_split, phi_v = [], [], []
-    for c, sl, fu, xd in zip(system.contacts, conn.constraint_slices(), cs.F_u, cs.xd_EP):
+    for c, m, sl, fu, xd in zip(system.contacts, cs.modes, conn.constraint_slices(), cs.F_u, cs.xd_EP):
         fc = F_c[sl]
         F_c_split.append(fc)
-        F_EP.append(c.psi_u @ fu + c.psi_c @ fc)                                   # eq. 86
-        phi_v.append(c.psi_c.T @ xd - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # eq. 105
+        F_EP.append(m.psi_u @ fu + m.psi_c @ fc)                                   # eq. 86
+        phi_v.append(m.psi_c.T @ xd - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # eq. 105
     F_stack = jnp.concatenate(F_EP) if F_EP else jnp.zeros(0, dtype=F_c.dtype)
     qdd = []
     for Ak, tk in zip(cs.A, cs.terms):

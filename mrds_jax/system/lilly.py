@@ -1,0 +1,239 @@
+"""Lilly & Orin's simple closed chain: the fast path of the MRDS machinery for a reference member carried
+by m chains (seed 000, Table 1, eq. 8-48; notes §8).
+
+A *simple closed chain* is a reference member (body 0: the object held by several arms — Type 0 — or the
+body of a legged vehicle — Type 1) and m chains, each touching the reference member through exactly one
+general joint at its tip. Removing the reference member opens every loop, so the constraint forces of a
+chain depend only on its own tip and on the reference member's acceleration a₀. Lilly & Orin eliminate
+the tip forces chain by chain and solve one N₀ x N₀ system for a₀ (6 x 6 for a rigid reference member),
+instead of MRDS's n_C x n_C system in all constraint-force components (notes §8.4: both must agree; the
+tests check 1e-10).
+
+Mapping onto an MRDS :class:`~mrds_jax.system.System` (notes §8.4). Chain k is a module with exactly one
+contact, to the reference module; the chain tip is one side of that contact and a reference point the
+other (Lilly's f_k is ᴱᴾF_EP when the chain is the E side, as in every example here). The chain's base may
+be the ground (fixed-base chain: Type 0 arms, Stewart legs) or any support of known motion. Type 1 legs
+are chains rooted at the support surface: Lilly's unpowered foot contact is the first general joint of
+the chain (a point contact = a spherical root joint at the foot), and the actuated joint at the body is
+the tip contact, its motor torques the known free-direction forces Fᵘ (Lilly's h_k). Modules with no
+contact are integrated open-chain.
+
+Per contact, with ℜ = ᴵℜ_E, S = ᴵS_EP (eq. 20) and the operators of :func:`.dynamics.contact_kinematics`
+(T_E = −ℜᵀS, T_P = ℜᵀ; T_c for the chain's side, T_r for the reference's), the relative acceleration of
+the standard pair (B eq. 80) is affine in a₀ and in the contact force F_k = ᴱᴾF_EP:
+
+    ᴱẍ_EP = X_k a₀ + c_k + L_k F_k,     X_k = T_r J_r   (Lilly's X₀ᵏ: reference motion seen at the tip)
+                                        L_k = T_c Λ_k⁻¹ T_cᵀ          (the chain's Λ_k⁻¹ seen at the tip)
+                                        c_k = T_c ẍ_kᵒᵖᵉⁿ + T_r J̇_r v₀ − ℜᵀζ   (eq. 81, 83 with a₀ = 0)
+
+Table 1, as implemented (ψ, the dual basis, replaces Lilly's orthonormal φᶜ so that non-orthogonal modes
+such as the screw are exact, notes §8.4; n_c ≤ 6 per tip, any N_k):
+  Step 1 (per chain, identical chains stacked and ``vmap``ped): q̈ₖᵒᵖᵉⁿ, ẍₖᵒᵖᵉⁿ, Ω_k = H_k⁻¹J_kᵀ and
+     Λ_k⁻¹ (eq. 9-12; :func:`.dynamics.module_terms`).
+  Step 2: α_k = ẍᶜ + ψᶜᵀ(φ̇ᵘẋᵘ + φ̇ᶜẋᶜ) (the constrained relative acceleration, with the mode-rate terms
+     of B eq. 85 that Lilly's eq. 23 omits, notes §8.4);
+     S_k = α_k − ψᶜᵀ(c_k + L_k ψᵘ Fᵘ)                 (eq. 35)
+     M_k⁻¹ = ψᶜᵀ L_k ψᶜ  (n_c x n_c), one Cholesky;  [M_k S_k | M_k ψᶜᵀ X_k]     (eq. 36-38)
+     P_k = ψᵘ Fᵘ + ψᶜ M_k S_k,   R_k = ψᶜ M_k ψᶜᵀ X_k                              (eq. 42)
+     [H₀ + Σ X_kᵀ R_k] a₀ = Σ X_kᵀ P_k + τ₀ − C₀ − G₀                              (eq. 45/46)
+     — H₀ = I₀ and C₀ + G₀ = b₀ − g₀ for a rigid reference member; the matrix is symmetric positive
+     definite: one Cholesky.
+  Step 3: F_k = P_k − R_k a₀ (eq. 47);  Fᶜ_k = M_k S_k − M_k ψᶜᵀ X_k a₀ (eq. 38).
+  Step 4: q̈_k = q̈ₖᵒᵖᵉⁿ + Ω_k T_cᵀ F_k (eq. 48: Lilly's −Ω_k f_k with f_k the force on the reference
+     member, moved to the tip's torque reference point by T_cᵀ).
+Tips with fewer constrained directions (the Stewart legs' spherical tips, n_c = 3; a point contact) are
+handled exactly: only the n_c x n_c block ψᶜᵀ L_k ψᶜ is factorised, so a chain with N_k < 6 (whose 6 x 6
+Λ_k⁻¹ is singular) is fine as long as its tip can move in the constrained directions.
+"""
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..contacts.variable import contact_modes
+from ..dynamics import aba, forward_kinematics, link_accelerations, mass_matrix, nonlinear_effects
+from ..dynamics.kinematics import frame_acceleration, frame_jacobian, frame_placement, frame_velocity
+from ..pytree import replace
+from .build import SystemError
+from .dynamics import _rows, _taus, contact_kinematics, module_terms
+
+
+class ChainStructure(NamedTuple):
+    """Static structure of a simple closed chain, derived once from a system's connectivity."""
+    reference: int       # module index of the reference member
+    chains: tuple        # per chain: (module, contact, chain is E side, reference slot)
+    groups: tuple        # tuples of chain positions that are stacked and vmapped together
+    free: tuple          # modules with no contact (open chains)
+
+
+class ChainDynamics(NamedTuple):
+    """Result of :func:`lilly_forward_dynamics` (per-module and per-contact orders of the system)."""
+    qdd: tuple                  # per module: q̈ₖ (eq. 48; the reference member's entry is a₀)
+    F_c: tuple                  # per contact: Fᶜ (n_c,) (eq. 38 with a₀)
+    F_EP: tuple                 # per contact: ᴱᴾF_EP (d,), by E on P, frame E, at P (eq. 47)
+    a0: jnp.ndarray             # reference member's q̈ (its body acceleration for a free rigid body)
+    K: jnp.ndarray              # H₀ + Σ X_kᵀ R_k, the coefficient of eq. 45/46
+    rhs: jnp.ndarray            # Σ X_kᵀ P_k + τ₀ − C₀ − G₀, its right-hand side
+    constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (B eq. 105)
+
+
+def chain_structure(system, reference):
+    """Check that ``system`` is a simple closed chain around the module ``reference`` (name or index) and
+    return its :class:`ChainStructure` (static; cached). Raises :class:`~mrds_jax.system.SystemError`
+    naming the offending contact or module."""
+    return _chain_structure(system.connectivity, system.contact_names, tuple(c.modes for c in system.contacts),
+                            reference)
+
+
+@functools.lru_cache(maxsize=None)
+def _chain_structure(conn, contact_names, mode_fns, reference):
+    names = conn.module_names
+    if isinstance(reference, str):
+        if reference not in names:
+            raise SystemError(f"simple closed chain: no module named {reference!r}; modules are {list(names)}")
+        ref = names.index(reference)
+    else:
+        ref = int(reference)
+    per_module = [[] for _ in names]
+    chains = []
+    for i, (mE, _, mP, sP) in enumerate(conn.sides):
+        label = f"simple closed chain: contact {contact_names[i]!r}"
+        if (mE == ref) == (mP == ref):
+            why = (f"joins the reference member {names[ref]!r} to itself" if mE == ref
+                   else f"does not touch the reference member {names[ref]!r}")
+            raise SystemError(f"{label} {why}: every contact must join one chain tip to the reference member "
+                              "(use the general path, mrds_jax.system.forward_dynamics)")
+        chain, is_E = (mP, False) if mE == ref else (mE, True)
+        if chain < 0:
+            raise SystemError(f"{label} joins the reference member {names[ref]!r} to the ground; a simple closed "
+                              "chain needs a chain (module) between them")
+        ref_slot = conn.sides[i][1] if mE == ref else sP
+        per_module[chain].append(i)
+        chains.append((chain, i, is_E, ref_slot))
+    for k, cs in enumerate(per_module):
+        if k != ref and len(cs) > 1:
+            raise SystemError(f"simple closed chain: module {names[k]!r} has {len(cs)} contacts "
+                              f"({[contact_names[i] for i in cs]}); each chain touches the reference member "
+                              "through exactly one")
+    # stack chains whose modules are identical (Connectivity.groups) and whose contacts share n_c and side
+    group_of = {k: g for g, grp in enumerate(conn.groups) for k in grp}
+    groups = {}
+    for pos, (k, i, is_E, _) in enumerate(chains):
+        groups.setdefault((group_of[k], conn.n_c[i], mode_fns[i], is_E), []).append(pos)
+    free = tuple(k for k in range(len(names)) if k != ref and not per_module[k])
+    return ChainStructure(ref, tuple(chains), tuple(tuple(g) for g in groups.values()), free)
+
+
+def _stack(trees):
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def _reference_points(module, q, v, points, rows):
+    """Placements, velocities, bias accelerations J̇v (classical, world axes) and Jacobians J_r (task rows)
+    of the reference member's contact points."""
+    kin = forward_kinematics(module, q, v)
+    acc0 = link_accelerations(module, kin, jnp.zeros_like(v))
+    out = []
+    for f in points:
+        R, p = frame_placement(module, kin, f)
+        out.append((R, p, frame_velocity(module, kin, f, "world_aligned"),
+                    frame_acceleration(module, kin, acc0, f, "world_aligned"),
+                    frame_jacobian(module, q, f, "world_aligned", kin)[rows]))
+    return tuple(jnp.stack(x) for x in zip(*out))
+
+
+def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, point, rows, method):
+    """Table 1 Steps 1-2 for one chain (vmapped over identical chains): returns the per-chain pieces."""
+    mt = module_terms(module, q, v, tau, (point,), method)                      # Step 1, eq. 9-12
+    R_r, p_r, xd_r, bias_r, J_r = ref_pt
+    chain_side = (mt.R[0], mt.p[0], mt.xd[0], mt.xdd_open[0])
+    ref_side = (R_r, p_r, xd_r, bias_r)
+    side_E, side_P = (chain_side, ref_side) if is_E else (ref_side, chain_side)
+    T_E, T_P, xd6, c6 = contact_kinematics(contact, side_E, side_P)           # eq. 80-83 at a₀ = 0
+    T_c, T_r = (T_E, T_P) if is_E else (T_P, T_E)
+    T_c, T_r = T_c[np.ix_(rows, rows)], T_r[np.ix_(rows, rows)]
+    R_E, p_E, R_P, p_P = side_E[0], side_E[1], side_P[0], side_P[1]
+    m = contact_modes(contact, R_E.T @ R_P, R_E.T @ (p_P - p_E), xd6, xd_c)
+    X = T_r @ J_r                                                              # X₀ᵏ (d, N₀)
+    L = T_c @ mt.Lam_inv @ T_c.T                                               # tip Λ_k⁻¹ in contact frame
+    alpha = xdd_c + m.psi_c.T @ m.phidot_term                                  # constrained α (eq. 85)
+    S = alpha - m.psi_c.T @ (c6[rows] + L @ (m.psi_u @ F_u))                   # eq. 35
+    chol = jax.scipy.linalg.cho_factor(m.psi_c.T @ L @ m.psi_c)                # M_k⁻¹, eq. 36-37
+    MS_MX = jax.scipy.linalg.cho_solve(chol, jnp.concatenate([S[:, None], m.psi_c.T @ X], axis=1))
+    MS, MX = MS_MX[:, 0], MS_MX[:, 1:]
+    P = m.psi_u @ F_u + m.psi_c @ MS                                           # eq. 42
+    R = m.psi_c @ MX
+    phi_v = m.psi_c.T @ xd6[rows] - xd_c                                       # B eq. 105
+    return dict(XtP=X.T @ P, XtR=X.T @ R, P=P, R=R, MS=MS, MX=MX, phi_v=phi_v,
+                qdd_open=mt.qdd_open, OmegaT=mt.Psi @ T_c.T)
+
+
+def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, method="direct"):
+    """Closed-chain forward dynamics of a simple closed chain by Lilly & Orin's algorithm (Table 1).
+
+    ``system``: an MRDS :class:`~mrds_jax.system.System` that is a simple closed chain around the module
+    ``reference`` (name or index; static; default: the module that every contact touches). ``state``,
+    ``tau``, ``t``, ``method``: as for :func:`~mrds_jax.system.forward_dynamics`, whose answers this
+    reproduces. Returns :class:`ChainDynamics`. See the module docstring for the equations.
+    """
+    conn = system.connectivity
+    if reference is None:
+        touched = [set(k for k in (s[0], s[2]) if k >= 0) for s in conn.sides]
+        common = set.intersection(*touched) if touched else set()
+        if len(common) != 1:
+            raise SystemError("simple closed chain: name the reference member (reference=...); "
+                              f"the contacts share the modules {sorted(common)}")
+        reference = common.pop()
+    st = chain_structure(system, reference)
+    ref = st.reference
+    d = conn.dim
+    rows = _rows(d)
+    dtype = state.q[0].dtype
+    taus = _taus(system, tau, dtype)
+    ref_module, q0, v0 = system.modules[ref], state.q[ref], state.v[ref]
+    ref_pts = _reference_points(ref_module, q0, v0, conn.points[ref], rows)
+
+    group_outs = []
+    for group in st.groups:
+        ks = [st.chains[g][0] for g in group]
+        cs = [system.contacts[st.chains[g][1]] for g in group]
+        is_E = st.chains[group[0]][2]
+        point = conn.points[ks[0]][0]
+        slots = np.array([st.chains[g][3] for g in group])
+        arrays = _stack([(c.phi_u, c.phi_c, c.psi_u, c.psi_c, c.ground_R, c.ground_p) for c in cs])
+        exc = [c.constraint_velocity_and_acceleration(t, dtype) for c in cs]
+        F_u = jnp.stack([c.free_force(t, dtype) for c in cs])
+
+        def one(module, q, v, tq, arr, rp, xc, xxc, fu, template=cs[0], is_E=is_E, point=point):
+            c = replace(template, phi_u=arr[0], phi_c=arr[1], psi_u=arr[2], psi_c=arr[3], ground_R=arr[4],
+                        ground_p=arr[5])
+            return _chain_step1_2(module, q, v, tq, c, rp, xc, xxc, fu, is_E, point, rows, method)
+
+        group_outs.append(jax.vmap(one)(
+            _stack([system.modules[k] for k in ks]), jnp.stack([state.q[k] for k in ks]),
+            jnp.stack([state.v[k] for k in ks]), jnp.stack([taus[k] for k in ks]), arrays,
+            tuple(x[slots] for x in ref_pts), jnp.stack([e[0] for e in exc]), jnp.stack([e[1] for e in exc]), F_u))
+
+    # Step 2 (reference member): eq. 45/46, one Cholesky of the symmetric positive-definite N₀ x N₀ matrix
+    H0 = mass_matrix(ref_module, q0)
+    K = H0 + sum(o["XtR"].sum(axis=0) for o in group_outs)
+    rhs = taus[ref] - nonlinear_effects(ref_module, q0, v0) + sum(o["XtP"].sum(axis=0) for o in group_outs)
+    a0 = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(K), rhs)
+
+    # Steps 3-4 (per chain, stacked): tip forces (eq. 47), constraint components (eq. 38), q̈ (eq. 48)
+    qdd = [None] * len(system.modules)
+    F_EP, F_c, phi_v = ([None] * len(system.contacts) for _ in range(3))
+    qdd[ref] = a0
+    for group, o in zip(st.groups, group_outs):
+        F = o["P"] - o["R"] @ a0                                                  # eq. 47
+        Fc = o["MS"] - o["MX"] @ a0                                               # eq. 38
+        q_dd = o["qdd_open"] + jnp.einsum("kij,kj->ki", o["OmegaT"], F)            # eq. 48
+        for j, g in enumerate(group):
+            k, i = st.chains[g][0], st.chains[g][1]
+            qdd[k], F_EP[i], F_c[i], phi_v[i] = q_dd[j], F[j], Fc[j], o["phi_v"][j]
+    for k in st.free:
+        qdd[k] = aba(system.modules[k], state.q[k], state.v[k], taus[k])
+    return ChainDynamics(tuple(qdd), tuple(F_c), tuple(F_EP), a0, K, rhs, tuple(phi_v))
+

@@ -1,0 +1,194 @@
+"""Lilly & Orin's simple closed chain (mrds_jax.system.lilly) against the general MRDS path and Pinocchio.
+
+* Type 0: the CKCM Stewart platform (six U-P legs, spherical tips n_c = 3, stacked) and two 6-DOF arms
+  rigidly grasping a box (n_c = 6): Lilly's 6x6 solve (eq. 45/46) == MRDS's n_C x n_C solve (1e-10). The
+  states and MRDS answers are those of test_system_vs_pinocchio (shared cache: no second compilation of
+  the general path).
+* Type 1: a four-legged body standing on point contacts (legged_models.py): the general MRDS path (one
+  module, four ground point contacts) and the Lilly path (trunk = reference member, legs re-rooted at the
+  feet, actuated hip-roll tips with Fᵘ) both equal Pinocchio's constraintDynamics (1e-8) at 10 random
+  consistent states.
+* A system that is not a simple closed chain is refused with a message naming the contact or module.
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from mrds_jax import contacts as C
+from mrds_jax import system as S
+from mrds_jax.system.lilly import chain_structure, lilly_forward_dynamics
+from legged_models import (ROLL_TORQUE, leg_parameters, natural_module, natural_system, random_standing_state,
+                           type1_system)
+from system_models import C3, Merged, constraint_model, null_space_velocity, pin_constraint_dynamics
+from test_system_vs_pinocchio import N_STATES, TOL, grasp_case, stewart_case
+
+TOL_PATHS = 1e-10   # Lilly fast path vs general MRDS path
+
+
+def _stack(trees):
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def split_q(merged, q_pin):
+    """Pinocchio configuration -> our per-module q."""
+    out, i = [], 0
+    for c in merged.convs:
+        n = len(c.qperm)
+        inv = np.empty(n, dtype=int)
+        inv[c.qperm] = np.arange(n)
+        out.append(np.asarray(q_pin[i:i + n])[inv])
+        i += n
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def lilly_batched():
+    """One compiled ``jit(vmap(lilly_forward_dynamics))`` per system structure (the system is an argument)."""
+    return jax.jit(jax.vmap(lambda sy, q, v, tau: lilly_forward_dynamics(sy, S.SystemState(q, v), tau)))
+
+
+def assert_paths_equal(lil, out, n_modules, n_contacts):
+    for m in range(n_modules):
+        np.testing.assert_allclose(lil.qdd[m], out.qdd[m], atol=TOL_PATHS, rtol=0, err_msg=f"module {m}")
+    for i in range(n_contacts):
+        scale = max(1.0, np.abs(out.F_EP[i]).max())
+        np.testing.assert_allclose(lil.F_EP[i], out.F_EP[i], atol=TOL_PATHS * scale, rtol=0, err_msg=f"contact {i}")
+        np.testing.assert_allclose(lil.F_c[i], out.F_c[i], atol=TOL_PATHS * scale, rtol=0, err_msg=f"contact {i}")
+        assert np.abs(lil.constraint_velocity[i]).max() < 1e-12
+
+
+def test_lilly_equals_mrds_stewart_platform():
+    """Type 0, spherical tips (n_c = 3 < 6, 3-DOF legs whose 6x6 Λ⁻¹ is singular): exact."""
+    system, cases, out = stewart_case()
+    st = chain_structure(system, "payload")
+    assert st.reference == 6 and st.groups == (tuple(range(6)),)          # the six legs stacked in one vmap
+    qs, vs, taus = [], [], []
+    for merged, _, qp, vp, taup in cases:
+        qs.append(split_q(merged, qp)), vs.append(merged.split_v(vp)), taus.append(merged.split_v(taup))
+    stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
+    systems = _stack([system] * N_STATES)
+    lil = jax.tree.map(np.asarray, lilly_batched()(systems, stack(qs), stack(vs), stack(taus)))
+    assert_paths_equal(lil, out, 7, 6)
+    K = lil.K                                                               # eq. 46: symmetric positive definite
+    assert np.abs(K - np.swapaxes(K, 1, 2)).max() < 1e-9 * np.abs(K).max() and np.linalg.eigvalsh(K).min() > 0
+
+
+def test_lilly_equals_mrds_dual_arm_grasp():
+    """Type 0, rigid grasps (n_c = 6, eq. 39's special case through the general formulas)."""
+    pin_cases, out = grasp_case()
+    contacts = [C.weld("grasp1", ("arm1", "op5"), ("box", "g1")), C.weld("grasp2", ("arm2", "op5"), ("box", "g2"))]
+    systems, qs, vs, taus = [], [], [], []
+    for merged, _, qp, vp, taup in pin_cases:
+        systems.append(S.build_system(dict(zip(("arm1", "arm2", "box"), merged.modules)), contacts))
+        qs.append(split_q(merged, qp)), vs.append(merged.split_v(vp)), taus.append(merged.split_v(taup))
+    assert chain_structure(systems[0], "box").groups == ((0, 1),)          # identical arms stacked
+    stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
+    lil = jax.tree.map(np.asarray, lilly_batched()(_stack(systems), stack(qs), stack(vs), stack(taus)))
+    assert_paths_equal(lil, out, 3, 2)
+
+
+# ----------------------------------------------------------------------------- four legs on point contacts
+@functools.lru_cache(maxsize=None)
+def quadruped_case():
+    rng = np.random.default_rng(13)
+    legs = leg_parameters(rng)
+    natural = natural_module(rng, legs)
+    merged = Merged([natural])
+    model = merged.model
+    shank = [merged.jids[0][3 + 3 * i] for i in range(4)]
+    nat_sys, typ_sys, nat_x, typ_x, expect = [], [], [], [], []
+    for _ in range(N_STATES):
+        q = random_standing_state(rng)
+        qp = merged.q([q])
+        d = model.createData()
+        pin.forwardKinematics(model, d, qp)
+        feet = []
+        for i in range(4):
+            jid, P = merged.frame(0, f"foot{i}")
+            feet.append((d.oMi[jid] * P).translation.copy())
+        cms = [constraint_model(merged, C3, (0, f"foot{i}"), (None, pin.SE3(np.eye(3), feet[i]))) for i in range(4)]
+        _, _, J = pin_constraint_dynamics(model, qp, np.zeros(18), np.zeros(18), cms)
+        vp = null_space_velocity(J, rng, 18)
+        v = merged.split_v(vp)[0]
+        tau = np.zeros(18)
+        for i in range(4):
+            tau[6 + 3 * i] = ROLL_TORQUE[i]
+            tau[7 + 3 * i:9 + 3 * i] = rng.uniform(-8, 8, 2)
+        ddq, lam, J = pin_constraint_dynamics(model, qp, vp, merged.v([tau]), cms)
+        assert np.abs(J @ vp).max() < 1e-12
+        qdd = merged.split_v(ddq)[0]
+        pin.forwardKinematics(model, d, qp, vp, ddq)
+        nat_sys.append(natural_system(natural, feet))
+        nat_x.append(((q,), (v,), (tau,)))
+        # Type 1 coordinates: trunk as is; leg = [shank orientation (w-first), −knee, −hip pitch]
+        t_q, t_v, t_tau, t_qdd = [q[:7]], [v[:6]], [np.zeros(6)], [qdd[:6]]
+        for i in range(4):
+            quat = pin.Quaternion(d.oMi[shank[i]].rotation)
+            a = slice(7 + 3 * i, 10 + 3 * i)
+            b = slice(6 + 3 * i, 9 + 3 * i)
+            t_q.append(np.concatenate([[quat.w, quat.x, quat.y, quat.z], -q[a][:0:-1]]))
+            t_v.append(np.concatenate([d.v[shank[i]].angular, -v[b][:0:-1]]))
+            t_tau.append(np.concatenate([np.zeros(3), -tau[b][:0:-1]]))
+            t_qdd.append(np.concatenate([d.a[shank[i]].angular, -qdd[b][:0:-1]]))
+        typ_sys.append(type1_system(natural, legs, feet))
+        typ_x.append((tuple(t_q), tuple(t_v), tuple(t_tau)))
+        expect.append((qdd, lam, t_qdd))
+    stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
+    fd = jax.jit(jax.vmap(lambda sy, q, v, tau: S.forward_dynamics(sy, S.SystemState(q, v), tau)))
+    nat = fd(_stack(nat_sys), *(stack([x[j] for x in nat_x]) for j in range(3)))
+    typ = lilly_batched()(_stack(typ_sys), *(stack([x[j] for x in typ_x]) for j in range(3)))
+    return typ_sys[0], jax.tree.map(np.asarray, nat), jax.tree.map(np.asarray, typ), expect
+
+
+def test_quadruped_on_point_contacts_general_path():
+    _, nat, _, expect = quadruped_case()
+    for k, (qdd, lam, _) in enumerate(expect):
+        np.testing.assert_allclose(nat.qdd[0][k], qdd, atol=TOL, rtol=0)
+        for i in range(4):   # force by the ground (E, world axes) on the foot (P): Pinocchio's λ on joint1 = foot
+            np.testing.assert_allclose(nat.F_EP[i][k][3:], lam[3 * i:3 * i + 3], atol=TOL, rtol=0)
+            assert np.abs(nat.F_EP[i][k][:3]).max() < TOL                  # a point contact transmits no torque
+    assert np.asarray(nat.residual).max() < 1e-10
+
+
+def test_quadruped_type1_lilly_path():
+    """Legs re-rooted at the feet (spherical foot joints), hip-roll tips with Fᵘ: Lilly == Pinocchio."""
+    system, _, typ, expect = quadruped_case()
+    st = chain_structure(system, "trunk")
+    assert st.groups == ((0, 1, 2, 3),) and all(is_E for _, _, is_E, _ in st.chains)
+    for k, (_, _, t_qdd) in enumerate(expect):
+        for m in range(5):
+            np.testing.assert_allclose(typ.qdd[m][k], t_qdd[m], atol=TOL, rtol=0, err_msg=f"module {m}")
+        for i in range(4):
+            np.testing.assert_allclose(typ.F_EP[i][k][0], -ROLL_TORQUE[i], atol=1e-12)   # ψᵘ Fᵘ about x (h_k)
+            assert np.abs(typ.constraint_velocity[i][k]).max() < 1e-12
+
+
+# ----------------------------------------------------------------------------- bad structure
+def test_not_a_simple_closed_chain_is_refused():
+    from mrds_jax.model import ModuleBuilder
+    b = ModuleBuilder()
+    b.add_link("body", joint="free")
+    b.add_frame("a", "body")
+    b.add_frame("b", "body", position=(0.1, 0, 0))
+    body = b.build()
+    b = ModuleBuilder()
+    b.add_link("l", joint="revolute")
+    b.add_frame("tip", "l")
+    b.add_frame("tip2", "l", position=(0.2, 0, 0))
+    arm = b.build()
+    two = S.build_system({"body": body, "arm": arm}, [C.weld("w1", ("arm", "tip"), ("body", "a")),
+                                                     C.spherical("w2", ("arm", "tip2"), ("body", "b"))])
+    with pytest.raises(S.SystemError, match="module 'arm' has 2 contacts"):
+        chain_structure(two, "body")
+    ground = S.build_system({"body": body, "arm": arm}, [C.weld("w1", ("arm", "tip"), ("body", "a")),
+                                                        C.spherical("pin", None, ("body", "b"))])
+    with pytest.raises(S.SystemError, match="'pin' joins the reference member 'body' to the ground"):
+        chain_structure(ground, "body")
+    with pytest.raises(S.SystemError, match="'pin' does not touch the reference member 'arm'"):
+        chain_structure(ground, "arm")
+    with pytest.raises(S.SystemError, match="no module named 'box'"):
+        chain_structure(ground, "box")
