@@ -3,15 +3,21 @@
 - ``params``      design/inertial parameters as a pytree (eq. 2-4, 40-42, 58), validation
 - ``kinematics``  inverse kinematics (eq. 18-19), Jacobians (eq. 26-36), forward kinematics (Newton),
                   workspace/stroke checks
+- ``lagrangian``  the paper's Lagrangian model F = D Φ̈ + H Φ̇Φ̇ + G (eq. 39-56), derived by autodiff from
+                  the energies; actuator forces along the ellipse of eq. 55
 
 Parameters the paper leaves open follow ``shared/bench/README.md`` (the MJCF model of the same mechanism).
 """
-from . import kinematics, params
+from . import kinematics, lagrangian, params
 from .errors import (AttachmentError, CKCMInputError, ForwardKinematicsError, SingularConfigurationError,
                      StrokeError, WorkspaceError)
 from .kinematics import (FKResult, WorkspaceMargins, angular_acceleration_matrices, angular_velocity_matrix,
                          check_leg_lengths, check_pose, elevation_jacobian, euler_zyx, forward_kinematics,
                          home_pose, inverse_kinematics, inverse_kinematics_checked, jacobian, leg_elevation,
                          leg_vectors, rotation, solve_forward_kinematics, workspace_margins)
+from .lagrangian import (PAPER, EnergyModel, ForceSplit, actuator_forces, actuator_forces_along_path,
+                         cartesian_forces, ellipse_path, gravity, kinetic_energy, mass_matrix,
+                         period_for_max_actuator_speed, potential_energy, total_energy, velocity_product,
+                         velocity_product_coefficients)
 from .params import (CKCMParams, attachment_angles, base_points, make_params, nominal, payload_points,
                      validate_params)
