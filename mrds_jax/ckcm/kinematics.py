@@ -29,8 +29,9 @@ Printed-equation notes: eq. 18 and 27a-f agree with autodiff of eq. 9-11; eq. 31
 +c_i3 c_i5, the derivative of eq. 28 gives −c_i3 c_i5 (t_ik = (∂q_iz/∂φ_k − c_i3 c_ik)/q_ip for all k);
 eq. 56 writes τ = Jᵀ F, which with the J = C of eq. 26 must read τ = C⁻ᵀ F (see ``lagrangian.py``).
 
-Accuracy: float64 reaches round-trip errors ~1e-15 m; in float32 eq. 18 loses digits to cancellation
-(l² is a sum of O(1) terms), so expect ~1e-6 m in leg lengths and FK poses.
+Accuracy: float64 reaches FK round-trip errors ~1e-15; float32 works too (the FK tolerance scales with
+the dtype's eps): measured FK pose errors ≤ 3e-7 (m, rad) and residuals ≤ 2.4e-7 m at 20 random poses
+near home; eq. 18 loses digits to cancellation (l² is a sum of O(1) terms), so do not expect better.
 """
 from __future__ import annotations
 

@@ -44,6 +44,9 @@ Departures from the printed equations, and why:
   switches on the body-frame payload inertia (``payload_rotation="body"``) and the azimuthal leg term
   (``leg_azimuth=True``) for comparison with the full multibody model (issue 4, item 3b).
 
+Accuracy: float64 to round-off (power balance to ~1e-14 W of ~50 W); float32 gives actuator forces to ~3e-7
+relative (measured at a random state).
+
 Parameters the paper leaves open (l_s, l_m, I_k, height of the path) follow ``shared/bench/README.md``; see
 ``params.py``.  Path of Section 4 (eq. 55): ``ellipse_path``; its timing is ours (constant angular rate,
 period from the maximum actuator speed; the paper's Tables 1-2 give only "V_max" and the durations).
