@@ -8,6 +8,8 @@
   module, four ground point contacts) and the Lilly path (trunk = reference member, legs re-rooted at the
   feet, actuated hip-roll tips with Fᵘ) both equal Pinocchio's constraintDynamics (1e-8) at 10 random
   consistent states.
+* A reference member with 2 DOF (an arm) and five free bodies as chains on the P side of library contacts
+  (screw φ ≠ ψ, universal with variable modes): == the general path.
 * A system that is not a simple closed chain is refused with a message naming the contact or module.
 """
 import functools
@@ -24,7 +26,7 @@ from mrds_jax.system.lilly import chain_structure, lilly_forward_dynamics
 from legged_models import (ROLL_TORQUE, leg_parameters, natural_module, natural_system, random_standing_state,
                            type1_system)
 from system_models import C3, Merged, constraint_model, null_space_velocity, pin_constraint_dynamics
-from test_system_vs_pinocchio import N_STATES, TOL, grasp_case, stewart_case
+from test_system_vs_pinocchio import N_STATES, TOL, equivalence_case, grasp_case, stewart_case
 
 TOL_PATHS = 1e-10   # Lilly fast path vs general MRDS path
 
@@ -89,6 +91,20 @@ def test_lilly_equals_mrds_dual_arm_grasp():
     stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
     lil = jax.tree.map(np.asarray, lilly_batched()(_stack(systems), stack(qs), stack(vs), stack(taus)))
     assert_paths_equal(lil, out, 3, 2)
+
+
+def test_lilly_general_reference_and_library_tips():
+    """The library-contact system of test_system_vs_pinocchio as a simple closed chain around the 2-DOF arm
+    (a reference member that is not a rigid body: eq. 45 is N₀ x N₀ = 2 x 2) with five free bodies as
+    chains on the P side of revolute, prismatic, screw (φ ≠ ψ), spherical and universal (variable modes,
+    φ̇ ≠ 0) contacts, stacked by n_c and mode function: == the general path (which == Pinocchio's ABA of the tree)."""
+    system, _, _, out, inputs = equivalence_case()
+    st = chain_structure(system, "arm")
+    assert st.reference == 0 and not any(is_E for _, _, is_E, _ in st.chains)
+    assert st.groups == ((0, 1, 2), (3,), (4,))      # revolute, prismatic, screw (n_c = 5) stacked in one vmap
+    lil = jax.tree.map(np.asarray, lilly_batched()(_stack([system] * N_STATES), *inputs))
+    assert lil.K.shape == (N_STATES, 2, 2)
+    assert_paths_equal(lil, out, 6, 5)
 
 
 # ----------------------------------------------------------------------------- four legs on point contacts

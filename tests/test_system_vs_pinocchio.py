@@ -318,14 +318,15 @@ def equivalence_case():
         qs.append(q_s), vs.append(v_s), taus.append([tau[:2]] + [np.zeros(6)] * len(kinds))
     fd = _batched(lambda q, v, tau: S.forward_dynamics(system, S.SystemState(q, v), tau))
     stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
-    out = jax.tree.map(np.asarray, fd(stack(qs), stack(vs), stack(taus)))
-    return system, ptree, (np.array(q_t), np.array(v_t), np.array(tau_t)), out
+    inputs = (stack(qs), stack(vs), stack(taus))     # our per-module coordinates (reused by test_lilly)
+    out = jax.tree.map(np.asarray, fd(*inputs))
+    return system, ptree, (np.array(q_t), np.array(v_t), np.array(tau_t)), out, inputs
 
 
 def test_library_contacts_equal_rigid_tree():
     """revolute, prismatic, screw (φ ≠ ψ, eq. 29-31), spherical and universal (variable modes, φ̇ ≠ 0)
     contacts == the same joints in a tree."""
-    system, ptree, (q, v, tau), out = equivalence_case()
+    system, ptree, (q, v, tau), out, _ = equivalence_case()
     assert system.connectivity.groups[1] == tuple(range(1, 1 + len(EQUIV)))   # the free bodies are stacked
     assert system.connectivity.MC[0] == ("E",) * len(EQUIV)
     for k in range(N_STATES):
