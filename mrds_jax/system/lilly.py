@@ -60,6 +60,30 @@ from .build import SystemError
 from .dynamics import _rows, _taus, contact_kinematics, module_terms
 
 
+def spd_solve(A, B):
+    """A⁻¹ B for a small symmetric positive-definite A (n x n, n static) by an unrolled Cholesky
+    factorisation and two triangular substitutions, written in closed form (scalar arithmetic only, no
+    LAPACK call): under ``vmap`` every step is one elementwise operation over the batch, which XLA fuses;
+    this is how the n_c x n_c solves of eq. 36-38 and the 6 x 6 solve of eq. 45 stay cheap at large batch.
+    """
+    n = A.shape[0]
+    Lf = [[None] * n for _ in range(n)]
+    inv_diag = [None] * n
+    for j in range(n):
+        d = A[j, j] - sum(Lf[j][k] * Lf[j][k] for k in range(j))
+        Lf[j][j] = jnp.sqrt(d)
+        inv_diag[j] = 1.0 / Lf[j][j]
+        for i in range(j + 1, n):
+            Lf[i][j] = (A[i, j] - sum(Lf[i][k] * Lf[j][k] for k in range(j))) * inv_diag[j]
+    y = [None] * n
+    for i in range(n):                                   # L y = B
+        y[i] = (B[i] - sum(Lf[i][k] * y[k] for k in range(i))) * inv_diag[i]
+    x = [None] * n
+    for i in reversed(range(n)):                         # Lᵀ x = y
+        x[i] = (y[i] - sum(Lf[k][i] * x[k] for k in range(i + 1, n))) * inv_diag[i]
+    return jnp.stack(x)
+
+
 class ChainStructure(NamedTuple):
     """Static structure of a simple closed chain, derived once from a system's connectivity."""
     reference: int       # module index of the reference member
@@ -160,8 +184,8 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     L = T_c @ mt.Lam_inv @ T_c.T                                               # tip Λ_k⁻¹ in contact frame
     alpha = xdd_c + m.psi_c.T @ m.phidot_term                                  # constrained α (eq. 85)
     S = alpha - m.psi_c.T @ (c6[rows] + L @ (m.psi_u @ F_u))                   # eq. 35
-    chol = jax.scipy.linalg.cho_factor(m.psi_c.T @ L @ m.psi_c)                # M_k⁻¹, eq. 36-37
-    MS_MX = jax.scipy.linalg.cho_solve(chol, jnp.concatenate([S[:, None], m.psi_c.T @ X], axis=1))
+    MS_MX = spd_solve(m.psi_c.T @ L @ m.psi_c,                                  # M_k⁻¹, eq. 36-37
+                      jnp.concatenate([S[:, None], m.psi_c.T @ X], axis=1))
     MS, MX = MS_MX[:, 0], MS_MX[:, 1:]
     P = m.psi_u @ F_u + m.psi_c @ MS                                           # eq. 42
     R = m.psi_c @ MX
@@ -220,7 +244,7 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     H0 = mass_matrix(ref_module, q0)
     K = H0 + sum(o["XtR"].sum(axis=0) for o in group_outs)
     rhs = taus[ref] - nonlinear_effects(ref_module, q0, v0) + sum(o["XtP"].sum(axis=0) for o in group_outs)
-    a0 = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(K), rhs)
+    a0 = spd_solve(K, rhs[:, None])[:, 0]
 
     # Steps 3-4 (per chain, stacked): tip forces (eq. 47), constraint components (eq. 38), q̈ (eq. 48)
     qdd = [None] * len(system.modules)
