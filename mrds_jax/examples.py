@@ -1,0 +1,59 @@
+"""Ready-made systems for examples, benchmarks and notebooks.
+
+* :func:`serial_arm` — an n-link spatial arm with revolute joints about alternating axes.
+* :func:`dual_arm_grasp` — two such arms rigidly grasping one free box (Lilly & Orin Type 0; two Type A
+  weld contacts), with a consistent initial state.
+The CKCM Stewart platform lives in :mod:`mrds_jax.ckcm`.
+"""
+import jax.numpy as jnp
+import numpy as np
+
+from . import contacts as C
+from .dynamics import forward_kinematics, frame_placement
+from .model import ModuleBuilder
+from .spatial import compose, inverse, rotation_to_quat
+from .system import SystemState, build_system
+
+
+def serial_arm(n=6, link_length=0.3, mass=2.0, base=(0.0, 0.0, 0.0)):
+    """n revolute links alternating about z and y, link i along x; operational point "tip" at the end."""
+    b = ModuleBuilder()
+    parent = None
+    for i in range(n):
+        name = f"link{i + 1}"
+        m = mass * (0.8 ** i)
+        b.add_link(name, parent, "revolute", axis=(0, 0, 1) if i % 2 == 0 else (0, 1, 0),
+                   position=base if parent is None else (link_length, 0.0, 0.0), mass=m,
+                   com=(link_length / 2, 0.0, 0.0),
+                   inertia=m * np.diag([1e-3, link_length ** 2 / 12 + 1e-3, link_length ** 2 / 12 + 1e-3]))
+        parent = name
+    b.add_frame("tip", parent, position=(link_length, 0.0, 0.0))
+    return b.build()
+
+
+def dual_arm_grasp(n=6, q1=None, q2=None):
+    """(system, state): arms "arm1" (base at y = −0.4) and "arm2" (y = +0.4) welded to a 3 kg box at its
+    grasp points "g1", "g2"; arm 2's tip frame is placed so that the initial state (given arm angles, zero
+    velocity) satisfies both welds exactly."""
+    q1 = np.array([0.3, 0.6, -0.4, 0.8, 0.2, -0.5][:n] + [0.0] * max(0, n - 6)) if q1 is None else np.asarray(q1)
+    q2 = np.array([-0.3, 0.5, 0.3, 0.7, -0.2, 0.4][:n] + [0.0] * max(0, n - 6)) if q2 is None else np.asarray(q2)
+    arm1, arm2 = serial_arm(n, base=(0.0, -0.4, 0.0)), serial_arm(n, base=(0.0, 0.4, 0.0))
+    b = ModuleBuilder()
+    b.add_link("box", joint="free", mass=3.0, inertia=np.diag([0.02, 0.03, 0.04]))
+    b.add_frame("g1", "box", position=(0.0, -0.1, 0.0))
+    b.add_frame("g2", "box", position=(0.0, 0.1, 0.0))
+    box = b.build()
+    R_t1, p_t1 = frame_placement(arm1, forward_kinematics(arm1, jnp.asarray(q1)), "tip")
+    R_g1, p_g1 = box.params.frame_R[0], box.params.frame_p[0]
+    R_box, p_box = compose(R_t1, p_t1, *inverse(R_g1, p_g1))          # box pose from grasp 1
+    R_g2w, p_g2w = compose(R_box, p_box, box.params.frame_R[1], box.params.frame_p[1])
+    kin2 = forward_kinematics(arm2, jnp.asarray(q2))
+    last = arm2.topology.n_links - 1
+    R_tip, p_tip = compose(*inverse(kin2.world_R[last], kin2.world_p[last]), R_g2w, p_g2w)
+    arm2 = arm2.with_params(frame_R=arm2.params.frame_R.at[0].set(R_tip), frame_p=arm2.params.frame_p.at[0].set(p_tip))
+    contacts = [C.weld("grasp1", ("arm1", "tip"), ("box", "g1")), C.weld("grasp2", ("arm2", "tip"), ("box", "g2"))]
+    system = build_system({"arm1": arm1, "arm2": arm2, "box": box}, contacts)
+    q_box = jnp.concatenate([p_box, rotation_to_quat(R_box)])
+    state = SystemState((jnp.asarray(q1, float), jnp.asarray(q2, float), q_box),
+                        (jnp.zeros(n), jnp.zeros(n), jnp.zeros(6)))
+    return system, state
