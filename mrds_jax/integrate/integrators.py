@@ -5,10 +5,13 @@ q̈ (for a system: the closed-chain forward dynamics; for one module: ABA). Quat
 through q̇ = ½ q ⊗ ω and renormalised after every step.
 
 * :func:`rk4_step` — classical fourth-order Runge-Kutta on (q, v) with q̇ = q̇(q, v): 4 dynamics calls.
+* :func:`rk4_compact_step` — the same RK4 with its four stages in a ``lax.scan``: the dynamics is traced
+  and compiled once instead of four times (about 4× shorter compile; a little loop overhead per step).
 * :func:`semi_implicit_euler_step` — symplectic Euler, v⁺ = v + q̈ dt, q⁺ = q ⊕ v⁺ dt (exact rotation
   step): 1 dynamics call, first order, bounded energy error for passive systems.
 """
 import jax
+import jax.numpy as jnp
 
 from ..model.configuration import configuration_derivative, integrate_configuration, normalize_configuration
 
@@ -46,4 +49,23 @@ def semi_implicit_euler_step(modules, acceleration, q, v, t, dt):
     return _map(normalize_configuration, modules, q_new), v_new
 
 
-INTEGRATORS = {"rk4": rk4_step, "euler": semi_implicit_euler_step}
+def rk4_compact_step(modules, acceleration, q, v, t, dt):
+    dtype = jnp.result_type(dt, float)
+    c = jnp.asarray([0.0, 0.5, 0.5, 1.0], dtype=dtype)        # stage times (Butcher c = a_{i,i−1})
+    w = jnp.asarray([1.0, 2.0, 2.0, 1.0], dtype=dtype) / 6.0  # weights b
+
+    def stage(carry, cw):
+        kq, kv, sq, sv = carry
+        ci, wi = cw
+        qi, vi = _axpy(ci * dt, kq, q), _axpy(ci * dt, kv, v)
+        kq = _map(configuration_derivative, modules, qi, vi)
+        kv = tuple(acceleration(qi, vi, t + ci * dt))
+        return (kq, kv, _axpy(wi, kq, sq), _axpy(wi, kv, sv)), None
+
+    zeros = lambda x: jax.tree.map(jnp.zeros_like, x)  # noqa: E731
+    (_, _, sq, sv), _ = jax.lax.scan(stage, (zeros(q), zeros(v), zeros(q), zeros(v)), (c, w))
+    q_new, v_new = _axpy(dt, sq, q), _axpy(dt, sv, v)
+    return _map(normalize_configuration, modules, q_new), v_new
+
+
+INTEGRATORS = {"rk4": rk4_step, "rk4_compact": rk4_compact_step, "euler": semi_implicit_euler_step}

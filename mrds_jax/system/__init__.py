@@ -6,3 +6,12 @@ from .dynamics import (ConstraintSystem, ModuleTerms, SystemDynamics, constraint
 from .inverse import InverseDynamics, inverse_dynamics
 from .lilly import ChainDynamics, ChainStructure, chain_structure, lilly_forward_dynamics
 from .solve import METHODS as SOLVER_METHODS, SolverSettings, solve_constraint_system
+from .stabilisation import (ConstraintErrors, Stabilisation, baumgarte, constraint_errors, constraint_jacobian,
+                            pd_suppression)
+from .forces import (ContactForce, JointTorque, PointForce, SpringDamper, contact_force, dissipated_power,
+                     force_potential_energy, generalized_forces, joint_torque, point_force, sinusoidal_torques,
+                     spring_damper, spring_state)
+from .simulate import (Diagnostics, Energies, InconsistentStateError, SingularConfigurationWarning, StateReport,
+                       check_initial_state, constraint_matrix, make_consistent, project_positions,
+                       project_velocities, simulate, system_acceleration, system_energy, total_momentum,
+                       trajectory_diagnostics, trajectory_states)

@@ -42,6 +42,7 @@ from ..dynamics.kinematics import frame_acceleration, frame_placement, frame_vel
 from ..model.tree import PLANAR_ROWS
 from ..spatial import rigid_body_transform, spatial_rotation
 from .solve import SolverSettings, solve_constraint_system
+from .stabilisation import stabilisation_terms
 
 
 class ModuleTerms(NamedTuple):
@@ -232,18 +233,27 @@ def _block_diag(mats, d, dtype):
     return out
 
 
-def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), method="direct"):
+def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), method="direct",
+                     stabilisation=None):
     """Closed-chain forward dynamics of a system (Bonaventura MRDS Steps 2-4, Tables 18-20).
 
     ``state``: :class:`~mrds_jax.system.SystemState` (per-module q, v); ``tau``: per-module joint forces
     (tuple, dict by module name, or None); ``t``: time for excitations and applied forces; ``solver``:
     :class:`~mrds_jax.system.SolverSettings` (static: use ``functools.partial`` before ``jax.jit``);
-    ``method``: "direct" or "recursive" route for Ψ and Λ⁻¹.
+    ``method``: "direct" or "recursive" route for Ψ and Λ⁻¹; ``stabilisation``: None (off) or a
+    :class:`~mrds_jax.system.stabilisation.Stabilisation` (Baumgarte terms enter yᶜ, PD suppression of
+    eq. 104-105 corrects Fᶜ after the solve; see :mod:`.stabilisation`).
     Returns :class:`SystemDynamics`: q̈ per module (eq. 74), Fᶜ and ᴱᴾF_EP per contact (eq. 86-87), the
     solve's relative residual, the constraint-velocity error Φ_v (eq. 105), and Bᶜ, yᶜ.
     """
     cs = constraint_system(system, state, tau, t, method)
-    F_c, residual = solve_constraint_system(cs.Bc, cs.yc, solver)
+    yc, dF_c = cs.yc, None
+    if stabilisation is not None:       # Baumgarte (in yᶜ) and PD suppression (eq. 104, corrected)
+        dy_c, dF_c = stabilisation_terms(system, cs, t, stabilisation)
+        yc = yc + dy_c
+    F_c, residual = solve_constraint_system(cs.Bc, yc, solver)
+    if dF_c is not None:
+        F_c = F_c - dF_c                # F* = F − ψᶜ (K_v Φ_v + K_p Φ_p) replaces F in eq. 74, 95-96
     conn = system.connectivity
     F_EP, F_c_split, phi_v = [], [], []
     for c, m, sl, fu, xd in zip(system.contacts, cs.modes, conn.constraint_slices(), cs.F_u, cs.xd_EP):
