@@ -172,12 +172,21 @@ def test_nan_in_rollout_is_reported_with_its_step():
 
 def test_instantaneous_power_balance():
     """dE/dt = τ·v − c ℓ̇² at a consistent moving state (constraint forces do no work), by forward-mode
-    autodiff of the energy along the closed-chain dynamics; a ContactForce with the torque law of a
-    contact's own ``applied`` gives the same accelerations."""
+    autodiff of the energy along the closed-chain dynamics. A PointForce's generalized force is the gradient
+    of its work, Q = ∂(f·p(q))/∂q, at an offset point."""
+    from mrds_jax.dynamics import forward_kinematics
+    from mrds_jax.dynamics.kinematics import frame_placement
     system = fourbar()
     forces = fourbar_forces(damping=0.8, amplitudes=(0.6, -0.3, 0.2))
     q = jnp.asarray(fourbar_q(0.9))
     t = 0.7
+    f_world, offset = jnp.array([0.7, -1.3, 0.0]), jnp.array([-0.2, 0.1, 0.0])
+    push = (S.point_force("push", ("bar", "c2"), lambda t, state, f: f, params=f_world, offset=offset),)
+    module = system.modules[0]
+
+    def work(q):
+        R, p = frame_placement(module, forward_kinematics(module, q), "c2")
+        return f_world @ (p + R @ offset)
 
     @jax.jit
     def check(q, w):
@@ -186,14 +195,17 @@ def test_instantaneous_power_balance():
         acc = S.system_acceleration(system, forces)((q,), (v,), t)
         E = lambda q, v: S.system_energy(system, S.SystemState((q,), (v,)), forces).total  # noqa: E731
         _, dE = jax.jvp(E, (q, v), (v, acc[0]))
-        Q = S.generalized_forces(system, forces, st, t)[0]
         _, rate = S.spring_state(system, forces[0], st)
         tau = forces[1].params[0] * jnp.sin(2 * jnp.pi * t / forces[1].params[1])
-        return dE, tau @ v, forces[0].damping * rate ** 2, S.dissipated_power(system, forces, st), Q
-    dE, P_tau, P_c, P_diss, Q = (np.asarray(x) for x in check(q, jnp.asarray([2.0, -1.0, 0.5])))
+        Q_push = S.generalized_forces(system, push, st, t)[0]
+        return (dE, tau @ v, forces[0].damping * rate ** 2, S.dissipated_power(system, forces, st), Q_push,
+                jax.grad(work)(q))
+    dE, P_tau, P_c, P_diss, Q_push, dW = (np.asarray(x) for x in check(q, jnp.asarray([2.0, -1.0, 0.5])))
     assert P_c > 0.01 and abs(P_tau) > 0.01
     np.testing.assert_allclose(dE, P_tau - P_c, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(P_diss, P_c, rtol=1e-12)
+    assert np.abs(dW).max() > 0.1
+    np.testing.assert_allclose(Q_push, dW, rtol=1e-12, atol=1e-14)
 
 
 def test_contact_force_element_equals_contact_applied_force():
