@@ -100,7 +100,7 @@ def test_rollout_gradient_matches_finite_differences():
 
     def final(mass, joint_p):
         m = module.with_params(mass=mass, joint_p=joint_p)
-        traj = rollout((m,), _aba_acceleration(m), q0, v0, 1e-2, 50, decimation=50)
+        traj = rollout((m,), _aba_acceleration(m), q0, v0, 1e-2, 50, decimation=50, integrator="rk4_compact")
         return w @ jnp.concatenate([traj.q[0][-1], traj.v[0][-1]])
 
     f = jax.jit(final)
