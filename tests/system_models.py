@@ -112,32 +112,13 @@ def leg_frame(B_i, A_i_world):
     return np.stack([x, np.cross(u, x), u], axis=1)
 
 
-def _cylinder(m, r, L):
-    It = m * (3 * r * r + L * L) / 12
-    return np.diag([It, It, m * r * r / 2])
-
-
 def ckcm_modules():
-    """(six leg modules, payload module): legs universal (x then y) + prismatic (z) from the base, tip frame at
-    A_i; payload free, 30 kg disc, operational points A1..A6."""
-    from mrds_jax.model import ModuleBuilder
-    B, A, H = ckcm_geometry()
-    legs = []
-    for i in range(6):
-        Rl = leg_frame(B[i], A[i] + [0, 0, H])
-        L_nom = np.linalg.norm(A[i] + [0, 0, H] - B[i])
-        b = ModuleBuilder()
-        b.add_link("lower", joint="universal", axis=(1, 0, 0), axis2=(0, 1, 0), position=B[i], rotation=Rl,
-                   mass=15.6, com=(0, 0, 0.25), inertia=_cylinder(15.6, 0.03, 0.5))
-        b.add_link("upper", parent="lower", joint="prismatic", axis=(0, 0, 1), position=(0, 0, L_nom), mass=4.4,
-                   com=(0, 0, -0.25), inertia=_cylinder(4.4, 0.02, 0.5))
-        b.add_frame("tip", "upper")
-        legs.append(b.build())
-    b = ModuleBuilder()
-    b.add_link("payload", joint="free", mass=30.0, inertia=np.diag([3.675, 3.675, 7.35]))
-    for i in range(6):
-        b.add_frame(f"A{i + 1}", "payload", position=A[i])
-    return legs, b.build()
+    """(six leg modules, payload module) of the package builder ``mrds_jax.ckcm.multibody.build_ckcm_system`` at
+    the nominal parameters (the bench model): legs universal (x then y) + prismatic (z) from the base, tip frame
+    at A_i; payload free, 30 kg disc, operational points A1..A6."""
+    from mrds_jax import ckcm
+    system = ckcm.multibody.build_ckcm_system(ckcm.nominal())
+    return list(system.modules[:6]), system.modules[6]
 
 
 def ckcm_leg_q(leg, A_world):

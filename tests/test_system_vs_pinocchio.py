@@ -373,13 +373,11 @@ def test_bad_bases_raise_naming_the_contact():
 # ----------------------------------------------------------------------------- CKCM Stewart platform
 @functools.lru_cache(maxsize=None)
 def stewart_case():
-    from system_models import ckcm_leg_q, ckcm_modules
-    from robots import random_rotation
+    from mrds_jax import ckcm
+    from system_models import ckcm_leg_q
     rng = np.random.default_rng(8)
-    legs, payload = ckcm_modules()
-    names = [f"leg{i + 1}" for i in range(6)]
-    contacts = [C.spherical(f"ball{i + 1}", (names[i], "tip"), ("payload", f"A{i + 1}")) for i in range(6)]
-    system = S.build_system(dict(zip(names + ["payload"], legs + [payload])), contacts)
+    system = ckcm.multibody.build_ckcm_system(ckcm.nominal())   # the package builder: legs leg1..6, payload
+    legs, payload = list(system.modules[:6]), system.modules[6]
     merged = Merged(legs + [payload])
     cms = [constraint_model(merged, C3, (6, f"A{i + 1}"), (i, "tip")) for i in range(6)]
     cases, qs, vs, taus = [], [], [], []

@@ -5,10 +5,13 @@
                   workspace/stroke checks
 - ``lagrangian``  the paper's Lagrangian model F = D Φ̈ + H Φ̇Φ̇ + G (eq. 39-56), derived by autodiff from
                   the energies; actuator forces along the ellipse of eq. 55
+- ``multibody``   the full MRDS model (six U-P-S legs, free payload) built from ``CKCMParams``: consistent
+                  states from a payload motion, closed-chain inverse dynamics (actuator forces), forward
+                  simulation under computed-torque / PD-feedforward / open-loop control
 
 Parameters the paper leaves open follow ``shared/bench/README.md`` (the MJCF model of the same mechanism).
 """
-from . import kinematics, lagrangian, params
+from . import kinematics, lagrangian, multibody, params
 from .errors import (AttachmentError, CKCMInputError, ForwardKinematicsError, SingularConfigurationError,
                      StrokeError, WorkspaceError)
 from .kinematics import (FKResult, WorkspaceMargins, angular_acceleration_matrices, angular_velocity_matrix,
@@ -21,3 +24,5 @@ from .lagrangian import (PAPER, EnergyModel, ForceSplit, actuator_forces, actuat
                          velocity_product_coefficients)
 from .params import (CKCMParams, attachment_angles, base_points, make_params, nominal, payload_points,
                      validate_params)
+from .multibody import (LegInertia, bench_legs, build_ckcm_system, computed_torque, consistent_state, ellipse,
+                        motion_from_pose, open_loop, paper_legs, pd_feedforward, simulate, state_from_pose)

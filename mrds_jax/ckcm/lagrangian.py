@@ -50,6 +50,11 @@ relative (measured at a random state).
 Parameters the paper leaves open (l_s, l_m, I_k, height of the path) follow ``shared/bench/README.md``; see
 ``params.py``.  Path of Section 4 (eq. 55): ``ellipse_path``; its timing is ours (constant angular rate,
 period from the maximum actuator speed; the paper's Tables 1-2 give only "V_max" and the durations).
+Reading the tables (``experiments/ckcm_reproduction.py``): their gravity column is the Cartesian force F_x of
+eq. 45, with loop periods of 10 s (Table 1) and 0.5 s (Table 2) and the ellipse ≈ 0.57 m *below* the base;
+their inertial column cannot be reproduced (it implies D₁₁ ≈ 15 kg < M).  The full multibody model of the
+same machine, and what eq. 39 leaves out (the moving part's axial kinetic energy, the legs' rotational
+inertia and azimuthal swing): ``multibody.py``.
 """
 from __future__ import annotations
 
