@@ -286,23 +286,23 @@ def _contact_force(system, el, state, t, pts, Q, dtype):
         Q[mE_] = Q[mE_] - JE.T @ jnp.concatenate([n_P + jnp.cross(p_P - p_E, f_P), f_P])
 
 
-def force_potential_energy(system, forces, state):
-    """Energy stored in the force elements: Σ ½ k (ℓ − ℓ₀)² over the spring-dampers."""
+def _sum_over_springs(system, forces, state, term):
+    """Σ term(element, length, rate) over the spring-dampers among ``forces``."""
     pts = _Points(system, state)
     total = jnp.zeros((), dtype=state.q[0].dtype)
     for el in forces:
         if isinstance(el, SpringDamper):
-            length, _ = spring_state(system, el, state, pts)
-            total = total + 0.5 * el.stiffness * (length - el.rest_length) ** 2
+            length, rate = spring_state(system, el, state, pts)
+            total = total + term(el, length, rate)
     return total
+
+
+def force_potential_energy(system, forces, state):
+    """Energy stored in the force elements: Σ ½ k (ℓ − ℓ₀)² over the spring-dampers."""
+    return _sum_over_springs(system, forces, state,
+                             lambda el, length, rate: 0.5 * el.stiffness * (length - el.rest_length) ** 2)
 
 
 def dissipated_power(system, forces, state):
     """Power dissipated by the dampers, Σ c ℓ̇² (≥ 0)."""
-    pts = _Points(system, state)
-    total = jnp.zeros((), dtype=state.q[0].dtype)
-    for el in forces:
-        if isinstance(el, SpringDamper):
-            _, rate = spring_state(system, el, state, pts)
-            total = total + el.damping * rate ** 2
-    return total
+    return _sum_over_springs(system, forces, state, lambda el, length, rate: el.damping * rate ** 2)
