@@ -44,16 +44,23 @@ class Merged:
     def v(self, vs):
         return np.concatenate([c.v(v) for c, v in zip(self.convs, vs)])
 
-    def split_v(self, v_pin):
-        """Pinocchio velocity-like vector -> our per-module vectors."""
+    def _split(self, x_pin, perm):
         out, i = [], 0
         for c in self.convs:
-            n = len(c.vperm)
-            inv = np.empty(n, dtype=int)
-            inv[c.vperm] = np.arange(n)
-            out.append(np.asarray(v_pin[i:i + n])[inv])
-            i += n
+            p = getattr(c, perm)
+            inv = np.empty(len(p), dtype=int)
+            inv[p] = np.arange(len(p))
+            out.append(np.asarray(x_pin[i:i + len(p)])[inv])
+            i += len(p)
         return out
+
+    def split_v(self, v_pin):
+        """Pinocchio velocity-like vector -> our per-module vectors."""
+        return self._split(v_pin, "vperm")
+
+    def split_q(self, q_pin):
+        """Pinocchio configuration -> our per-module q."""
+        return self._split(q_pin, "qperm")
 
 
 def constraint_model(merged, kind, side1, side2, ref=LWA):

@@ -35,18 +35,6 @@ def _stack(trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-def split_q(merged, q_pin):
-    """Pinocchio configuration -> our per-module q."""
-    out, i = [], 0
-    for c in merged.convs:
-        n = len(c.qperm)
-        inv = np.empty(n, dtype=int)
-        inv[c.qperm] = np.arange(n)
-        out.append(np.asarray(q_pin[i:i + n])[inv])
-        i += n
-    return out
-
-
 @functools.lru_cache(maxsize=None)
 def lilly_batched():
     """One compiled ``jit(vmap(lilly_forward_dynamics))`` per system structure (the system is an argument)."""
@@ -70,7 +58,7 @@ def test_lilly_equals_mrds_stewart_platform():
     assert st.reference == 6 and st.groups == (tuple(range(6)),)          # the six legs stacked in one vmap
     qs, vs, taus = [], [], []
     for merged, _, qp, vp, taup in cases:
-        qs.append(split_q(merged, qp)), vs.append(merged.split_v(vp)), taus.append(merged.split_v(taup))
+        qs.append(merged.split_q(qp)), vs.append(merged.split_v(vp)), taus.append(merged.split_v(taup))
     stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
     systems = _stack([system] * N_STATES)
     lil = jax.tree.map(np.asarray, lilly_batched()(systems, stack(qs), stack(vs), stack(taus)))
@@ -86,7 +74,7 @@ def test_lilly_equals_mrds_dual_arm_grasp():
     systems, qs, vs, taus = [], [], [], []
     for merged, _, qp, vp, taup in pin_cases:
         systems.append(S.build_system(dict(zip(("arm1", "arm2", "box"), merged.modules)), contacts))
-        qs.append(split_q(merged, qp)), vs.append(merged.split_v(vp)), taus.append(merged.split_v(taup))
+        qs.append(merged.split_q(qp)), vs.append(merged.split_v(vp)), taus.append(merged.split_v(taup))
     assert chain_structure(systems[0], "box").groups == ((0, 1),)          # identical arms stacked
     stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
     lil = jax.tree.map(np.asarray, lilly_batched()(_stack(systems), stack(qs), stack(vs), stack(taus)))

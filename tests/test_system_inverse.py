@@ -27,11 +27,5 @@ def test_stewart_inverse_dynamics_recovers_actuator_and_constraint_forces():
 def consistent_state(system, case):
     """Our per-module (q, v) from one of ``stewart_case``'s Pinocchio states."""
     merged, _, qp, vp, _ = case
-    qs, i = [], 0
-    for conv in merged.convs:
-        n = len(conv.qperm)
-        q = np.empty(n)
-        q[conv.qperm] = qp[i:i + n]
-        qs.append(jnp.asarray(q))
-        i += n
-    return S.SystemState(tuple(qs), tuple(jnp.asarray(v) for v in merged.split_v(vp)))
+    return S.SystemState(tuple(jnp.asarray(q) for q in merged.split_q(qp)),
+                         tuple(jnp.asarray(v) for v in merged.split_v(vp)))
