@@ -78,7 +78,7 @@ import jax.numpy as jnp
 from .. import contacts as C
 from ..integrate import rollout
 from ..model.tree import Module, Topology, TreeParams
-from ..pytree import pytree_dataclass, static
+from ..pytree import pytree_dataclass
 from ..spatial.rotation import quat_to_rotation
 from ..system import SystemState, build_system, forward_dynamics, inverse_dynamics
 from .errors import CKCMInputError, WorkspaceError

@@ -1,6 +1,5 @@
 """Joint-space inertia matrix H(q) by the composite-rigid-body algorithm (Featherstone Table 6.2;
 Amin-Javaheri & Orin Table 1), and the shared assembly of H from composite inertias."""
-import jax
 import jax.numpy as jnp
 import numpy as np
 
