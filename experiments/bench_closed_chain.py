@@ -30,16 +30,17 @@ sys.path.insert(0, str(ROOT / "tests"))  # Pinocchio twins of our systems live w
 import jax  # noqa: E402
 
 
-def parse():
+def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--out", default=str(ROOT / "experiments" / "out" / "bench_closed_chain.md"))
-    return ap.parse_args()
+    return ap.parse_args(argv)
 
 
-ARGS = parse()
+# imported by experiments/bench_gpu.py for its helpers: defaults (float64) then
+ARGS = parse() if __name__ == "__main__" else parse([])
 if not ARGS.float32:
     jax.config.update("jax_enable_x64", True)
 
@@ -131,6 +132,32 @@ def mujoco_violation(mj_model, data):
     return float(np.abs(data.efc_pos[eq_rows]).max()) if eq_rows.any() else float("nan")
 
 
+def pinocchio_time(merged, cms, state, n=2000):
+    """(s per ``constraintDynamics`` call at ``state`` with zero velocity and torque, q̈) — a Python loop."""
+    qp = merged.q([np.asarray(x, float) for x in state.q])
+    vp = np.zeros(merged.model.nv)
+    data = merged.model.createData()
+    cds = [cm.createData() for cm in cms]
+    pin.initConstraintDynamics(merged.model, data, cms, cds)
+    prox = pin.ProximalSettings()
+    tau = np.zeros(merged.model.nv)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        pin.constraintDynamics(merged.model, data, qp, vp, tau, cms, cds, prox)
+    t_pin = (time.perf_counter() - t0) / n
+    return t_pin, pin.constraintDynamics(merged.model, data, qp, vp, tau, cms, cds, prox)
+
+
+def mujoco_step_time(mj_model, mj_system, state, nstep=5000):
+    """s per ``mj_step`` from ``state`` (C loop via ``nstep``, after a 10-step warm-up)."""
+    d = mujoco_initial(mj_model, mj_system, state)
+    mujoco.mj_step(mj_model, d, nstep=10)
+    d = mujoco_initial(mj_model, mj_system, state)
+    t0 = time.perf_counter()
+    mujoco.mj_step(mj_model, d, nstep=nstep)
+    return (time.perf_counter() - t0) / nstep
+
+
 def bench(name, build, dtype):
     system, state, merged, cms, mj_model, mj_system = build()
     system, state = cast(system, dtype), cast(state, dtype)
@@ -163,29 +190,12 @@ def bench(name, build, dtype):
         rows.append((f"{integ.upper()} step (scan of {ARGS.steps})", tc, t1 * 1e6, tb * 1e6))
 
     # Pinocchio: exact constraint dynamics, same mechanism and state
-    qp = merged.q([np.asarray(x, float) for x in state.q])
-    vp = np.zeros(merged.model.nv)
-    data = merged.model.createData()
-    cds = [cm.createData() for cm in cms]
-    pin.initConstraintDynamics(merged.model, data, cms, cds)
-    prox = pin.ProximalSettings()
-    tau = np.zeros(merged.model.nv)
-    n = 2000
-    t0 = time.perf_counter()
-    for _ in range(n):
-        pin.constraintDynamics(merged.model, data, qp, vp, tau, cms, cds, prox)
-    t_pin = (time.perf_counter() - t0) / n
-    ddq_pin = pin.constraintDynamics(merged.model, data, qp, vp, tau, cms, cds, prox)
+    t_pin, ddq_pin = pinocchio_time(merged, cms, state)
     ours = merged.v([np.asarray(x, float) for x in fd(state)])
     rows.append(("Pinocchio constraintDynamics (per call, Python loop)", None, t_pin * 1e6, None))
 
     # MuJoCo: mj_step with its default (soft) constraints, C loop via nstep
-    d = mujoco_initial(mj_model, mj_system, state)
-    mujoco.mj_step(mj_model, d, nstep=10)
-    d = mujoco_initial(mj_model, mj_system, state)
-    t0 = time.perf_counter()
-    mujoco.mj_step(mj_model, d, nstep=5000)
-    t_mj = (time.perf_counter() - t0) / 5000
+    t_mj = mujoco_step_time(mj_model, mj_system, state)
     rows.append((f"MuJoCo mj_step (dt = {mj_model.opt.timestep:g} s, {mj_model.opt.integrator=})".replace(
         "mj_model.opt.integrator=", "integrator "), None, t_mj * 1e6, None))
 

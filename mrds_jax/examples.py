@@ -3,6 +3,9 @@
 * :func:`serial_arm` — an n-link spatial arm with revolute joints about alternating axes.
 * :func:`dual_arm_grasp` — two such arms rigidly grasping one free box (Lilly & Orin Type 0; two Type A
   weld contacts), with a consistent initial state.
+* :func:`multi_arm_grasp` — m such arms of N links holding one free object at point contacts (spherical,
+  n_c = 3; Lilly & Orin Type 0, the case of their Tables 2-3), with a consistent initial state: the system
+  family for cost-versus-m and cost-versus-N studies.
 The CKCM Stewart platform lives in :mod:`mrds_jax.ckcm`.
 """
 import jax.numpy as jnp
@@ -15,13 +18,14 @@ from .spatial import compose, inverse, rotation_to_quat
 from .system import SystemState, build_system
 
 
-def serial_arm(n=6, link_length=0.3, mass=2.0, base=(0.0, 0.0, 0.0)):
-    """n revolute links alternating about z and y, link i along x; operational point "tip" at the end."""
+def serial_arm(n=6, link_length=0.3, mass=2.0, base=(0.0, 0.0, 0.0), mass_decay=0.8):
+    """n revolute links alternating about z and y, link i along x; operational point "tip" at the end.
+    Link i has mass ``mass * mass_decay**i``."""
     b = ModuleBuilder()
     parent = None
     for i in range(n):
         name = f"link{i + 1}"
-        m = mass * (0.8 ** i)
+        m = mass * (mass_decay ** i)
         b.add_link(name, parent, "revolute", axis=(0, 0, 1) if i % 2 == 0 else (0, 1, 0),
                    position=base if parent is None else (link_length, 0.0, 0.0), mass=m,
                    com=(link_length / 2, 0.0, 0.0),
@@ -56,4 +60,39 @@ def dual_arm_grasp(n=6, q1=None, q2=None):
     q_box = jnp.concatenate([p_box, rotation_to_quat(R_box)])
     state = SystemState((jnp.asarray(q1, float), jnp.asarray(q2, float), q_box),
                         (jnp.zeros(n), jnp.zeros(n), jnp.zeros(6)))
+    return system, state
+
+
+def multi_arm_grasp(m=3, n=6, radius=0.6, reach=0.9, q=None):
+    """(system, state): ``m`` identical ``serial_arm(n)`` arms ("arm1" ... "arm{m}") holding one free 3 kg box
+    ("object") by spherical contacts ("grasp{k}": arm k's tip on the object's point "g{k}"), zero velocity.
+
+    The arms' bases sit on a circle of ``radius`` around the origin; every arm has the same joint angles
+    ``q`` (default alternating 0.3, 0.5, -0.4, ...), link length ``reach / n`` and mass decay 0.95 per link
+    (so long arms keep non-negligible link masses). The object's origin is placed at the mean of the tips and
+    its grasp points where the tips are, so the state is consistent for any ``q``. Spherical contacts
+    (n_c = 3) keep the constraints independent for any n >= 3: n = 6 is Lilly & Orin's N = 6, n_c = 3
+    example (Tables 2-3). Identical arms are stacked and vmapped by ``build_system``; the object is the
+    reference member of the Lilly fast path."""
+    if m < 1 or n < 3:
+        raise ValueError(f"multi_arm_grasp needs m >= 1 arms of n >= 3 links (point contacts), got m={m}, n={n}")
+    pattern = np.array([0.3, 0.5, -0.4, 0.6, 0.2, -0.5])
+    q = np.resize(pattern, n) if q is None else np.asarray(q, float)
+    angles = 2 * np.pi * np.arange(m) / m
+    arms = [serial_arm(n, link_length=reach / n, base=(radius * np.cos(a), radius * np.sin(a), 0.0),
+                       mass_decay=0.95) for a in angles]
+    tips = np.stack([np.asarray(frame_placement(arm, forward_kinematics(arm, jnp.asarray(q)), "tip")[1])
+                     for arm in arms])
+    centre = tips.mean(axis=0)
+    b = ModuleBuilder()
+    b.add_link("object", joint="free", mass=3.0, inertia=np.diag([0.02, 0.03, 0.04]))
+    for k in range(m):
+        b.add_frame(f"g{k + 1}", "object", position=tuple(tips[k] - centre))
+    obj = b.build()
+    names = [f"arm{k + 1}" for k in range(m)]
+    contacts = [C.spherical(f"grasp{k + 1}", (names[k], "tip"), ("object", f"g{k + 1}")) for k in range(m)]
+    system = build_system(dict(zip(names + ["object"], arms + [obj])), contacts)
+    q_obj = jnp.concatenate([jnp.asarray(centre), jnp.array([1.0, 0.0, 0.0, 0.0])])
+    state = SystemState(tuple(jnp.asarray(q, float) for _ in range(m)) + (q_obj,),
+                        tuple(jnp.zeros(n) for _ in range(m)) + (jnp.zeros(6),))
     return system, state

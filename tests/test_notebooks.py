@@ -14,20 +14,35 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 SLOW = pytest.mark.skipif(not os.environ.get("MRDS_SLOW"), reason="set MRDS_SLOW=1: full-mode notebook (minutes)")
 
+# per notebook: (fast-mode switch, output-folder variable, least number of images, files it must write in
+# fast / full mode (name -> minimum size in bytes))
+NOTEBOOK_SETUP = {
+    "ckcm_end_effector.ipynb": dict(
+        fast_env="CKCM_NOTEBOOK_FAST", out_env="CKCM_NOTEBOOK_OUT",
+        images=5,                                   # geometry, IK, forces, trends, animation
+        files={True: {"ckcm_platform_fast.gif": 10_000}, False: {"ckcm_platform.gif": 10_000}}),
+    "ckcm_monte_carlo.ipynb": dict(
+        fast_env="CKCM_MC_FAST", out_env="CKCM_MC_OUT",
+        images=2,                                   # histograms, sensitivities
+        files={fast: {"peak_force_histogram.png": 5_000, "sensitivities.png": 5_000, "summary.json": 100}
+               for fast in (True, False)}),
+}
+
 
 @pytest.mark.parametrize("fast", [True, pytest.param(False, marks=SLOW)], ids=["fast", "full"])
-@pytest.mark.parametrize("name", ["ckcm_end_effector.ipynb"])
+@pytest.mark.parametrize("name", list(NOTEBOOK_SETUP))
 def test_notebook_executes(name, fast, tmp_path, monkeypatch):
-    monkeypatch.setenv("CKCM_NOTEBOOK_FAST", "1" if fast else "0")
-    monkeypatch.setenv("CKCM_NOTEBOOK_OUT", str(tmp_path))
+    setup = NOTEBOOK_SETUP[name]
+    monkeypatch.setenv(setup["fast_env"], "1" if fast else "0")
+    monkeypatch.setenv(setup["out_env"], str(tmp_path))
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=300 if fast else 1200, kernel_name="python3",
+    client = nbclient.NotebookClient(nb, timeout=300 if fast else 3600, kernel_name="python3",
                                      resources={"metadata": {"path": str(NOTEBOOKS)}})
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if "image/png" in o.get("data", {}) or "image/gif" in o.get("data", {})]
-    assert len(images) >= 5                                   # geometry, IK, forces, trends, animation
-    gif = "ckcm_platform_fast.gif" if fast else "ckcm_platform.gif"
-    assert (tmp_path / gif).stat().st_size > 10_000
+    assert len(images) >= setup["images"]
+    for fname, size in setup["files"][fast].items():
+        assert (tmp_path / fname).stat().st_size > size, fname
