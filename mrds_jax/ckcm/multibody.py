@@ -439,6 +439,35 @@ def ellipse(params: CKCMParams, period, z=None, semi_axes=ELLIPSE_SEMI_AXES, cen
     return EllipsePath(*(jnp.asarray(x, f) for x in (period, semi_axes[0], semi_axes[1], z, center)))
 
 
+@pytree_dataclass
+class PointToPointPath:
+    """A rest-to-rest move between two poses in ``duration`` seconds along a straight line in pose space with
+    the minimum-jerk (quintic) timing s(τ) = 10τ³ − 15τ⁴ + 6τ⁵, τ = t/T clipped to [0, 1]:
+    Φ = Φ₀ + s (Φ₁ − Φ₀), zero rate and acceleration at both ends (a pytree path t ↦ (Φ, Φ̇, Φ̈))."""
+    start: jax.Array
+    end: jax.Array
+    duration: jax.Array
+
+    @property
+    def period(self):
+        return self.duration
+
+    def __call__(self, t):
+        T = self.duration
+        tau = jnp.clip(t / T, 0.0, 1.0)
+        s = tau**3 * (10 - 15 * tau + 6 * tau**2)
+        sd = 30 * tau**2 * (1 - tau)**2 / T
+        sdd = 60 * tau * (1 - tau) * (1 - 2 * tau) / T**2
+        d = self.end - self.start
+        return self.start + s * d, sd * d, sdd * d
+
+
+def point_to_point(start, end, duration, dtype=None) -> PointToPointPath:
+    """``PointToPointPath`` from pose ``start`` to pose ``end`` (x, y, z, α, β, γ) in ``duration`` s."""
+    f = jnp.result_type(float) if dtype is None else dtype
+    return PointToPointPath(jnp.asarray(start, f), jnp.asarray(end, f), jnp.asarray(duration, f))
+
+
 # --- forward simulation under tracking control ---------------------------------------------------------------
 @pytree_dataclass
 class Controller:
@@ -608,6 +637,7 @@ __all__ = ["LEG_NAMES", "PAYLOAD", "MODULE_NAMES", "ACTUATED", "LegInertia", "be
            "build_ckcm_system", "euler_to_quat", "leg_coordinates", "payload_twist", "state_from_pose",
            "motion_from_pose", "euler_from_rotation", "pose_from_state", "leg_lengths", "closure_errors",
            "consistent_state", "check_state", "CKCMStateError", "inverse_dynamics_at", "actuator_forces",
-           "cartesian_forces", "actuator_forces_along_path", "EllipsePath", "ellipse", "Controller",
+           "cartesian_forces", "actuator_forces_along_path", "EllipsePath", "ellipse", "PointToPointPath",
+           "point_to_point", "Controller",
            "computed_torque", "pd_feedforward", "open_loop", "pose_error", "tracking_forces", "TrackingResult",
            "default_integrator", "simulate", "jitted_simulate", "check_simulation"]

@@ -1,0 +1,33 @@
+"""Gradient-based design optimisation of the CKCM end-effector (issue 5).
+
+Nguyen & Pooran (1989) change one parameter at a time (Figs. 8-11); here all of them move at once, by
+gradient, through either dynamic model (the paper's Lagrangian one or the MRDS multibody one), subject to
+what a designer insists on.  One file per concern:
+
+- ``space``        free variables (θA, θB, m, m1; optionally r_A, r_B, l_s) and their box
+- ``task``         payload paths with their timing, and the payload, sampled into arrays
+- ``objectives``   actuator forces through either model; demand measures (smooth peak, RMS, power)
+- ``constraints``  attachment separation, Jacobian conditioning, stroke, leg elevation, strength rule
+- ``problem``      ``make_problem`` and the pure ``evaluate(problem, data, x)``
+- ``optimizer``    augmented Lagrangian around optax Adam / L-BFGS, vmapped multi-start, resumable
+- ``results``      ``DesignResult``: JSON save/load (``load_design``), plots
+- ``verify``       independent after-the-fact check of a design against the limits
+- ``simulation``   forward simulation of a saved design on its task (``simulate_design``)
+
+Typical use::
+
+    from mrds_jax.ckcm import design as D
+    problem, data = D.make_problem(D.ellipse_task(period=0.5), model="paper", demand="peak")
+    result = D.optimize(problem, data, D.Settings(optimizer="lbfgs", iterations=200, starts=4),
+                        task=D.ellipse_task(period=0.5), out_dir="runs/ckcm")
+    params = D.load_design("runs/ckcm/design.json").params
+"""
+from .constraints import GROUPS, Limits, StrengthRule, constraint_values, pair_distances
+from .objectives import DEMANDS, MODELS, actuator_forces, actuator_speeds, demand_metrics, soft_peak
+from .optimizer import DesignWarning, Settings, augmented_lagrangian, optimize
+from .problem import (Evaluation, InfeasibleBoundsError, Problem, ProblemData, check_bounds, design_params,
+                      evaluate, make_problem)
+from .results import DesignFileError, DesignResult, load_design, plot_forces, plot_geometry, plot_history
+from .space import DEFAULT_BOUNDS, DEFAULT_FREE, VARIABLES, DesignSpace, DesignSpaceError, make_space
+from .task import PATH_KINDS, Task, TaskError, TaskSamples, ellipse_task
+from .verify import format_report, verify_design

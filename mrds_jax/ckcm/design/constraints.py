@@ -1,0 +1,111 @@
+"""What a designer insists on, as smooth inequality constraints g(design) ≤ 0, each scaled to be O(1):
+
+- ``separation``  no two attachment points of one platform closer than ``min_separation`` (m): the joints
+                  have a size.  Points i, j on a circle of radius r at angles λ_i, λ_j (eq. 2-4) are the chord
+                  2 r |sin((λ_i − λ_j)/2)| apart; all 15 pairs of both platforms:
+                  g = 1 − d_ij / min_separation.
+- ``condition``   the Jacobian C = ∂l/∂Φ (eq. 26-27) well conditioned at every task sample:
+                  g = log cond(C) / log max_condition − 1 (far from the singularities where the forces blow up).
+- ``stroke``      every leg length within the stroke (``CKCMParams.stroke``) less ``stroke_margin`` at every
+                  sample: g = (l_min + margin − l) / 0.1 m and (l − l_max + margin) / 0.1 m.
+- ``elevation``   every leg at least ``min_elevation`` above the base plane (the kinematics of eq. 28-31 need
+                  legs pointing up): g = (sin θ_min − q_iz / l_i) / sin θ_min.
+- ``strength``    the legs strong enough for the peak force F they carry (``StrengthRule``):
+                  g = 1 − m1 / m1_required and 1 − (m − m1) / m_stationary_required.
+
+``verify.py`` re-checks a design against the same limits with independent, non-smoothed code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import jax
+import jax.numpy as jnp
+
+from ..kinematics import condition_number, inverse_kinematics, jacobian, leg_vectors
+from ..params import CKCMParams, attachment_angles
+from .task import TaskSamples
+
+GROUPS = ("separation", "condition", "stroke", "elevation", "strength")
+STROKE_SCALE = 0.1  # m
+
+
+@dataclass(frozen=True)
+class StrengthRule:
+    """Lower bounds on the leg masses from the peak force F (N) the leg transmits.
+
+    Each part is a fixed mass (joints, bearings, motor: ``moving_fixed``, ``stationary_fixed``, kg) plus a
+    load-bearing member of length L (l_m for the moving rod, l_s for the housing) whose cross-section carries
+    F at the allowable stress with a safety factor: A = SF F / σ, mass ρ L A.  So
+        m1 ≥ moving_fixed + ρ l_m SF F / σ,     m − m1 ≥ stationary_fixed + ρ l_s SF F / σ.
+    Defaults: steel (ρ = 7850 kg/m³, σ = 100 MPa, SF = 2), 1 kg moving and 4 kg stationary hardware.
+    With these the fixed masses dominate for forces below ~10 kN: the rule mostly keeps the optimiser from
+    making legs of nothing.
+    """
+    density: float = 7850.0
+    allowable_stress: float = 100e6
+    safety_factor: float = 2.0
+    moving_fixed: float = 1.0
+    stationary_fixed: float = 4.0
+
+    def required_masses(self, params: CKCMParams, peak_force):
+        """(m1 required, m − m1 required) in kg for a peak force ``peak_force`` (N)."""
+        k = self.density * self.safety_factor * peak_force / self.allowable_stress
+        return self.moving_fixed + k * params.l_m, self.stationary_fixed + k * params.l_s
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The designer's limits (module docstring); defaults suit the paper's 1-m machine."""
+    min_separation: float = 0.10
+    max_condition: float = 30.0
+    stroke_margin: float = 0.01
+    min_elevation_deg: float = 10.0
+    strength: StrengthRule = field(default_factory=StrengthRule)
+
+    def __post_init__(self):
+        for name in ("min_separation", "stroke_margin"):
+            if not (np.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"Limits.{name} must be finite and >= 0, got {getattr(self, name)}")
+        if not self.max_condition > 1:
+            raise ValueError(f"Limits.max_condition must be > 1, got {self.max_condition}")
+        if not 0 < self.min_elevation_deg < 90:
+            raise ValueError(f"Limits.min_elevation_deg must lie in (0, 90), got {self.min_elevation_deg}")
+
+
+def pair_distances(params: CKCMParams):
+    """Chord distances (15,) between all pairs of payload points and (15,) of base points (eq. 2-4)."""
+    lam, Lam = attachment_angles(params)
+    i, j = np.triu_indices(6, 1)
+
+    def chords(r, a):
+        return 2 * r * jnp.abs(jnp.sin((a[i] - a[j]) / 2))
+    return chords(params.r_A, lam), chords(params.r_B, Lam)
+
+
+def _per_sample(params, pose):
+    l = inverse_kinematics(params, pose)
+    q = leg_vectors(params, pose)
+    return l, q[:, 2] / l, condition_number(jacobian(params, pose))
+
+
+def constraint_values(params: CKCMParams, samples: TaskSamples, peak_force, limits: Limits):
+    """{group: g} with g ≤ 0 where the design meets the limit (``GROUPS``; module docstring)."""
+    dA, dB = pair_distances(params)
+    sep = 1 - jnp.concatenate([dA, dB]) / limits.min_separation
+    l, elevation, cond = jax.vmap(lambda q: _per_sample(params, q))(samples.pose)
+    l_min, l_max = params.stroke
+    m = limits.stroke_margin
+    stroke = jnp.concatenate([(l_min + m - l).ravel(), (l - l_max + m).ravel()]) / STROKE_SCALE
+    s_min = np.sin(np.radians(limits.min_elevation_deg))
+    elev = ((s_min - elevation) / s_min).ravel()
+    condition = jnp.log(cond) / np.log(limits.max_condition) - 1
+    m1_req, ms_req = limits.strength.required_masses(params, peak_force)
+    strength = jnp.stack([1 - params.m1 / m1_req, 1 - (params.m - params.m1) / ms_req])
+    return {"separation": sep, "condition": condition, "stroke": stroke, "elevation": elev, "strength": strength}
+
+
+def max_violations(g: dict):
+    """{group: max g} (≤ 0: satisfied)."""
+    return {k: jnp.max(v) for k, v in g.items()}

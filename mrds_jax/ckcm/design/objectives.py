@@ -1,0 +1,97 @@
+"""Actuator demand of a design along a task: the six leg forces at every task sample through either dynamic
+model, and the differentiable measures of demand a designer minimises.
+
+Models (``MODELS``):
+
+- ``"paper"``      Nguyen & Pooran's Lagrangian model, τ = C⁻ᵀ (D Φ̈ + H Φ̇Φ̇ + G) (eq. 45, 56 corrected;
+                   ``lagrangian.actuator_forces``);
+- ``"multibody"``  the MRDS model of the same machine: closed-chain inverse dynamics of six U-P-S legs and a
+                   free payload (``multibody.inverse_dynamics_at``), leg masses by ``legs`` ("bench": two
+                   cylinders per leg, or "paper": eq. 40's mass distribution).
+
+Measures (``DEMANDS``; τ in N, l̇ = C Φ̇ in m/s, w the samples' time weights):
+
+- ``"peak"``   smooth maximum of |τ_ik| over legs and samples, s/β · log Σ exp(β |τ_ik|_ε / s) with a fixed
+               scale s (the start design's peak) and sharpness β: an upper bound of the peak that exceeds it
+               by at most s·log(6K)/β (the optimiser minimises the bound; results report the true peak);
+- ``"rms"``    (Σ_k w_k Σ_i τ_ik² / 6)^½, the force an actuator must sustain thermally;
+- ``"power"``  Σ_k w_k Σ_i |τ_ik l̇_ik|_ε, the mean mechanical power the six actuators deliver (no
+               regeneration: negative work is not credited).
+
+|x|_ε = (x² + ε²)^½ − ε keeps every measure differentiable at zero force.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import lagrangian, multibody
+from ..kinematics import jacobian
+from ..params import CKCMParams
+from .task import TaskSamples
+
+MODELS = ("paper", "multibody")
+LEG_MODELS = ("bench", "paper")
+DEMANDS = ("peak", "rms", "power")
+
+
+def _force_at(params, model, legs):
+    if model == "paper":
+        return lambda q, qd, qdd: lagrangian.actuator_forces(params, q, qd, qdd).total
+    if model == "multibody":
+        return lambda q, qd, qdd: multibody.inverse_dynamics_at(params, q, qd, qdd, legs).tau_actuated
+    raise ValueError(f"unknown dynamic model {model!r}; use one of {list(MODELS)}")
+
+
+def actuator_forces(params: CKCMParams, samples: TaskSamples, model="paper", legs="bench", batch_size=16):
+    """Leg forces τ (K, 6) in N at the task samples, through ``model`` (module docstring).  The samples go
+    through ``jax.lax.map`` in vectorised batches of ``batch_size`` (compiles the dynamics once and stays
+    clear of the jax 0.10 CPU deadlock of large vmapped factorisations)."""
+    params = params.replace(M=samples.M, I_payload=samples.I_payload)
+    f = _force_at(params, model, legs)
+    return jax.lax.map(lambda x: f(*x), (samples.pose, samples.rate, samples.acc),
+                       batch_size=min(int(batch_size), samples.size))
+
+
+def actuator_speeds(params: CKCMParams, samples: TaskSamples):
+    """Leg speeds l̇ = C(Φ) Φ̇ (K, 6) in m/s (eq. 26)."""
+    return jax.vmap(lambda q, qd: jacobian(params, q) @ qd)(samples.pose, samples.rate)
+
+
+def smooth_abs(x, eps):
+    """|x|_ε = (x² + ε²)^½ − ε: differentiable everywhere, within ε of |x|."""
+    return jnp.sqrt(x * x + eps * eps) - eps
+
+
+def soft_peak(tau, scale, sharpness=100.0):
+    """s/β · logsumexp(β |τ|_ε / s): a smooth upper bound of max |τ| (module docstring)."""
+    a = smooth_abs(tau, 1e-6 * scale) / scale
+    return scale * jax.nn.logsumexp(sharpness * a.ravel()) / sharpness
+
+
+def rms_force(tau, weight):
+    """(Σ_k w_k Σ_i τ_ik² / 6)^½ with Σ w = 1."""
+    return jnp.sqrt(jnp.sum(weight[:, None] * tau * tau) / tau.shape[-1])
+
+
+def mean_power(tau, speed, weight, eps=1e-9):
+    """Σ_k w_k Σ_i |τ_ik l̇_ik|_ε in W (eps in W)."""
+    return jnp.sum(weight[:, None] * smooth_abs(tau * speed, eps))
+
+
+def demand(name, tau, speed, weight, scale, sharpness=100.0):
+    """The demand measure ``name`` (``DEMANDS``) of forces ``tau`` and speeds ``speed``; ``scale`` (N) sets the
+    soft peak's temperature and is ignored by the others."""
+    if name == "peak":
+        return soft_peak(tau, scale, sharpness)
+    if name == "rms":
+        return rms_force(tau, weight)
+    if name == "power":
+        return mean_power(tau, speed, weight)
+    raise ValueError(f"unknown demand measure {name!r}; use one of {list(DEMANDS)}")
+
+
+def demand_metrics(tau, speed, weight):
+    """The exact (non-smoothed) measures a report quotes: peak |τ| (N), RMS force (N), mean power (W)."""
+    return {"peak_force": jnp.max(jnp.abs(tau)), "rms_force": rms_force(tau, weight),
+            "mean_power": jnp.sum(weight[:, None] * jnp.abs(tau * speed))}

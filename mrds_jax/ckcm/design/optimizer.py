@@ -1,0 +1,373 @@
+"""Gradient-based design optimisation: an augmented Lagrangian around optax's Adam or L-BFGS, every start of a
+multi-start run advancing together under ``jax.vmap``.
+
+Method (Nocedal & Wright, Numerical Optimization, 2nd ed., §17.4, the bound-free form with inequality
+multipliers, "PHR"): with the objective f(u) (demand relative to the start design) and the stacked, scaled
+constraints g(u) ≤ 0 (``constraints.py``; tightened by ``tightening`` so the solution lands inside),
+
+    L_ρ(u, λ) = f(u) + Σ_j [ (ρ/2) max(0, g_j(u) + λ_j/ρ)² − λ_j² / (2ρ) ],
+
+minimised over the unconstrained coordinates u of the design box (``space.py``) for ``update_every``
+optimiser steps, then λ_j ← max(0, λ_j + ρ g_j(u)); ρ ← min(ρ · growth, ρ_max) when the largest violation has
+not fallen below a quarter of its previous value.  L-BFGS restarts its memory at every multiplier update
+(the merit function changed).
+
+Safety (nothing is lost): every step records, per start, the best *feasible* design seen (all g ≤ 0 at the
+task samples, untightened) and the least-violating one; a step whose merit, gradient or update is not
+finite freezes that start at its last finite design and records the iteration (``diverged_at``).  After each
+block of steps the host updates the progress bar and the log, and — with ``out_dir`` — writes the result so
+far (``design.json``) and the optimiser's state (``state.npz``), from which ``resume=True`` continues.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import jax
+import jax.numpy as jnp
+import optax
+
+from ...pytree import pytree_dataclass, replace
+from .constraints import GROUPS
+from .problem import Problem, ProblemData, evaluate
+from .results import DesignResult, start_summary
+
+
+class DesignWarning(UserWarning):
+    """An optimisation that did not end cleanly: infeasible start, no feasible design, diverged starts."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """optimizer: "adam" or "lbfgs"; iterations: optimiser steps per start; learning_rate: Adam's step (in
+    the box's logit coordinates); update_every: steps between multiplier updates; penalty, penalty_growth,
+    penalty_max: ρ's start, growth factor and cap; tightening: constraints are met with this margin
+    (scaled units); starts: designs optimised together (the start design plus random ones in the box);
+    seed: for the random starts."""
+    optimizer: str = "adam"
+    iterations: int = 200
+    learning_rate: float = 0.05
+    update_every: int = 20
+    penalty: float = 10.0
+    penalty_growth: float = 4.0
+    penalty_max: float = 1e5
+    tightening: float = 1e-3
+    starts: int = 1
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.optimizer not in ("adam", "lbfgs"):
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'adam' or 'lbfgs'")
+        for name in ("iterations", "update_every", "starts"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"Settings.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("learning_rate", "penalty", "penalty_max"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Settings.{name} must be > 0, got {getattr(self, name)}")
+
+    @property
+    def blocks(self):
+        return -(-int(self.iterations) // int(self.update_every))
+
+
+def make_optimizer(settings: Settings):
+    """The optax transformation of ``settings.optimizer``."""
+    if settings.optimizer == "adam":
+        return optax.adam(settings.learning_rate)
+    return optax.lbfgs(memory_size=10, linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=16))
+
+
+@pytree_dataclass
+class Carry:
+    """Per-start optimiser state (all leaves; a leading start axis under vmap)."""
+    u: jax.Array
+    opt_state: object
+    lam: jax.Array
+    rho: jax.Array
+    prev_violation: jax.Array
+    best_u: jax.Array
+    best_objective: jax.Array
+    best_iteration: jax.Array
+    least_u: jax.Array
+    least_violation: jax.Array
+    evaluations: jax.Array
+    diverged_at: jax.Array
+    iteration: jax.Array
+
+
+def _stacked(ev, tightening):
+    return jnp.concatenate([ev.constraints[k].ravel() for k in GROUPS]) + tightening
+
+
+def augmented_lagrangian(f, g, lam, rho):
+    """L_ρ = f + Σ (ρ/2) max(0, g + λ/ρ)² − λ²/(2ρ) (PHR; module docstring)."""
+    return f + jnp.sum(0.5 * rho * jnp.maximum(0.0, g + lam / rho) ** 2 - lam**2 / (2 * rho))
+
+
+def _merit(problem, settings, data, u, lam, rho):
+    ev = evaluate(problem, data, problem.space.to_box(u))
+    return augmented_lagrangian(ev.objective, _stacked(ev, settings.tightening), lam, rho), ev
+
+
+def _all_finite(*trees):
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(trees)]))
+
+
+def _where(c, a, b):
+    return jax.tree_util.tree_map(lambda x, y: jnp.where(c, x, y), a, b)
+
+
+def _linesearch_steps(opt_state):
+    n = optax.tree_utils.tree_get(opt_state, "num_linesearch_steps", None)
+    return jnp.zeros((), jnp.int32) if n is None else jnp.asarray(n, jnp.int32)
+
+
+def _inner_step(problem, settings, opt, data, c: Carry, _):
+    def merit(u):
+        return _merit(problem, settings, data, u, c.lam, c.rho)
+    (val, ev), grad = jax.value_and_grad(merit, has_aux=True)(c.u)
+    if settings.optimizer == "lbfgs":
+        updates, state = opt.update(grad, c.opt_state, c.u, value=val, grad=grad, value_fn=lambda u: merit(u)[0])
+        extra = _linesearch_steps(state)
+    else:
+        updates, state = opt.update(grad, c.opt_state, c.u)
+        extra = jnp.zeros((), jnp.int32)
+    u_new = optax.apply_updates(c.u, updates)
+    evaluated = _all_finite(val, ev.objective, ev.max_violation)
+    ok = evaluated & _all_finite(grad, u_new) & (c.diverged_at < 0)
+    viol = ev.max_violation
+    improve = evaluated & (viol <= 0) & (ev.objective < c.best_objective)
+    less = evaluated & (viol < c.least_violation)
+    c2 = replace(
+        c, u=jnp.where(ok, u_new, c.u), opt_state=_where(ok, state, c.opt_state),
+        best_u=jnp.where(improve, c.u, c.best_u), best_objective=jnp.where(improve, ev.objective, c.best_objective),
+        best_iteration=jnp.where(improve, c.iteration, c.best_iteration),
+        least_u=jnp.where(less, c.u, c.least_u), least_violation=jnp.where(less, viol, c.least_violation),
+        evaluations=c.evaluations + 1 + jnp.where(ok, extra, 0),
+        diverged_at=jnp.where(~ok & (c.diverged_at < 0), c.iteration, c.diverged_at),
+        iteration=c.iteration + 1)
+    trace = {"objective": ev.objective, "violation": viol, "merit": val,
+             **{f"violation_{k}": v for k, v in ev.violation.items()}, **ev.metrics}
+    return c2, trace
+
+
+def _block(problem, settings, data, c: Carry):
+    """``update_every`` optimiser steps, then the multiplier and penalty update (module docstring)."""
+    opt = make_optimizer(settings)
+    c, trace = jax.lax.scan(functools.partial(_inner_step, problem, settings, opt, data), c, None,
+                            length=int(settings.update_every))
+    _, ev = _merit(problem, settings, data, c.u, c.lam, c.rho)
+    g = _stacked(ev, settings.tightening)
+    viol = jnp.max(g)
+    fine = _all_finite(g) & (c.diverged_at < 0)
+    lam = jnp.where(fine, jnp.maximum(0.0, c.lam + c.rho * g), c.lam)
+    grow = fine & (viol > 0) & (viol > 0.25 * c.prev_violation)
+    rho = jnp.where(grow, jnp.minimum(c.rho * settings.penalty_growth, settings.penalty_max), c.rho)
+    state = opt.init(c.u) if settings.optimizer == "lbfgs" else c.opt_state
+    c = replace(c, lam=lam, rho=rho, prev_violation=jnp.where(fine, viol, c.prev_violation), opt_state=state,
+                evaluations=c.evaluations + 1)
+    return c, trace
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_block(problem: Problem, settings: Settings):
+    """``jit(vmap(_block))`` over starts, cached per (problem, settings)."""
+    return jax.jit(jax.vmap(functools.partial(_block, problem, settings), in_axes=(None, 0)))
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_evaluate(problem: Problem):
+    return jax.jit(functools.partial(evaluate, problem))
+
+
+def initial_carry(problem: Problem, settings: Settings, data: ProblemData, x0) -> Carry:
+    """The carry of every start (x0: (starts, n) designs strictly inside the box)."""
+    u = problem.space.from_box(jnp.asarray(x0))
+    n_g = _stacked(compiled_evaluate(problem)(data, x0[0]), 0.0).shape[0]
+    S = u.shape[0]
+    f = u.dtype
+    opt = make_optimizer(settings)
+    return Carry(u=u, opt_state=jax.vmap(opt.init)(u), lam=jnp.zeros((S, n_g), f),
+                 rho=jnp.full((S,), settings.penalty, f), prev_violation=jnp.full((S,), jnp.inf, f),
+                 best_u=u, best_objective=jnp.full((S,), jnp.inf, f), best_iteration=jnp.full((S,), -1),
+                 least_u=u, least_violation=jnp.full((S,), jnp.inf, f), evaluations=jnp.zeros((S,), jnp.int32),
+                 diverged_at=jnp.full((S,), -1), iteration=jnp.zeros((S,), jnp.int32))
+
+
+def start_designs(problem: Problem, data: ProblemData, starts: int, seed=0, x0=None):
+    """(starts, n) start designs: ``x0`` (default: the start design's free variables) first, then uniform draws
+    from the middle 90 % of the box."""
+    space = problem.space
+    first = np.asarray(space.from_params(data.base) if x0 is None else x0, float)
+    space.check_inside(first, "the start design")
+    lo, hi = space.bounds()
+    rng = np.random.default_rng(seed)
+    extra = lo + (hi - lo) * rng.uniform(0.05, 0.95, (starts - 1, space.size))
+    return np.concatenate([first[None], extra]).astype(np.asarray(data.base.m).dtype)
+
+
+def describe_violations(problem: Problem, ev) -> str:
+    """The violated constraint groups of an evaluation, worst first, with amounts in scaled units."""
+    v = {k: float(x) for k, x in ev.violation.items() if float(x) > 0}
+    return ", ".join(f"{k} (g = {x:.3g})" for k, x in sorted(v.items(), key=lambda kv: -kv[1])) or "none"
+
+
+def _save_state(out_dir: Path, carry: Carry, blocks_done: int, history):
+    arrays = {f"carry.{k}": np.asarray(getattr(carry, k)) for k in
+              ("u", "lam", "rho", "prev_violation", "best_u", "best_objective", "best_iteration", "least_u",
+               "least_violation", "evaluations", "diverged_at", "iteration")}
+    arrays.update({f"history.{k}": np.asarray(v) for k, v in history.items()})
+    arrays["blocks_done"] = np.asarray(blocks_done)
+    tmp = out_dir / "state.tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, out_dir / "state.npz")
+
+
+def _load_state(out_dir: Path, carry: Carry, problem, settings, data):
+    z = np.load(out_dir / "state.npz")
+    if z["carry.u"].shape != np.asarray(carry.u).shape or z["carry.lam"].shape != np.asarray(carry.lam).shape:
+        raise ValueError(f"cannot resume from {out_dir / 'state.npz'}: it holds {z['carry.u'].shape[0]} starts of "
+                         f"{z['carry.u'].shape[1]} variables and {z['carry.lam'].shape[1]} constraints, this run "
+                         f"has {np.shape(carry.u)} / {np.shape(carry.lam)[1]}")
+    fields = {k.split(".", 1)[1]: jnp.asarray(z[k]) for k in z.files if k.startswith("carry.")}
+    carry = replace(carry, **fields)
+    opt = make_optimizer(settings)
+    carry = replace(carry, opt_state=jax.vmap(opt.init)(carry.u))   # optimiser memory restarts
+    history = {k.split(".", 1)[1]: list(z[k]) for k in z.files if k.startswith("history.")}
+    return carry, int(z["blocks_done"]), history
+
+
+def _fingerprint(problem, settings, data, task_json):
+    d = {"problem": repr(problem), "settings": asdict(settings), "task": task_json,
+         "base": {k: np.asarray(v).tolist() for k, v in vars(data.base).items()}}
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def optimize(problem: Problem, data: ProblemData, settings: Settings | None = None, task=None, x0=None,
+             out_dir=None, resume=False, progress=True, log=None) -> DesignResult:
+    """Optimise the design of ``problem`` (module docstring) and return a ``DesignResult``: the best feasible
+    design over all starts (or, when none was feasible, the least-violating one with ``status =
+    "infeasible"``), before/after metrics, per-start summaries and the per-step log.
+
+    ``x0``: the first start (default: the problem's start design), further starts random in the box.
+    ``out_dir``: write ``design.json`` (the result so far, after every block) and ``state.npz`` there;
+    ``resume=True`` continues from them (same problem and settings, checked).  ``log``: a callable receiving a
+    line of text per block (default: none; the progress bar shows the same).
+    Warns (``DesignWarning``) on an infeasible start, on diverged starts and when no feasible design was found.
+    """
+    settings = Settings() if settings is None else settings
+    task_json = None if task is None else task.to_json()
+    xs = start_designs(problem, data, int(settings.starts), settings.seed, x0)
+    evaluate_j = compiled_evaluate(problem)
+    ev0 = evaluate_j(data, jnp.asarray(xs[0]))
+    if not np.isfinite(float(ev0.objective)):
+        raise ValueError("the objective is not finite at the start design: the design is singular on the task "
+                         "(check the path against the workspace with ckcm.check_pose)")
+    if float(ev0.max_violation) > 0:
+        warnings.warn(f"the start design is infeasible: {describe_violations(problem, ev0)}; the optimiser first "
+                      "seeks a feasible design (the result keeps the best feasible design found, if any)",
+                      DesignWarning, stacklevel=2)
+    carry = initial_carry(problem, settings, data, jnp.asarray(xs))
+    history, done = {}, 0
+    out = None if out_dir is None else Path(out_dir)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        fp = _fingerprint(problem, settings, data, task_json)
+        if resume and (out / "state.npz").exists():
+            meta = json.loads((out / "fingerprint.json").read_text()) if (out / "fingerprint.json").exists() else None
+            if meta != fp:
+                raise ValueError(f"cannot resume from {out}: it was written by a different problem or settings "
+                                 "(delete the directory or pass resume=False)")
+            carry, done, history = _load_state(out, carry, problem, settings, data)
+        (out / "fingerprint.json").write_text(json.dumps(fp))
+    block = compiled_block(problem, settings)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=settings.blocks * int(settings.update_every), initial=done * int(settings.update_every),
+                   desc=f"optimise ({settings.optimizer}, {problem.model})", unit="step")
+    result = None
+    try:
+        for b in range(done, settings.blocks):
+            carry, trace = block(data, carry)
+            for k, v in trace.items():      # (starts, steps) -> steps rows of (starts,)
+                history.setdefault(k, []).extend(np.asarray(v).T)
+            done = b + 1
+            best = float(np.min(np.asarray(carry.best_objective)))
+            line = (f"step {done * settings.update_every}: objective {np.asarray(trace['objective'])[:, -1].min():.5g}, "
+                    f"max violation {np.asarray(trace['violation'])[:, -1].min():.3g}, best feasible {best:.5g}")
+            if bar is not None:
+                bar.update(int(settings.update_every))
+                bar.set_postfix_str(line.split(": ", 1)[1])
+            if log is not None:
+                log(line)
+            if out is not None:
+                _save_state(out, carry, done, history)
+                result = finish(problem, data, settings, carry, history, xs, task_json, done)
+                result.save(out / "design.json")
+    finally:
+        if bar is not None:
+            bar.close()
+    result = finish(problem, data, settings, carry, history, xs, task_json, done)
+    if out is not None:
+        result.save(out / "design.json")
+    if result.status != "converged" or any(s["diverged_at"] >= 0 for s in result.starts):
+        warnings.warn(result.message, DesignWarning, stacklevel=2)
+    return result
+
+
+def finish(problem, data, settings, carry: Carry, history, xs, task_json, blocks_done) -> DesignResult:
+    """Assemble the ``DesignResult`` from the optimiser state (host side)."""
+    space = problem.space
+    c = jax.tree_util.tree_map(np.asarray, carry)
+    feasible = np.isfinite(c.best_objective)
+    evaluate_j = compiled_evaluate(problem)
+    x_start = jnp.asarray(xs[0])
+    if feasible.any():
+        k = int(np.argmin(np.where(feasible, c.best_objective, np.inf)))
+        u, status = c.best_u[k], "converged"
+    else:
+        k = int(np.argmin(c.least_violation))
+        u, status = c.least_u[k], "infeasible"
+    x = np.asarray(space.to_box(jnp.asarray(u)))
+    before, after = evaluate_j(data, x_start), evaluate_j(data, jnp.asarray(x))
+    starts = [start_summary(space, i, xs[i], c, feasible[i]) for i in range(len(xs))]
+    diverged = [s for s in starts if s["diverged_at"] >= 0]
+    if status == "converged":
+        d = float(before.metrics["peak_force"] - after.metrics["peak_force"])
+        msg = (f"best feasible design from start {k} (step {int(c.best_iteration[k])}): {problem.demand_name} "
+               f"{float(after.demand):.6g} vs {float(before.demand):.6g} at the start; peak force "
+               f"{float(after.metrics['peak_force']):.6g} N ({-d:+.4g} N)")
+    else:
+        msg = (f"no feasible design found in {blocks_done * settings.update_every} steps from {len(xs)} start(s); "
+               f"the least-violating design (start {k}) still violates: {describe_violations(problem, after)}. "
+               "Relax the limits or widen the bounds.")
+    if diverged:
+        msg += "; " + "; ".join(
+            f"start {s['start']} diverged at step {s['diverged_at']} (non-finite objective or gradient): "
+            + (f"its best feasible design (step {s['best_iteration']}) was kept" if s["feasible"]
+               else "it had found no feasible design") for s in diverged)
+        if status == "infeasible" and len(diverged) == len(xs):
+            status = "diverged"
+    from .problem import design_params
+    return DesignResult(
+        status=status, message=msg, params=design_params(problem, data, jnp.asarray(x)),
+        initial_params=design_params(problem, data, x_start), x=space.describe(x), x_initial=space.describe(xs[0]),
+        before=_metrics(before), after=_metrics(after), task=task_json,
+        problem={"model": problem.model, "legs": problem.legs, "demand": problem.demand_name,
+                 "sharpness": problem.sharpness, "free": list(space.free), "lower": list(space.lower),
+                 "upper": list(space.upper), "limits": asdict(problem.limits)},
+        settings=asdict(settings), history={k: np.asarray(v).tolist() for k, v in history.items()},
+        starts=starts, evaluations=int(np.sum(c.evaluations)))
+
+
+def _metrics(ev):
+    out = {k: float(v) for k, v in ev.metrics.items()}
+    out.update({"objective": float(ev.objective), "demand": float(ev.demand)})
+    out.update({f"violation_{k}": float(v) for k, v in ev.violation.items()})
+    return out

@@ -1,0 +1,204 @@
+"""The outcome of a design optimisation: ``DesignResult`` (best design, before/after metrics, per-start
+summaries, the per-step log), saved to and loaded from one JSON file, and its plots.
+
+The file is the hand-over to simulation: ``load_design(path).params`` is a ``CKCMParams`` and
+``load_design(path).task`` the task it was optimised for (``simulate_design`` runs it; ``mrds-jax simulate
+--design path`` from the shell).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import jax.numpy as jnp
+
+from ..params import CKCMParams
+
+FORMAT = "mrds_jax.ckcm.design/1"
+PARAM_FIELDS = ("r_A", "r_B", "theta_A", "theta_B", "m", "m1", "l_s", "l_m", "M", "I_payload", "g", "z_nominal")
+
+
+class DesignFileError(ValueError):
+    """A file that is not a saved design result, or a damaged one."""
+
+
+def params_to_json(p: CKCMParams):
+    return {k: np.asarray(getattr(p, k)).tolist() for k in PARAM_FIELDS}
+
+
+def params_from_json(d) -> CKCMParams:
+    from ..params import make_params
+    missing = [k for k in PARAM_FIELDS if k not in d]
+    if missing:
+        raise DesignFileError(f"design parameters lack {missing}")
+    return make_params(**{k: d[k] for k in PARAM_FIELDS})
+
+
+def start_summary(space, i, x0, c, feasible):
+    """One start's line of the result (``optimize.finish``)."""
+    x = np.asarray(space.to_box(jnp.asarray(c.best_u[i] if feasible else c.least_u[i])))
+    return {"start": i, "x0": space.describe(x0), "x": space.describe(x), "feasible": bool(feasible),
+            "best_objective": float(c.best_objective[i]) if feasible else None,
+            "best_iteration": int(c.best_iteration[i]), "least_violation": float(c.least_violation[i]),
+            "diverged_at": int(c.diverged_at[i]), "evaluations": int(c.evaluations[i])}
+
+
+@dataclass
+class DesignResult:
+    """status: "converged" (a feasible design was found), "infeasible" or "diverged"; message: one line for
+    people; params / initial_params: the best and the start design (``CKCMParams``, the task's payload);
+    x / x_initial: the free variables in display units (deg, kg, m); before / after: exact metrics and the
+    largest scaled violation per constraint group; task: the task spec; problem, settings: what was solved
+    how; history: per step, per start; starts: per-start summaries; evaluations: objective-and-gradient
+    evaluations in all (line-search trials included); verification: ``verify_design``'s report, if run."""
+    status: str
+    message: str
+    params: CKCMParams
+    initial_params: CKCMParams
+    x: dict
+    x_initial: dict
+    before: dict
+    after: dict
+    task: dict | None
+    problem: dict
+    settings: dict
+    history: dict
+    starts: list
+    evaluations: int
+    verification: dict | None = None
+
+    @property
+    def peak_reduction(self):
+        """Relative reduction of the peak actuator force, 1 − after/before."""
+        return 1 - self.after["peak_force"] / self.before["peak_force"]
+
+    def task_object(self):
+        from .task import Task
+        return None if self.task is None else Task.from_json(self.task)
+
+    def to_json(self):
+        d = {k: getattr(self, k) for k in ("status", "message", "x", "x_initial", "before", "after", "task",
+                                           "problem", "settings", "history", "starts", "evaluations",
+                                           "verification")}
+        d["params"], d["initial_params"] = params_to_json(self.params), params_to_json(self.initial_params)
+        d["format"] = FORMAT
+        return d
+
+    def save(self, path):
+        """Write the result as JSON (atomically: a crash never leaves a half-written file)."""
+        path = Path(path)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1))
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_json(cls, d):
+        if d.get("format") != FORMAT:
+            raise DesignFileError(f"not a design result (format {d.get('format')!r}, expected {FORMAT!r})")
+        kw = {k: d.get(k) for k in ("status", "message", "x", "x_initial", "before", "after", "task", "problem",
+                                    "settings", "history", "starts", "evaluations", "verification")}
+        return cls(params=params_from_json(d["params"]), initial_params=params_from_json(d["initial_params"]), **kw)
+
+
+def load_design(path) -> DesignResult:
+    """Read a result written by ``DesignResult.save`` / ``optimize(out_dir=...)``; raises ``DesignFileError``
+    naming the file when it is missing, not JSON, or not a design result."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "design.json"
+    try:
+        d = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DesignFileError(f"no design file at {path}") from None
+    except json.JSONDecodeError as e:
+        raise DesignFileError(f"{path} is not JSON ({e})") from None
+    try:
+        return DesignResult.from_json(d)
+    except DesignFileError as e:
+        raise DesignFileError(f"{path}: {e}") from None
+
+
+# --- plots ----------------------------------------------------------------------------------------------
+def plot_history(result: DesignResult, path=None):
+    """Objective, largest constraint violation and peak force per step, every start (matplotlib Figure)."""
+    import matplotlib.pyplot as plt
+    h = {k: np.asarray(v) for k, v in result.history.items()}
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
+    steps = np.arange(len(h["objective"]))
+    ax[0].plot(steps, h["objective"], lw=1)
+    ax[0].set(xlabel="step", ylabel=f"{result.problem['demand']} / start", title="objective")
+    ax[1].semilogy(steps, np.maximum(h["violation"], 1e-6), lw=1)
+    ax[1].axhline(1e-6, color="k", lw=0.5)
+    ax[1].set(xlabel="step", ylabel="max(g, 1e-6)", title="constraint violation (scaled; ≤ 0 feasible)")
+    ax[2].plot(steps, h["peak_force"], lw=1)
+    ax[2].axhline(result.after["peak_force"], color="k", ls="--", lw=0.8, label="best feasible")
+    ax[2].set(xlabel="step", ylabel="N", title="peak actuator force")
+    ax[2].legend()
+    fig.suptitle(f"{result.settings['optimizer']} + augmented Lagrangian, {result.problem['model']} model, "
+                 f"{len(result.starts)} start(s)")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def force_histories(result: DesignResult, dense=4):
+    """(t, τ_before, τ_after): actuator forces (K, 6) of the start and the best design along the task, sampled
+    ``dense`` times as finely as during the optimisation, through the problem's model."""
+    from .objectives import actuator_forces
+    from .task import Task
+    task = result.task_object() or Task()
+    dense_task = Task(task.paths, task.payload_mass, task.payload_inertia, task.samples_per_path * dense)
+    out = []
+    for p in (result.initial_params, result.params):
+        s = dense_task.samples(p)
+        out.append(np.asarray(actuator_forces(p, s, result.problem["model"], result.problem["legs"])))
+    w = np.asarray(dense_task.samples(result.params).weight)
+    total = sum(dense_task.path_objects(result.params)[i][1] for i in range(len(task.paths)))
+    t = np.cumsum(w) * total - w * total
+    return t, out[0], out[1]
+
+
+def plot_forces(result: DesignResult, path=None, dense=4):
+    """Actuator force histories before and after along the task, six legs (matplotlib Figure)."""
+    import matplotlib.pyplot as plt
+    t, before, after = force_histories(result, dense)
+    fig, ax = plt.subplots(2, 3, figsize=(13, 6), sharex=True)
+    for i in range(6):
+        a = ax.flat[i]
+        a.plot(t, before[:, i], label="start design", color="C0")
+        a.plot(t, after[:, i], label="optimised", color="C3")
+        a.set(title=f"leg {i + 1}", xlabel="t (s)", ylabel="force (N)")
+    ax.flat[0].legend()
+    fig.suptitle(f"actuator forces along the task: peak {result.before['peak_force']:.1f} N → "
+                 f"{result.after['peak_force']:.1f} N ({100 * result.peak_reduction:.1f} % less)")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def plot_geometry(result: DesignResult, path=None):
+    """Top view of the attachment points of both platforms, start and optimised (matplotlib Figure)."""
+    import matplotlib.pyplot as plt
+    from ..params import base_points, payload_points
+    fig, ax = plt.subplots(1, 2, figsize=(9, 4.5))
+    for a, p, title in ((ax[0], result.initial_params, "start"), (ax[1], result.params, "optimised")):
+        A, B = np.asarray(payload_points(p)), np.asarray(base_points(p))
+        for i in range(6):
+            a.plot([B[i, 0], A[i, 0]], [B[i, 1], A[i, 1]], color="0.6", lw=1)
+        a.plot(*np.append(B, B[:1], 0)[:, :2].T, "o-", color="C0", label="base B_i")
+        a.plot(*np.append(A, A[:1], 0)[:, :2].T, "s-", color="C3", label="payload A_i")
+        for i in range(6):
+            a.annotate(str(i + 1), A[i, :2], color="C3"), a.annotate(str(i + 1), B[i, :2], color="C0")
+        a.set(aspect="equal", title=f"{title}: θA = {np.degrees(float(p.theta_A)):.1f}°, "
+                                    f"θB = {np.degrees(float(p.theta_B)):.1f}°")
+    ax[0].legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig

@@ -1,0 +1,76 @@
+"""Independent after-the-fact check of a design against the designer's limits.
+
+It does not reuse the smooth constraint functions the optimiser saw (``constraints.py``): attachment
+separations come from ``params.validate_params`` (closest pair of the actual points, numpy), the workspace
+from ``kinematics.check_pose`` (leg lengths, elevations, cond(C) by SVD) at ``dense`` times more task
+samples than the optimiser used, shifted off its grid, and the strength rule from the peak force over those
+dense samples.  Each check reports its worst value next to its limit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AttachmentError
+from ..kinematics import check_pose
+from ..params import CKCMParams, validate_params
+from .constraints import Limits
+from .objectives import actuator_forces
+from .task import Task
+
+
+def _dense_task(task: Task, dense):
+    return Task(task.paths, task.payload_mass, task.payload_inertia, task.samples_per_path * dense + 1)
+
+
+def verify_design(params: CKCMParams, task: Task, limits: Limits, model="paper", legs="bench", dense=4):
+    """{check: {"ok", "worst", "limit", "where"}} for separation, stroke (with margin), elevation, condition and
+    strength, plus "all_ok".  Eager; ``params`` carries the task's payload (``DesignResult.params`` does)."""
+    report = {}
+    try:
+        validate_params(params, min_separation=limits.min_separation)
+        report["separation"] = {"ok": True, "worst": None, "limit": limits.min_separation, "where": ""}
+    except AttachmentError as e:
+        report["separation"] = {"ok": False, "worst": None, "limit": limits.min_separation, "where": str(e)}
+    t = _dense_task(task, dense)
+    samples = t.samples(params)
+    poses = np.asarray(samples.pose)
+    l_min, l_max = (float(v) for v in params.stroke)
+    worst = {"stroke": (np.inf, ""), "elevation": (np.inf, ""), "condition": (0.0, "")}
+    for k, pose in enumerate(poses):
+        try:
+            w = check_pose(params, pose, max_condition=np.inf)
+        except Exception as e:            # outside the workspace altogether: the stroke check reports it
+            worst["stroke"] = (-np.inf, f"sample {k}: {e}")
+            continue
+        margin = min(float(np.min(w.below_max)), float(np.min(w.above_min)))
+        if margin < worst["stroke"][0]:
+            worst["stroke"] = (margin, f"sample {k}, legs {np.round(w.lengths, 4).tolist()} m")
+        elev = float(np.degrees(np.arcsin(np.min(w.elevation))))
+        if elev < worst["elevation"][0]:
+            worst["elevation"] = (elev, f"sample {k}")
+        if float(w.condition) > worst["condition"][0]:
+            worst["condition"] = (float(w.condition), f"sample {k}")
+    report["stroke"] = {"ok": worst["stroke"][0] >= limits.stroke_margin, "worst": worst["stroke"][0],
+                        "limit": limits.stroke_margin, "where": worst["stroke"][1] + f" (stroke [{l_min:.4g}, {l_max:.4g}] m)"}
+    report["elevation"] = {"ok": worst["elevation"][0] >= limits.min_elevation_deg, "worst": worst["elevation"][0],
+                           "limit": limits.min_elevation_deg, "where": worst["elevation"][1]}
+    report["condition"] = {"ok": worst["condition"][0] <= limits.max_condition, "worst": worst["condition"][0],
+                           "limit": limits.max_condition, "where": worst["condition"][1]}
+    tau = np.asarray(actuator_forces(params, samples, model, legs))
+    peak = float(np.max(np.abs(tau)))
+    m1_req, ms_req = (float(v) for v in limits.strength.required_masses(params, peak))
+    m, m1 = float(params.m), float(params.m1)
+    report["strength"] = {"ok": m1 >= m1_req and m - m1 >= ms_req, "worst": {"m1": m1, "m - m1": m - m1},
+                          "limit": {"m1": m1_req, "m - m1": ms_req}, "where": f"peak force {peak:.6g} N"}
+    report["peak_force_dense"] = peak
+    report["all_ok"] = all(v["ok"] for v in report.values() if isinstance(v, dict))
+    return report
+
+
+def format_report(report) -> str:
+    lines = []
+    for k, v in report.items():
+        if isinstance(v, dict):
+            lines.append(f"  {k:<11} {'ok ' if v['ok'] else 'VIOLATED'}  worst {v['worst']}  limit {v['limit']}"
+                         + (f"  ({v['where']})" if v["where"] else ""))
+    return "\n".join(lines)
