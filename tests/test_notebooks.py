@@ -26,6 +26,11 @@ NOTEBOOK_SETUP = {
         images=2,                                   # histograms, sensitivities
         files={fast: {"peak_force_histogram.png": 5_000, "sensitivities.png": 5_000, "summary.json": 100}
                for fast in (True, False)}),
+    "ckcm_design_optimisation.ipynb": dict(
+        fast_env="CKCM_DESIGN_FAST", out_env="CKCM_DESIGN_OUT",
+        images=4,                                   # task path, history, forces, geometry
+        files={fast: {"run/design.json": 5_000, "history.png": 5_000, "forces.png": 5_000, "geometry.png": 5_000}
+               for fast in (True, False)}),
 }
 
 
