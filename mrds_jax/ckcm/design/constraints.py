@@ -17,12 +17,13 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
 
 import numpy as np
 import jax
 import jax.numpy as jnp
 
+from ...pytree import pytree_dataclass
 from ..kinematics import condition_number, inverse_kinematics, jacobian, leg_vectors
 from ..params import CKCMParams, attachment_angles
 from .task import TaskSamples
@@ -31,7 +32,7 @@ GROUPS = ("separation", "condition", "stroke", "elevation", "strength")
 STROKE_SCALE = 0.1  # m
 
 
-@dataclass(frozen=True)
+@pytree_dataclass
 class StrengthRule:
     """Lower bounds on the leg masses from the peak force F (N) the leg transmits.
 
@@ -55,23 +56,43 @@ class StrengthRule:
         return self.moving_fixed + k * params.l_m, self.stationary_fixed + k * params.l_s
 
 
-@dataclass(frozen=True)
+@pytree_dataclass
 class Limits:
-    """The designer's limits (module docstring); defaults suit the paper's 1-m machine."""
+    """The designer's limits (module docstring); defaults suit the paper's 1-m machine.
+
+    A pytree of numbers: limits travel with the problem's data, not its compiled code, so changing them (or
+    vmapping over them for a trade-off curve) needs no recompilation.  ``check_limits`` validates them."""
     min_separation: float = 0.10
     max_condition: float = 30.0
     stroke_margin: float = 0.01
     min_elevation_deg: float = 10.0
-    strength: StrengthRule = field(default_factory=StrengthRule)
+    strength: StrengthRule = dataclasses.field(default_factory=StrengthRule)
 
-    def __post_init__(self):
-        for name in ("min_separation", "stroke_margin"):
-            if not (np.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ValueError(f"Limits.{name} must be finite and >= 0, got {getattr(self, name)}")
-        if not self.max_condition > 1:
-            raise ValueError(f"Limits.max_condition must be > 1, got {self.max_condition}")
-        if not 0 < self.min_elevation_deg < 90:
-            raise ValueError(f"Limits.min_elevation_deg must lie in (0, 90), got {self.min_elevation_deg}")
+
+def check_limits(limits: Limits) -> Limits:
+    """Raise ``ValueError`` naming the first meaningless limit (eager)."""
+    for name in ("min_separation", "stroke_margin"):
+        v = float(getattr(limits, name))
+        if not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"Limits.{name} must be finite and >= 0, got {v}")
+    if not float(limits.max_condition) > 1:
+        raise ValueError(f"Limits.max_condition must be > 1, got {limits.max_condition}")
+    if not 0 < float(limits.min_elevation_deg) < 90:
+        raise ValueError(f"Limits.min_elevation_deg must lie in (0, 90), got {limits.min_elevation_deg}")
+    s = limits.strength
+    for name in ("density", "allowable_stress", "safety_factor"):
+        if not float(getattr(s, name)) > 0:
+            raise ValueError(f"StrengthRule.{name} must be > 0, got {getattr(s, name)}")
+    for name in ("moving_fixed", "stationary_fixed"):
+        if not float(getattr(s, name)) > 0:
+            raise ValueError(f"StrengthRule.{name} must be > 0 kg (a leg part needs some mass), got "
+                             f"{getattr(s, name)}")
+    return limits
+
+
+def limits_as_arrays(limits: Limits, dtype) -> Limits:
+    """``limits`` with every number an array of ``dtype`` (the form ``ProblemData`` carries)."""
+    return jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype), limits)
 
 
 def pair_distances(params: CKCMParams):
@@ -98,9 +119,9 @@ def constraint_values(params: CKCMParams, samples: TaskSamples, peak_force, limi
     l_min, l_max = params.stroke
     m = limits.stroke_margin
     stroke = jnp.concatenate([(l_min + m - l).ravel(), (l - l_max + m).ravel()]) / STROKE_SCALE
-    s_min = np.sin(np.radians(limits.min_elevation_deg))
+    s_min = jnp.sin(jnp.radians(limits.min_elevation_deg))
     elev = ((s_min - elevation) / s_min).ravel()
-    condition = jnp.log(cond) / np.log(limits.max_condition) - 1
+    condition = jnp.log(cond) / jnp.log(limits.max_condition) - 1
     m1_req, ms_req = limits.strength.required_masses(params, peak_force)
     strength = jnp.stack([1 - params.m1 / m1_req, 1 - (params.m - params.m1) / ms_req])
     return {"separation": sep, "condition": condition, "stroke": stroke, "elevation": elev, "strength": strength}

@@ -22,6 +22,8 @@ Measures (``DEMANDS``; τ in N, l̇ = C Φ̇ in m/s, w the samples' time weights
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -56,6 +58,14 @@ def actuator_forces(params: CKCMParams, samples: TaskSamples, model="paper", leg
 def actuator_speeds(params: CKCMParams, samples: TaskSamples):
     """Leg speeds l̇ = C(Φ) Φ̇ (K, 6) in m/s (eq. 26)."""
     return jax.vmap(lambda q, qd: jacobian(params, q) @ qd)(samples.pose, samples.rate)
+
+
+@functools.lru_cache(maxsize=None)
+def jitted_forces_and_speeds(model="paper", legs="bench", batch_size=16):
+    """A cached ``jax.jit`` of (params, samples) ↦ (τ, l̇) (``actuator_forces``, ``actuator_speeds``): problem
+    set-up, verification and plots share its compilations."""
+    return jax.jit(lambda params, samples: (actuator_forces(params, samples, model, legs, batch_size),
+                                            actuator_speeds(params, samples)))
 
 
 def smooth_abs(x, eps):

@@ -244,7 +244,8 @@ def _load_state(out_dir: Path, carry: Carry, problem, settings, data):
 
 def _fingerprint(problem, settings, data, task_json):
     d = {"problem": repr(problem), "settings": asdict(settings), "task": task_json,
-         "base": {k: np.asarray(v).tolist() for k, v in vars(data.base).items()}}
+         "base": {k: np.asarray(v).tolist() for k, v in vars(data.base).items()},
+         "limits": asdict(jax.tree_util.tree_map(float, data.limits))}
     return json.dumps(d, sort_keys=True, default=str)
 
 
@@ -361,7 +362,7 @@ def finish(problem, data, settings, carry: Carry, history, xs, task_json, blocks
         before=_metrics(before), after=_metrics(after), task=task_json,
         problem={"model": problem.model, "legs": problem.legs, "demand": problem.demand_name,
                  "sharpness": problem.sharpness, "free": list(space.free), "lower": list(space.lower),
-                 "upper": list(space.upper), "limits": asdict(problem.limits)},
+                 "upper": list(space.upper), "limits": asdict(jax.tree_util.tree_map(float, data.limits))},
         settings=asdict(settings), history={k: np.asarray(v).tolist() for k, v in history.items()},
         starts=starts, evaluations=int(np.sum(c.evaluations)))
 

@@ -17,7 +17,8 @@ import jax.numpy as jnp
 from ...pytree import pytree_dataclass
 from ..params import CKCMParams, nominal
 from . import objectives as O
-from .constraints import GROUPS, Limits, constraint_values, max_violations, pair_distances
+from .constraints import (GROUPS, Limits, check_limits, constraint_values, limits_as_arrays, max_violations,
+                          pair_distances)
 from .space import DEFAULT_FREE, DesignSpace, DesignSpaceError, make_space
 from .task import Task, TaskSamples, ellipse_task
 
@@ -30,12 +31,12 @@ class InfeasibleBoundsError(DesignSpaceError):
 class Problem:
     """Static choices of a design problem.
 
+    The designer's limits are not here but in ``ProblemData`` (numbers: changing them does not recompile).
     model      "paper" or "multibody" (``objectives.MODELS``); legs: "bench" or "paper" (multibody only)
     demand     "peak", "rms", "power" (``objectives.DEMANDS``) or a callable (tau, speed, weight) -> scalar
     sharpness  β of the soft peak
     """
     space: DesignSpace = field(default_factory=DesignSpace)
-    limits: Limits = field(default_factory=Limits)
     model: str = "paper"
     legs: str = "bench"
     demand: str | Callable = "peak"
@@ -61,9 +62,11 @@ class Problem:
 @pytree_dataclass
 class ProblemData:
     """Arrays of a design problem: the design the free variables are substituted into (``base``), the
-    task samples, the soft peak's scale (N) and the demand at the start design (the objective's unit)."""
+    task samples, the designer's limits, the soft peak's scale (N) and the demand at the start design (the
+    objective's unit)."""
     base: CKCMParams
     samples: TaskSamples
+    limits: Limits
     force_scale: jax.Array
     demand_scale: jax.Array
 
@@ -106,18 +109,18 @@ def evaluate(problem: Problem, data: ProblemData, x) -> Evaluation:
     tau, speed = forces_and_speeds(problem, params, data.samples)
     d = _demand(problem, tau, speed, data.samples.weight, data.force_scale)
     metrics = O.demand_metrics(tau, speed, data.samples.weight)
-    g = constraint_values(params, data.samples, metrics["peak_force"], problem.limits)
+    g = constraint_values(params, data.samples, metrics["peak_force"], data.limits)
     dA, dB = pair_distances(params)
     metrics["min_separation"] = jnp.minimum(jnp.min(dA), jnp.min(dB))
-    metrics["max_condition"] = jnp.exp(jnp.log(problem.limits.max_condition) * (1 + jnp.max(g["condition"])))
+    metrics["max_condition"] = jnp.exp(jnp.log(data.limits.max_condition) * (1 + jnp.max(g["condition"])))
     return Evaluation(d / data.demand_scale, d, g, max_violations(g), metrics)
 
 
-def check_bounds(problem: Problem, base: CKCMParams):
+def check_bounds(problem: Problem, base: CKCMParams, lim: Limits):
     """Raise ``InfeasibleBoundsError`` when the box provably excludes every feasible design: the strength
     rule's fixed masses above the mass bounds, a stroke narrower than twice its margin, or attachment
     angles/radii whose most favourable corner still puts two joints closer than ``min_separation``."""
-    lim, space = problem.limits, problem.space
+    space = problem.space
     lo = dict(zip(space.free, space.lower))
     hi = dict(zip(space.free, space.upper))
 
@@ -160,19 +163,19 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     ``base`` (objective 1 at the start)."""
     task = ellipse_task() if task is None else task
     base = nominal() if base is None else base
-    problem = Problem(make_space(free, bounds), Limits() if limits is None else limits, model, legs, demand,
-                      float(sharpness), int(batch_size))
-    check_bounds(problem, base)
+    problem = Problem(make_space(free, bounds), model, legs, demand, float(sharpness), int(batch_size))
+    limits = check_limits(Limits() if limits is None else limits)
+    check_bounds(problem, base, limits)
     samples = task.samples(base)
     f = jnp.result_type(base.m)
     params = task.with_payload(base)
-    tau, speed = jax.jit(forces_and_speeds, static_argnums=0)(problem, params, samples)
+    tau, speed = O.jitted_forces_and_speeds(problem.model, problem.legs, problem.batch_size)(params, samples)
     peak = jnp.max(jnp.abs(tau))
     if not np.isfinite(float(peak)):
         raise ValueError("the start design's actuator forces are not finite along the task: it is singular "
                          "somewhere on the path (check the path against the workspace with ckcm.check_pose)")
     d0 = _demand(problem, tau, speed, samples.weight, peak)
-    return problem, ProblemData(base, samples, jnp.asarray(peak, f), jnp.asarray(d0, f))
+    return problem, ProblemData(base, samples, limits_as_arrays(limits, f), jnp.asarray(peak, f), jnp.asarray(d0, f))
 
 
 __all__ = ["Problem", "ProblemData", "Evaluation", "InfeasibleBoundsError", "design_params", "evaluate",

@@ -147,20 +147,18 @@ def plot_history(result: DesignResult, path=None):
 
 
 def force_histories(result: DesignResult, dense=4):
-    """(t, τ_before, τ_after): actuator forces (K, 6) of the start and the best design along the task, sampled
-    ``dense`` times as finely as during the optimisation, through the problem's model."""
-    from .objectives import actuator_forces
+    """(t, τ_before, τ_after): actuator forces (K, 6) of the start and the best design along the task at the
+    samples of ``verify.dense_task`` (``dense`` times finer than the optimiser's), through the problem's model."""
+    from .objectives import jitted_forces_and_speeds
     from .task import Task
-    task = result.task_object() or Task()
-    dense_task = Task(task.paths, task.payload_mass, task.payload_inertia, task.samples_per_path * dense)
-    out = []
-    for p in (result.initial_params, result.params):
-        s = dense_task.samples(p)
-        out.append(np.asarray(actuator_forces(p, s, result.problem["model"], result.problem["legs"])))
-    w = np.asarray(dense_task.samples(result.params).weight)
-    total = sum(dense_task.path_objects(result.params)[i][1] for i in range(len(task.paths)))
-    t = np.cumsum(w) * total - w * total
-    return t, out[0], out[1]
+    from .verify import dense_task
+    task = dense_task(result.task_object() or Task(), dense)
+    forces = jitted_forces_and_speeds(result.problem["model"], result.problem["legs"])
+    before, after = (np.asarray(forces(p, task.samples(p))[0]) for p in (result.initial_params, result.params))
+    s = task.samples(result.params)
+    total = sum(T for _, T in task.path_objects(result.params))
+    dt = np.asarray(s.weight) * total
+    return np.cumsum(dt) - dt, before, after
 
 
 def plot_forces(result: DesignResult, path=None, dense=4):

@@ -9,29 +9,32 @@ dense samples.  Each check reports its worst value next to its limit.
 from __future__ import annotations
 
 import numpy as np
+import jax
 
 from ..errors import AttachmentError
 from ..kinematics import check_pose
 from ..params import CKCMParams, validate_params
 from .constraints import Limits
-from .objectives import actuator_forces
+from .objectives import jitted_forces_and_speeds
 from .task import Task
 
 
-def _dense_task(task: Task, dense):
+def dense_task(task: Task, dense):
+    """``task`` with ``dense`` times as many samples plus one, so that the samples fall off the original grid."""
     return Task(task.paths, task.payload_mass, task.payload_inertia, task.samples_per_path * dense + 1)
 
 
 def verify_design(params: CKCMParams, task: Task, limits: Limits, model="paper", legs="bench", dense=4):
     """{check: {"ok", "worst", "limit", "where"}} for separation, stroke (with margin), elevation, condition and
     strength, plus "all_ok".  Eager; ``params`` carries the task's payload (``DesignResult.params`` does)."""
+    limits = jax.tree_util.tree_map(float, limits)
     report = {}
     try:
         validate_params(params, min_separation=limits.min_separation)
         report["separation"] = {"ok": True, "worst": None, "limit": limits.min_separation, "where": ""}
     except AttachmentError as e:
         report["separation"] = {"ok": False, "worst": None, "limit": limits.min_separation, "where": str(e)}
-    t = _dense_task(task, dense)
+    t = dense_task(task, dense)
     samples = t.samples(params)
     poses = np.asarray(samples.pose)
     l_min, l_max = (float(v) for v in params.stroke)
@@ -56,7 +59,7 @@ def verify_design(params: CKCMParams, task: Task, limits: Limits, model="paper",
                            "limit": limits.min_elevation_deg, "where": worst["elevation"][1]}
     report["condition"] = {"ok": worst["condition"][0] <= limits.max_condition, "worst": worst["condition"][0],
                            "limit": limits.max_condition, "where": worst["condition"][1]}
-    tau = np.asarray(actuator_forces(params, samples, model, legs))
+    tau = np.asarray(jitted_forces_and_speeds(model, legs)(params, samples)[0])
     peak = float(np.max(np.abs(tau)))
     m1_req, ms_req = (float(v) for v in limits.strength.required_masses(params, peak))
     m, m1 = float(params.m), float(params.m1)

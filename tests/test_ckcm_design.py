@@ -1,0 +1,187 @@
+"""CKCM design optimisation (issue 5): gradients of every demand and constraint with respect to every design
+variable against central finite differences through both dynamic models; an optimisation from the nominal
+design that lowers the peak force and passes the independent check; the saved design flown by the
+simulator (a second route to the optimiser's forces); bad input.
+
+Compile-heavy: the problems are module fixtures and the optimiser settings are shared so that the compiled
+optimiser blocks are reused."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+import jax
+import jax.numpy as jnp
+
+from mrds_jax.ckcm import design as D, nominal
+from mrds_jax.ckcm.design import objectives as O
+from mrds_jax.ckcm.design.constraints import constraint_values
+from mrds_jax.ckcm.design.problem import forces_and_speeds
+
+ALL = D.VARIABLES
+TASK = D.ellipse_task(period=0.5, samples_per_path=16)
+SETTINGS = D.Settings(optimizer="adam", iterations=120, update_every=20, learning_rate=0.05, starts=1)
+
+
+def _measures(problem, data, x):
+    """Every differentiable quantity the optimiser sees: the three demand measures and a fixed random
+    combination of all constraint values."""
+    params = D.design_params(problem, data, x)
+    tau, speed = forces_and_speeds(problem, params, data.samples)
+    w = data.samples.weight
+    g = constraint_values(params, data.samples, jnp.max(jnp.abs(tau)), data.limits)
+    flat = jnp.concatenate([v.ravel() for v in g.values()])
+    mix = jax.random.normal(jax.random.PRNGKey(0), flat.shape, flat.dtype)
+    return jnp.stack([O.soft_peak(tau, data.force_scale, problem.sharpness), O.rms_force(tau, w),
+                      O.mean_power(tau, speed, w), jnp.dot(mix, flat)])
+
+
+@pytest.fixture(scope="module", params=["paper", "multibody"])
+def gradient_case(request):
+    problem, data = D.make_problem(TASK, free=ALL, model=request.param)
+    x = np.asarray(problem.space.from_params(data.base))
+    f = jax.jit(lambda x: _measures(problem, data, x))
+    J = np.asarray(jax.jit(jax.jacrev(lambda x: _measures(problem, data, x)))(jnp.asarray(x)))
+    return request.param, problem, x, f, J
+
+
+def test_gradients_match_central_differences(gradient_case):
+    """d(peak, rms, power, constraints)/d(θA, θB, m, m1, r_A, r_B, l_s) = central differences, relative 1e-6."""
+    model, problem, x, f, J = gradient_case
+    for i, name in enumerate(problem.space.free):
+        h = 1e-5 * max(abs(x[i]), 1.0)
+        e = np.zeros_like(x)
+        e[i] = h
+        fd = (np.asarray(f(jnp.asarray(x + e))) - np.asarray(f(jnp.asarray(x - e)))) / (2 * h)
+        scale = np.maximum(np.abs(fd), 1e-3 * np.abs(np.asarray(f(jnp.asarray(x)))))
+        err = np.abs(J[:, i] - fd) / scale
+        assert np.all(err < 1e-6), f"{model} model, d/d{name}: autodiff {J[:, i]} vs FD {fd} (rel err {err})"
+
+
+def test_gradient_signs_agree_with_nguyen_figs_8_to_11(gradient_case):
+    """At the nominal design the peak force rises with the leg mass m (Fig. 8), with m1 — the leg centroid
+    moving away from the base (Fig. 9) — and with θA (Fig. 10), and falls as θB grows (Fig. 11)."""
+    model, problem, x, f, J = gradient_case
+    d = dict(zip(problem.space.free, J[0]))
+    assert d["m"] > 0 and d["m1"] > 0 and d["theta_A"] > 0 and d["theta_B"] < 0, (model, d)
+
+
+@pytest.fixture(scope="module")
+def paper_problem():
+    return D.make_problem(TASK, model="paper")
+
+
+@pytest.fixture(scope="module")
+def optimum(paper_problem, tmp_path_factory):
+    problem, data = paper_problem
+    out = tmp_path_factory.mktemp("design")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", D.DesignWarning)     # a clean run warns about nothing
+        result = D.optimize(problem, data, SETTINGS, task=TASK, out_dir=out, progress=False)
+    return result, out
+
+
+def test_optimum_lowers_peak_force_and_passes_independent_check(optimum, paper_problem):
+    problem, data = paper_problem
+    result, _ = optimum
+    assert result.status == "converged"
+    assert result.after["peak_force"] < 0.85 * result.before["peak_force"], (result.before, result.after)
+    report = D.verify_design(result.params, TASK, data.limits, "paper")
+    assert report["all_ok"], D.format_report(report)
+    # lighter legs with the centroid nearer the base (d1 = m1 / 2m down), as Nguyen's guideline says
+    p0, p1 = result.initial_params, result.params
+    assert float(p1.m) < float(p0.m) and float(p1.m1 / p1.m) < float(p0.m1 / p0.m)
+
+
+def test_saved_design_loads_and_resumes(optimum, paper_problem):
+    problem, data = paper_problem
+    result, out = optimum
+    loaded = D.load_design(out / "design.json")
+    for k in ("theta_A", "theta_B", "m", "m1", "M"):
+        assert float(getattr(loaded.params, k)) == float(getattr(result.params, k))
+    assert loaded.after == result.after and loaded.task == TASK.to_json()
+    # resuming a finished run recomputes nothing and returns the same design
+    again = D.optimize(problem, data, SETTINGS, task=TASK, out_dir=out, resume=True, progress=False)
+    assert again.x == result.x
+    with pytest.raises(ValueError, match="different problem or settings"):
+        D.optimize(problem, data, D.Settings(iterations=40, update_every=20), task=TASK, out_dir=out,
+                   resume=True, progress=False)
+
+
+def test_simulated_design_applies_the_inverse_dynamics_forces(optimum):
+    """Second route: the saved design flown under computed torque by the multibody plant applies, sample by
+    sample, the multibody closed-chain inverse-dynamics forces of the path (the plant stays on the path)."""
+    from mrds_jax.ckcm.design.simulation import simulate_design
+    result, out = optimum
+    run, = simulate_design(out / "design.json", dt=0.5 / 100)
+    r = run["result"]
+    assert run["max_closure_error"] < 1e-6 and run["max_position_error"] < 1e-6   # RK4 at dt = 10 ms
+    path, _ = D.Task.from_json(result.task).path_objects(result.params)[0]
+    q, qd, qdd = jax.vmap(path)(r.t)
+    samples = D.TaskSamples(q, qd, qdd, jnp.ones_like(r.t), jnp.zeros_like(r.t), result.params.M,
+                            result.params.I_payload)
+    tau_id = np.asarray(O.actuator_forces(result.params, samples, "multibody", "bench"))
+    np.testing.assert_allclose(np.asarray(r.forces), tau_id, rtol=0, atol=1e-5 * np.abs(tau_id).max())
+
+
+def test_infeasible_start_is_reported_and_left(optimum, paper_problem):
+    problem, data = paper_problem
+    x0 = np.asarray(problem.space.from_params(data.base)).copy()
+    x0[problem.space.free.index("m1")] = 0.7            # below the strength rule's 1 kg moving part
+    with pytest.warns(D.DesignWarning, match=r"start design is infeasible: strength"):
+        result = D.optimize(problem, data, SETTINGS, task=TASK, x0=x0, progress=False)
+    assert result.status == "converged" and result.after["violation_strength"] <= 0
+
+
+def test_bounds_excluding_every_feasible_design():
+    with pytest.raises(D.InfeasibleBoundsError, match=r"m - m1 <= 2.5 kg .* stationary part >= 4 kg"):
+        D.make_problem(TASK, bounds={"m": (2.0, 3.0)})
+    with pytest.raises(D.InfeasibleBoundsError, match=r"theta_A in \[1, 5\] deg"):
+        D.make_problem(TASK, bounds={"theta_A": (np.radians(1), np.radians(5))})
+    with pytest.raises(D.DesignSpaceError, match="bounds of theta_B are empty"):
+        D.make_problem(TASK, bounds={"theta_B": (1.0, 0.5)})
+    with pytest.raises(D.DesignSpaceError, match="unknown design variable"):
+        D.make_problem(TASK, free=("theta_A", "mass"))
+
+
+def test_start_outside_box_and_bad_task(paper_problem):
+    problem, data = paper_problem
+    x0 = np.asarray(problem.space.from_params(data.base)).copy()
+    x0[0] = np.radians(150)
+    with pytest.raises(D.DesignSpaceError, match=r"theta_A = 150 deg not in"):
+        D.optimize(problem, data, SETTINGS, x0=x0, progress=False)
+    with pytest.raises(D.TaskError, match="unknown kind 'circle'"):
+        D.Task(paths=({"kind": "circle", "period": 1.0},)).samples(nominal())
+    with pytest.raises(D.TaskError, match="period must be finite and > 0"):
+        D.ellipse_task(period=-1.0).samples(nominal())
+    with pytest.raises(D.DesignFileError, match="no design file"):
+        D.load_design("/nonexistent/design.json")
+
+
+def _peak_or_nan_below_400(tau, speed, weight):
+    """The soft peak, but NaN once the peak force drops below 400 N: a run that diverges mid-way."""
+    p = O.soft_peak(tau, 425.0, 100.0)
+    return jnp.where(jnp.max(jnp.abs(tau)) < 400.0, jnp.nan, p)
+
+
+def test_diverging_run_keeps_best_feasible_design():
+    problem, data = D.make_problem(TASK, demand=_peak_or_nan_below_400)
+    with pytest.warns(D.DesignWarning, match=r"start 0 diverged at step \d+ .* best feasible design .* was kept"):
+        result = D.optimize(problem, data, SETTINGS, task=TASK, progress=False)
+    s = result.starts[0]
+    assert s["diverged_at"] > 0 and s["feasible"] and s["best_iteration"] < s["diverged_at"]
+    assert np.isfinite(result.after["demand"]) and 400.0 <= result.after["peak_force"] < result.before["peak_force"]
+
+
+def test_no_feasible_design_gives_least_violating_one(paper_problem):
+    """Odd legs join A_i and B_i at the same azimuth, so at the home height they are ~1.005 m long whatever
+    θA, θB and the masses: a stroke margin of 0.2 m (legs within [1.1, 1.2] m) cannot be met, which the box
+    check cannot prove in advance."""
+    problem, data = D.make_problem(TASK, limits=D.Limits(stroke_margin=0.2))
+    assert problem == paper_problem[0]          # limits are data: the compiled optimiser is reused
+    with pytest.warns(D.DesignWarning) as record:
+        result = D.optimize(problem, data, SETTINGS, task=TASK, progress=False)
+    assert result.status == "infeasible"
+    assert "no feasible design found" in result.message and "stroke" in result.message
+    assert any("start design is infeasible: stroke" in str(w.message) for w in record)
+    assert np.isfinite(result.after["peak_force"]) and json.dumps(result.to_json())
