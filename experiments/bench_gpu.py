@@ -33,11 +33,12 @@ measurement is appended to ``experiments/out/bench_gpu_<platform>.jsonl`` as soo
 markdown ``bench_gpu_<platform>.md`` and the PNG plots are rewritten from it; ``--resume`` skips
 measurements already in the jsonl (same key), so an interrupted run continues where it stopped.
 
-    .venv/bin/python experiments/bench_gpu.py --quick             # CPU: small sizes (~15 min on 2 cores)
+    .venv/bin/python experiments/bench_gpu.py --quick             # CPU: small sizes (~25 min on 2 busy cores)
     python experiments/bench_gpu.py                               # GPU: batches up to 10⁶, N up to 1024
-    options: --max-batch B  --steps S  --dtypes float32,float64  --integrators rk4_compact,euler
+    options: --max-batch B  --batches 1,100,10000  --steps S  --dtypes float32,float64  --integrators rk4_compact,euler
              --sections stewart,accuracy,mjx,peers,chains,crba  --max-m M  --max-n N  --max-crba-n N
-             --profile DIR (jax.profiler trace of one timed call per Stewart/MJX configuration)  --resume
+             --render-only  --profile DIR (jax.profiler trace of one call at batch 1 and at the largest batch per Stewart/MJX
+             configuration, with the top events in the markdown)  --resume
 """
 import argparse
 import json
@@ -60,6 +61,8 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="CPU sizes: batches ≤ 64, m ≤ 8, N ≤ 12, CRBA N ≤ 128")
     ap.add_argument("--max-batch", type=int, default=None, help="largest batch (default 10⁶, quick 64)")
+    ap.add_argument("--batches", default=None, help="explicit batch sizes, e.g. 1,100,10000,100000,1000000 "
+                                                   "(default powers of 10 up to --max-batch; quick: 1,4,16,64)")
     ap.add_argument("--steps", type=int, default=None, help="steps per timed rollout (default 100, quick 20)")
     ap.add_argument("--seconds", type=float, default=1.0, help="simulated time of the accuracy runs")
     ap.add_argument("--dtypes", default="float32,float64")
@@ -75,6 +78,7 @@ def parse_args(argv=None):
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per section subprocess")
     ap.add_argument("--profile", type=Path, default=None, help="write jax.profiler traces under this folder")
     ap.add_argument("--resume", action="store_true", help="skip measurements already in the jsonl")
+    ap.add_argument("--render-only", action="store_true", help="rewrite the markdown and plots from the jsonl")
     ap.add_argument("--out-dir", type=Path, default=OUT)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -91,7 +95,9 @@ def parse_args(argv=None):
     return a
 
 
-def batches(max_batch):
+def batches(max_batch, explicit=None):
+    if explicit:
+        return [int(float(x)) for x in explicit.split(",") if x and int(float(x)) <= max_batch]
     out, b = [], 1
     while b <= max_batch:
         out.append(b)
@@ -216,13 +222,30 @@ def run_time(jax, c, args, repeats=3):
 
 
 def profile_call(jax, args_ns, name, c, args):
+    """With ``--profile DIR``: a jax.profiler trace of one call under DIR/name; returns (path, top events)."""
     if args_ns.profile is None:
         return None
     d = Path(args_ns.profile) / name
     d.mkdir(parents=True, exist_ok=True)
     with jax.profiler.trace(str(d)):
         jax.block_until_ready(c(*args))
-    return str(d)
+    return dict(path=str(d), top=summarize_trace(d))
+
+
+def summarize_trace(folder, top=12):
+    """The ``top`` event names by total duration in the Chrome-trace file(s) under ``folder``, with their count
+    per traced call: [(name, count, total µs)] — on a GPU the device rows show each kernel launch."""
+    import gzip
+    totals = {}
+    for f in Path(folder).rglob("*.trace.json.gz"):
+        with gzip.open(f, "rt") as fh:
+            events = json.load(fh).get("traceEvents", [])
+        for e in events:
+            if e.get("ph") == "X" and "dur" in e and not str(e.get("name", "")).startswith("$"):  # no Python frames
+                n = str(e.get("name", "?"))[:80]
+                c, t = totals.get(n, (0, 0.0))
+                totals[n] = (c + 1, t + float(e["dur"]))
+    return [(n, c, round(t, 1)) for n, (c, t) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:top]]
 
 
 KICK = (0.02, -0.01, 0.01, 0.0, 0.0, 0.05)   # initial payload rates Φ̇ (m/s, rad/s): ẋ, ẏ, ż, α̇, β̇, γ̇
@@ -294,7 +317,7 @@ def worker_stewart(a, dtype_name, integrator):
         emit(dict(key, kind="step_costs", step_integrator=integ, flops=flops, kernels=kernels, compile_s=tc))
     f = stewart_rollout(system, taus, a.steps, integrator)
     prev = None
-    for b in batches(a.max_batch):
+    for b in batches(a.max_batch, a.batches):
         if seen(**key, kind="batch", batch=b):
             continue
         if prev is not None and prev[1] * b / prev[0] > a.max_call_s:
@@ -306,7 +329,8 @@ def worker_stewart(a, dtype_name, integrator):
             t = run_time(jax, c, (bstate,))
             out = c(bstate)
             ok = bool(jnp.all(out.first_nonfinite < 0)) and out.q[0].dtype == dtype
-            prof = profile_call(jax, a, f"stewart_{dtype_name}_{integrator}_b{b}", c, (bstate,))
+            prof = profile_call(jax, a, f"stewart_{dtype_name}_{integrator}_b{b}", c, (bstate,)) \
+                if b in (1, batches(a.max_batch, a.batches)[-1]) else None
         except Exception as e:  # noqa: BLE001 — e.g. out of memory at the largest batches
             emit(dict(key, kind="batch", batch=b, error=f"{type(e).__name__}: {str(e)[:300]}"))
             break
@@ -405,7 +429,7 @@ def worker_mjx(a):
     def roll(d):
         return jax.lax.fori_loop(0, a.steps, lambda i, d: mjx.step(mx, d), d)
     prev = None
-    for b in batches(a.max_batch):
+    for b in batches(a.max_batch, a.batches):
         if seen(section="mjx", kind="batch", batch=b):
             continue
         if prev is not None and prev[1] * b / prev[0] > a.max_call_s:
@@ -415,7 +439,8 @@ def worker_mjx(a):
             bd = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape) if isinstance(x, jax.Array) else x, d0)
             c, tc = compile_aot(jax, jax.vmap(roll), bd)
             t = run_time(jax, c, (bd,))
-            prof = profile_call(jax, a, f"mjx_b{b}", c, (bd,))
+            prof = profile_call(jax, a, f"mjx_b{b}", c, (bd,)) \
+                if b in (1, batches(a.max_batch, a.batches)[-1]) else None
         except Exception as e:  # noqa: BLE001
             emit(dict(section="mjx", kind="batch", batch=b, error=f"{type(e).__name__}: {str(e)[:300]}"))
             break
@@ -540,11 +565,15 @@ def kern(k):
     if not k:
         return ""
     s = f"{k['total']} ({k['fusion']} fusions, {k['custom_call']} custom calls, {k['other']} other)"
-    return s + (f", {k['while_loops']} while loops" if k.get("while_loops") else "")
+    w = k.get("while_loops", 0)
+    return s + (f", {w} while loop{'s' if w > 1 else ''}" if w else "")
 
 
-def render(recs, header, path_md, a):
-    L = list(header)
+def render(recs, path_md, a):
+    L = ["# Batched closed-chain throughput: mrds_jax vs MJX, MuJoCo, Pinocchio", ""]
+    for i, h in enumerate(r for r in recs if r.get("kind") == "header"):
+        L += ([] if i == 0 else ["- resumed (`--resume`):"]) + h["lines"]
+    L.append("- timings are wall-clock after compilation with `block_until_ready`; on a shared CPU expect ±50 %")
     by = lambda **kw: [r for r in recs if all(r.get(k) == v for k, v in kw.items())]  # noqa: E731
     skipped = by(section="mjx", kind="skipped")
     acc_rows = {(r["integrator"], r["dtype"]): r for r in by(section="accuracy", kind="accuracy")}
@@ -608,7 +637,7 @@ def render(recs, header, path_md, a):
         L += ["", f"## float32 accuracy of the Stewart forward simulation ({a.seconds:g} s, dt = 1 ms, `stewart_setup`)", "",
               "Energy drift = max|E − E₀| / max(|E₀|, max T), E = kinetic + gravity − Σ τ0_i p_i (the constant leg "
               "forces' potential); deviation = max payload-position difference from the "
-              "float64 run of the same integrator at the end of the run; travel = how far the payload moved.", "",
+              "float64 run of the same integrator over the run; travel = how far the payload moved.", "",
               "| engine | integrator | dtype | max closure error (m) | energy drift | deviation from float64 (m) "
               "| payload travel (m) |", "|---|---|---|---|---|---|---|"]
         for (integ, dname), r in acc_rows.items():
@@ -646,9 +675,15 @@ def render(recs, header, path_md, a):
                 continue
             L.append(f"| {r['N']} | {r['method']} | {fmt(r['compile_s'], '.1f')} | {fmt(r['us'], '.4g')} | "
                      f"{kern(r['kernels'])} | {fmt(chk.get(r['N']), '.1e')} |")
-    profs = [r["profile"] for r in recs if r.get("profile")]
+    profs = [r for r in recs if r.get("profile")]
     if profs:
-        L += ["", "Profiles (jax.profiler; open with TensorBoard/Perfetto): " + ", ".join(f"`{p}`" for p in profs)]
+        L += ["", "## Profiles (`--profile`; open the traces with TensorBoard or Perfetto)"]
+        for r in profs:
+            what = (f"mrds_jax {r['dtype']} {r['integrator']}" if r["section"] == "stewart" else "MJX") + \
+                f", batch {r['batch']}, {r['steps']} steps"
+            L += ["", f"{what}: `{r['profile']['path']}`; top events by total time in one call:", "",
+                  "| event | count | total µs |", "|---|---|---|"]
+            L += [f"| `{n}` | {c} | {t:.0f} |" for n, c, t in r["profile"]["top"]]
     errs = [r for r in recs if r.get("kind") == "worker_failed"]
     for r in errs:
         L += ["", f"Section `{r['worker']}` failed: {r['error']}"]
@@ -725,7 +760,12 @@ def main(a):
     a.out_dir.mkdir(parents=True, exist_ok=True)
     stem = a.out_dir / f"bench_gpu_{platform_name}"
     jsonl = stem.with_suffix(".jsonl")
-    recs = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()] if (a.resume and jsonl.exists()) else []
+    keep = a.resume or a.render_only
+    recs = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()] if (keep and jsonl.exists()) else []
+    if a.render_only:
+        render(recs, stem.with_suffix(".md"), a)
+        print("wrote", stem.with_suffix(".md"), *plots(recs, str(stem)))
+        return
     if not a.resume:
         jsonl.write_text("")
     done = {rec_key(r) for r in recs}
@@ -734,13 +774,15 @@ def main(a):
         mj = mujoco.__version__
     except Exception:  # noqa: BLE001
         mj = "not installed"
-    header = ["# Batched closed-chain throughput: mrds_jax vs MJX, MuJoCo, Pinocchio", "",
-              f"- command: `python experiments/bench_gpu.py {' '.join(sys.argv[1:])}`",
+    header = [f"- command: `python experiments/bench_gpu.py {' '.join(sys.argv[1:])}`",
               f"- {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; device: {dev.device_kind} "
               f"({platform_name}, {jax.device_count()} device(s)); jax {jax.__version__}; mujoco {mj}; "
-              f"host {os.cpu_count()} CPUs ({platform.machine()}), load average {os.getloadavg()[0]:.1f} at start",
-              "- timings are wall-clock after compilation with `block_until_ready`; on a shared CPU expect ±50 %"]
+              f"host {os.cpu_count()} CPUs ({platform.machine()}), load average {os.getloadavg()[0]:.1f} at start"]
     print("\n".join(header), flush=True)
+    r = dict(kind="header", lines=header)
+    recs.append(r)
+    with jsonl.open("a") as fh:
+        fh.write(json.dumps(r) + "\n")
     jobs = []
     for s in a.sections:
         if s == "stewart":
@@ -772,7 +814,7 @@ def main(a):
                 with jsonl.open("a") as fh:
                     fh.write(json.dumps(r) + "\n")
                 print("  " + json.dumps(r), flush=True)
-                render(recs, header, stem.with_suffix(".md"), a)
+                render(recs, stem.with_suffix(".md"), a)
         finally:
             proc.wait()
         if proc.returncode != 0:
@@ -781,7 +823,7 @@ def main(a):
             with jsonl.open("a") as fh:
                 fh.write(json.dumps(r) + "\n")
             print("  " + json.dumps(r), flush=True)
-    render(recs, header, stem.with_suffix(".md"), a)
+    render(recs, stem.with_suffix(".md"), a)
     made = plots(recs, str(stem))
     print(f"\nwrote {stem.with_suffix('.md')}, {jsonl}, " + ", ".join(made))
 
