@@ -1,5 +1,6 @@
 """The ``mrds-jax`` command line."""
 import argparse
+import os
 import sys
 import sysconfig
 import time
@@ -103,10 +104,21 @@ def _print_design_table(result):
         print(f"| {k} {unit} | {result.before[k]:.4f} | {result.after[k]:.4f} |")
 
 
+def _compilation_cache(args):
+    """Keep XLA's compiled programs on disk between runs (``--cache-dir``; off with ``--no-cache``)."""
+    if args.no_cache:
+        return
+    import jax
+    path = Path(args.cache_dir).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+
+
 def cmd_optimize(args):
     """Design optimisation of the CKCM end-effector (gradients through the closed-chain dynamics)."""
     import jax
     jax.config.update("jax_enable_x64", True)
+    _compilation_cache(args)
     import csv
     import numpy as np
     from mrds_jax.ckcm import design as D
@@ -164,6 +176,7 @@ def cmd_simulate(args):
     """Forward simulation of a saved design on its task under computed torque."""
     import jax
     jax.config.update("jax_enable_x64", True)
+    _compilation_cache(args)
     from mrds_jax.ckcm.design import DesignFileError, load_design
     from mrds_jax.ckcm.design.simulation import simulate_design
     try:
@@ -180,6 +193,12 @@ def cmd_simulate(args):
               f"max ball-joint gap {r['max_closure_error']:.2e} m")
     print(f"wall {time.perf_counter() - t0:.1f} s (compilation included)")
     return 0
+
+
+def _cache_options(p):
+    p.add_argument("--cache-dir", default=os.environ.get("MRDS_JAX_CACHE", "~/.cache/mrds_jax/xla"),
+                   help="persistent XLA compilation cache (env MRDS_JAX_CACHE)")
+    p.add_argument("--no-cache", action="store_true", help="do not keep compiled programs on disk")
 
 
 def main(argv=None):
@@ -213,11 +232,13 @@ def main(argv=None):
     p.add_argument("--out", default="ckcm_design", help="output directory")
     p.add_argument("--resume", action="store_true", help="continue the run saved in --out")
     p.add_argument("--no-plots", action="store_true")
+    _cache_options(p)
     p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("simulate", help="forward-simulate a saved design on its task")
     p.add_argument("--design", required=True, help="design.json written by `mrds-jax optimize`")
     p.add_argument("--dt", type=float, default=1e-3)
+    _cache_options(p)
     p.set_defaults(func=cmd_simulate)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -185,3 +185,31 @@ def test_no_feasible_design_gives_least_violating_one(paper_problem):
     assert "no feasible design found" in result.message and "stroke" in result.message
     assert any("start design is infeasible: stroke" in str(w.message) for w in record)
     assert np.isfinite(result.after["peak_force"]) and json.dumps(result.to_json())
+
+
+def test_command_line_optimize_then_simulate(optimum, tmp_path, capsys):
+    """`mrds-jax optimize` then `mrds-jax simulate --design` (same settings as the fixtures, so the compiled
+    optimiser and simulation are reused): files written, independent check passed, exit status 0."""
+    from mrds_jax.cli import main
+    out = tmp_path / "run"
+    assert main(["optimize", "--samples", "16", "--iterations", "120", "--starts", "1", "--out", str(out),
+                 "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "converged" in text and "VIOLATED" not in text
+    for name in ("design.json", "history.csv", "optimisation.png", "forces.png", "geometry.png", "state.npz"):
+        assert (out / name).stat().st_size > 0, name
+    saved = D.load_design(out / "design.json")
+    assert saved.verification["all_ok"] and saved.after == optimum[0].after
+    assert main(["simulate", "--design", str(out / "design.json"), "--dt", "0.005", "--no-cache"]) == 0
+    assert "peak applied force" in capsys.readouterr().out
+
+
+def test_command_line_bad_input(tmp_path):
+    from mrds_jax.cli import main
+    with pytest.raises(SystemExit, match="expected NAME=LO:HI"):
+        main(["optimize", "--bound", "theta_A=5", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="bounds of m are empty"):
+        main(["optimize", "--bound", "m=10:5", "--out", str(tmp_path), "--no-cache"])
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(SystemExit, match="not a design result"):
+        main(["simulate", "--design", str(tmp_path / "x.json"), "--no-cache"])
