@@ -185,6 +185,11 @@ def test_no_feasible_design_gives_least_violating_one(paper_problem):
     assert "no feasible design found" in result.message and "stroke" in result.message
     assert any("start design is infeasible: stroke" in str(w.message) for w in record)
     assert np.isfinite(result.after["peak_force"]) and json.dumps(result.to_json())
+    # the independent check sees the same violation (and nothing the smooth constraints missed)
+    report = D.verify_design(result.params, TASK, data.limits, "paper")
+    assert not report["stroke"]["ok"] and report["stroke"]["worst"] < 0.2
+    for group in ("separation", "condition", "elevation", "strength"):
+        assert report[group]["ok"] == (result.after[f"violation_{group}"] <= 0), group
 
 
 def test_command_line_optimize_then_simulate(optimum, tmp_path, capsys):

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from ...pytree import pytree_dataclass
-from ..params import CKCMParams, nominal
+from ..params import CKCMParams, nominal, validate_params
 from . import objectives as O
 from .constraints import (GROUPS, Limits, check_limits, constraint_values, limits_as_arrays, max_violations,
                           pair_distances)
@@ -162,7 +162,7 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     and that the bounds admit a feasible design (``check_bounds``).  The demand's scales are taken at
     ``base`` (objective 1 at the start)."""
     task = ellipse_task() if task is None else task
-    base = nominal() if base is None else base
+    base = validate_params(nominal() if base is None else base)
     problem = Problem(make_space(free, bounds), model, legs, demand, float(sharpness), int(batch_size))
     limits = check_limits(Limits() if limits is None else limits)
     check_bounds(problem, base, limits)
