@@ -5,10 +5,12 @@ behind the two optima); against gradient-free baselines (random search, CMA-ES) 
 evaluations; and the batched multi-start.  Writes ``experiments/out/ckcm_design.md``, ``ckcm_design.json``
 (every number of the summary), ``ckcm_design_*.png`` and the optimised designs (``ckcm_design_runs/``).
 
-    python experiments/ckcm_design.py            # ~10-15 minutes on a 2-core CPU (mostly compilation)
-    python experiments/ckcm_design.py --quick    # fewer iterations and samples (a smoke test, ~6 minutes)
+    python experiments/ckcm_design.py            # 28 minutes on the shared 2-core CPU of ckcm_design.md, mostly
+                                                 # compilation (the multibody L-BFGS block alone ~9 minutes)
+    python experiments/ckcm_design.py --quick    # fewer iterations and samples (a smoke test)
     python experiments/ckcm_design.py --large    # more iterations, starts up to 16, finer scan
     python experiments/ckcm_design.py --resume   # skip the sections already in ckcm_design.json
+    python experiments/ckcm_design.py --render   # rewrite the markdown and the scan plot from the JSON
 
 Each section is written to the JSON and the markdown as soon as it is done (a crash loses only the section
 it was in; ``--resume`` continues).  Every number in the summary is computed here; nothing is typed from a
@@ -43,9 +45,17 @@ from mrds_jax.ckcm.design.optimizer import compiled_evaluate  # noqa: E402
 from mrds_jax.ckcm.kinematics import home_pose, inverse_kinematics, jacobian  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
-RUNS = OUT / "ckcm_design_runs"
-JSON = OUT / "ckcm_design.json"
-MD = OUT / "ckcm_design.md"
+
+
+def set_out(path):
+    global OUT, RUNS, JSON, MD
+    OUT = Path(path)
+    RUNS = OUT / "ckcm_design_runs"
+    JSON = OUT / "ckcm_design.json"
+    MD = OUT / "ckcm_design.md"
+
+
+set_out(OUT)
 DEG = np.pi / 180
 MODELS = ("paper", "multibody")
 OPTIMIZERS = ("adam", "lbfgs")
@@ -128,8 +138,8 @@ def leg_centroid(params):
     return float(np.mean(float(params.l_s) / 2 + float(params.m1) / (2 * float(params.m)) * l))
 
 
-def run_summary(result, wall, problem, task):
-    rep = D.verify_design(result.params, task, problem.limits, model=problem.model, legs=problem.legs)
+def run_summary(result, wall, problem, data, task):
+    rep = D.verify_design(result.params, task, data.limits, model=problem.model, legs=problem.legs)
     RUNS.mkdir(parents=True, exist_ok=True)
     return {"status": result.status, "message": result.message, "wall_s": wall,
             "evaluations": result.evaluations, "x_initial": result.x_initial, "x": result.x,
@@ -148,7 +158,7 @@ def optimise_nominal(cfg, model, optimizer):
     res = D.optimize(problem, data, s, task=task, progress=False)
     wall = time.perf_counter() - t
     WARM.add((model, optimizer))
-    out = run_summary(res, wall, problem, task)
+    out = run_summary(res, wall, problem, data, task)
     res.save(RUNS / f"{model}_{optimizer}.json")
     if model == "paper":
         D.plot_history(res, OUT / f"ckcm_design_history_{optimizer}.png")
@@ -165,7 +175,7 @@ def geometry_only(cfg):
     s = D.Settings(optimizer="adam", iterations=cfg["geo_iters"], starts=cfg["geo_starts"], update_every=20)
     t = time.perf_counter()
     res = D.optimize(problem, data, s, task=task, progress=False)
-    out = run_summary(res, time.perf_counter() - t, problem, task)
+    out = run_summary(res, time.perf_counter() - t, problem, data, task)
     res.save(RUNS / "paper_adam_angles_only.json")
     return out
 
@@ -547,7 +557,14 @@ def render_section(state, name):
             rows.append([r["method"], g(r.get("seed")), r["evaluations"], wall, r["feasible"], f"{r['objective']:.4f}",
                          f"{r['peak']:.2f}", xrow(r["x"])])
         L.append(table(["method", "seed", "evaluations", "wall (s)", "feasible", "objective", "peak (N)", "design"], rows))
-        L.append("")
+        grid_s = state.get("_times", {}).get("b_grid")
+        L.append("\nBudgets: the gradient runs' own evaluation counts (value+gradient evaluations, line-search trials "
+                 "included) and those counts × the cost ratio; random search draws uniformly in the box, CMA-ES "
+                 "(`cmaes`, population 8, σ₀ = 0.25 of the box, from eq. 58) works in the box scaled to [0, 1]; both "
+                 "rank infeasible designs after every feasible one, by violation (the same untightened constraints), and "
+                 "evaluate 8 designs per call (vmap). Their wall times exclude the batched evaluator's compilation, "
+                 "done once in the scan section" + (f" (that whole section took {grid_s:.0f} s)" if grid_s else "")
+                 + "; the gradient rows' first number includes the compilation of the optimiser step.\n")
     elif name == "d_multistart":
         L.append("### Batched multi-start (paper model, Adam, vmapped starts)\n")
         rows = []
@@ -730,7 +747,9 @@ def main():
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated section prefixes (a,b,c,d); default all")
     ap.add_argument("--render", action="store_true", help="only rewrite the markdown and plots from the JSON")
+    ap.add_argument("--out", default=str(OUT), help="output folder (default experiments/out)")
     args = ap.parse_args()
+    set_out(args.out)
     cfg = config(args)
     OUT.mkdir(parents=True, exist_ok=True)
     if args.render:
