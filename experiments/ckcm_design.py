@@ -612,10 +612,21 @@ def render(state):
     return "\n".join(L)
 
 
+def branch_counts(state):
+    if "d_multistart" not in state:
+        return ""
+    last = state["d_multistart"][-1]
+    xs = [q["x"] for q in last["per_start"] if q["feasible"]]
+    small = sum(x["theta_A"] < x["theta_B"] for x in xs)
+    return (f"; of the {last['starts']}-start run's {len(xs)} feasible optima {small} have θA < θB and "
+            f"{len(xs) - small} θA > θB")
+
+
 def findings(state):
     """The interpretation, every number taken from ``state``."""
     L = ["## Findings\n"]
     a = {k[2:]: v for k, v in state.items() if k.startswith("a_")}
+    dmean = float(np.mean([abs(v["x"]["theta_B"] - v["x"]["theta_A"]) for v in a.values()])) if a else float("nan")
     if a:
         L.append("- **Reduction.** From eq. 58 the peak actuator force falls by " + "; ".join(
             f"{100 * v['peak_reduction']:.1f} % ({v['before']['peak_force']:.1f} → {v['after']['peak_force']:.1f} N, "
@@ -662,9 +673,9 @@ def findings(state):
                  "same forces time-reversed: the same peak, RMS and power. Measured on random designs: largest "
                  f"relative difference {mdm['paper']:.1e} (paper model), {mdm['multibody']:.1e} (multibody). "
                  "The mirror of (94°, 19°) is (26°, 101°): the two optima are the same machine, one reflected, with "
-                 "θB − θA = ∓75°; which branch a run reaches depends on its start: from eq. 58 (small-θA branch) every "
+                 f"θB − θA = ∓{dmean:.0f}°; which branch a run reaches depends on its start: from eq. 58 (small-θA branch) every "
                  "run here stays in it, the random starts of the multi-start and masses-fixed runs end in either "
-                 "(their tables; the 8-start run has both (24°, 99°) and (94°, 19°)).")
+                 "(their tables" + branch_counts(state) + ").")
         L.append(f"- **The flat valley: shifting θA and θB together.** Along (30° + δ, 94° + δ), δ = ±20°, the RMS force "
                  f"changes by {100 * (rms.max() / rms.min() - 1):.3f} % and the peak by {100 * (pk.max() / pk.min() - 1):.2f} % "
                  "(the shift table): nearly flat, but not constant to 8 digits in this measurement. The reason it is "
@@ -686,20 +697,24 @@ def findings(state):
                  f"{g_['after']['peak_force']:.1f} N ({-100 * g_['peak_reduction']:+.1f} %) at {xrow(g_['x'])}, against "
                  + ", ".join(f"{-100 * v['peak_reduction']:+.1f} %" for v in a.values())
                  + " with the masses free: the geometric effect alone is the smaller part. The starts end on both "
-                 "mirror branches with θB − θA ≈ ±75° (start table), the same |θB − θA| the 4-variable runs reach. "
+                 "mirror branches with θB − θA ≈ " + ", ".join(f"{st['x']['theta_B'] - st['x']['theta_A']:+.1f}°"
+                 for st in g_["starts"] if st["feasible"]) + " (start table; a start ending well short of that |θB − θA| sits in a poor local optimum, see its "
+                 "objective), against "
+                 f"|θB − θA| = {dmean:.1f}° in the 4-variable runs. "
                  + ("Its independent check passes." if g_["verification"]["all_ok"] else
                     "Its independent check **fails**, by a hair: " + "; ".join(
                         ln.strip() for ln in g_["verification"]["text"].splitlines() if "VIOLATED" in ln)
                     + " — the design sits on the stroke boundary at the optimiser's 64 samples (scaled violation "
                     f"{g_['after']['violation_stroke']:.2g}, i.e. {-0.1 * g_['after']['violation_stroke'] * 1e6:.0f} µm inside) and the leg "
                     "gets longer between them. The optimiser's bookkeeping accepts a design as feasible at g ≤ 0 on "
-                    "its samples, not at the tightened g ≤ −tightening it converges to (see the report to the package)."))
+                    "its samples, not at the tightened g ≤ −tightening it converges to; counting only g ≤ −tightening as "
+                    "feasible would keep a margin (a package fix proposed alongside this experiment)."))
     if "b_grid" in state:
         gr = state["b_grid"]
         L.append("- **The (θA, θB) scan** (figure) shows it at a glance: the force contours run parallel to the "
                  "diagonal θA = θB (the force depends on θB − θA and hardly on a common shift), the force falls as "
                  "|θB − θA| grows away from the singular band θA ≈ θB, and the feasible region ends at two edges "
-                 "parallel to the diagonal, |θB − θA| ≈ 75° (the stroke limit): every optimum sits on one of those "
+                 f"parallel to the diagonal, |θB − θA| ≈ {dmean:.0f}° (the stroke limit): every optimum sits on one of those "
                  "edges, the two edges mirror images across the dotted line θA + θB = 120°. With "
                  "the optimised masses almost the whole plane is infeasible: those masses are exactly what the "
                  "strength rule allows for the optimum's ~300 N, so any design needing more force breaks the rule "
