@@ -706,9 +706,10 @@ def findings(state):
                         ln.strip() for ln in g_["verification"]["text"].splitlines() if "VIOLATED" in ln)
                     + " — the design sits on the stroke boundary at the optimiser's 64 samples (scaled violation "
                     f"{g_['after']['violation_stroke']:.2g}, i.e. {-0.1 * g_['after']['violation_stroke'] * 1e6:.0f} µm inside) and the leg "
-                    "gets longer between them. The optimiser's bookkeeping accepts a design as feasible at g ≤ 0 on "
-                    "its samples, not at the tightened g ≤ −tightening it converges to; counting only g ≤ −tightening as "
-                    "feasible would keep a margin (a package fix proposed alongside this experiment)."))
+                    "gets longer between them. The optimiser's bookkeeping of this run accepted a design as feasible at "
+                    "g ≤ 0 on its samples, not at the tightened g ≤ −tightening it converges to; counting only designs "
+                    "with a margin as feasible avoids this (the package's Settings.feasibility_margin, added after "
+                    "this run)."))
     if "b_grid" in state:
         gr = state["b_grid"]
         L.append("- **The (θA, θB) scan** (figure) shows it at a glance: the force contours run parallel to the "
