@@ -11,37 +11,49 @@ import jax.numpy as jnp
 from .rotation import skew
 
 
+def rotate(R, v):
+    """R v for a 3x3 R, written as a broadcast product and a sum rather than a ``dot``: XLA fuses it with its
+    neighbours instead of launching a matrix-vector kernel of nine multiplications (the recursions issue
+    hundreds of these per step; see experiments/out/bench_gpu_*.md for the kernel counts)."""
+    return jnp.sum(R * v[..., None, :], axis=-1)
+
+
+def rotate_transpose(R, v):
+    """Rᵀ v, fused like :func:`rotate`."""
+    return jnp.sum(R * v[..., :, None], axis=-2)
+
+
 def compose(R1, p1, R2, p2):
     """Placement ``M1 * M2`` (C in A, from B in A and C in B)."""
-    return R1 @ R2, R1 @ p2 + p1
+    return R1 @ R2, rotate(R1, p2) + p1
 
 
 def inverse(R, p):
     """Inverse placement: A in B."""
-    return R.T, -R.T @ p
+    return R.T, -rotate_transpose(R, p)
 
 
 def act_motion(R, p, m):
     """Motion vector given in B, expressed in A (Featherstone ᴬX_B m)."""
-    w = R @ m[:3]
-    return jnp.concatenate([w, R @ m[3:] + jnp.cross(p, w)])
+    w = rotate(R, m[:3])
+    return jnp.concatenate([w, rotate(R, m[3:]) + jnp.cross(p, w)])
 
 
 def inv_act_motion(R, p, m):
     """Motion vector given in A, expressed in B (ᴮX_A m)."""
     w = m[:3]
-    return jnp.concatenate([R.T @ w, R.T @ (m[3:] - jnp.cross(p, w))])
+    return jnp.concatenate([rotate_transpose(R, w), rotate_transpose(R, m[3:] - jnp.cross(p, w))])
 
 
 def act_force(R, p, f):
     """Force vector given in B, expressed in A (ᴬX_B* f)."""
-    lin = R @ f[3:]
-    return jnp.concatenate([R @ f[:3] + jnp.cross(p, lin), lin])
+    lin = rotate(R, f[3:])
+    return jnp.concatenate([rotate(R, f[:3]) + jnp.cross(p, lin), lin])
 
 
 def inv_act_force(R, p, f):
     """Force vector given in A, expressed in B (ᴮX_A* f)."""
-    return jnp.concatenate([R.T @ (f[:3] - jnp.cross(p, f[3:])), R.T @ f[3:]])
+    return jnp.concatenate([rotate_transpose(R, f[:3] - jnp.cross(p, f[3:])), rotate_transpose(R, f[3:])])
 
 
 def motion_transform(R, p):
