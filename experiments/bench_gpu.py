@@ -696,6 +696,14 @@ def render(recs, path_md, a):
     path_md.write_text("\n".join(L) + "\n")
 
 
+def _save_figure(fig, path):
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plots(recs, prefix):
     import matplotlib
     matplotlib.use("Agg")
@@ -717,10 +725,7 @@ def plots(recs, prefix):
         ax.set_title("CKCM Stewart platform, dt = 1 ms")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(f"{prefix}_throughput.png", dpi=110)
-        plt.close(fig)
-        made.append(f"{prefix}_throughput.png")
+        made.append(_save_figure(fig, f"{prefix}_throughput.png"))
     ch = [r for r in recs if r.get("kind") == "chain" and "us_single" in r]
     if ch:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -737,10 +742,7 @@ def plots(recs, prefix):
             ax.set_title(f"{fixed[0]} = {fixed[1]}")
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(f"{prefix}_chains.png", dpi=110)
-        plt.close(fig)
-        made.append(f"{prefix}_chains.png")
+        made.append(_save_figure(fig, f"{prefix}_chains.png"))
     cr = [r for r in recs if r.get("kind") == "crba" and "us" in r]
     if cr:
         fig, ax = plt.subplots(figsize=(5.5, 4))
@@ -752,10 +754,7 @@ def plots(recs, prefix):
         ax.set_ylabel("µs per mass matrix")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(f"{prefix}_crba.png", dpi=110)
-        plt.close(fig)
-        made.append(f"{prefix}_crba.png")
+        made.append(_save_figure(fig, f"{prefix}_crba.png"))
     return made
 
 

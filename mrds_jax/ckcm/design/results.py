@@ -123,6 +123,13 @@ def load_design(path) -> DesignResult:
 
 
 # --- plots ----------------------------------------------------------------------------------------------
+def _finish(fig, path):
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
 def plot_history(result: DesignResult, path=None):
     """Objective, largest constraint violation and peak force per step, every start (matplotlib Figure)."""
     import matplotlib.pyplot as plt
@@ -140,10 +147,7 @@ def plot_history(result: DesignResult, path=None):
     ax[2].legend()
     fig.suptitle(f"{result.settings['optimizer']} + augmented Lagrangian, {result.problem['model']} model, "
                  f"{len(result.starts)} start(s)")
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, path)
 
 
 def force_histories(result: DesignResult, dense=4):
@@ -174,10 +178,7 @@ def plot_forces(result: DesignResult, path=None, dense=4):
     ax.flat[0].legend()
     fig.suptitle(f"actuator forces along the task: peak {result.before['peak_force']:.1f} N → "
                  f"{result.after['peak_force']:.1f} N ({100 * result.peak_reduction:.1f} % less)")
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, path)
 
 
 def plot_geometry(result: DesignResult, path=None):
@@ -196,7 +197,4 @@ def plot_geometry(result: DesignResult, path=None):
         a.set(aspect="equal", title=f"{title}: θA = {np.degrees(float(p.theta_A)):.1f}°, "
                                     f"θB = {np.degrees(float(p.theta_B)):.1f}°")
     ax[0].legend(loc="lower left", fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, path)
