@@ -82,10 +82,14 @@ class Settings:
 
 
 def make_optimizer(settings: Settings):
-    """The optax transformation of ``settings.optimizer``."""
+    """The optax transformation of ``settings.optimizer``.  L-BFGS uses a backtracking (Armijo) line search:
+    on the paper-model ellipse problem (80 steps) it reached the same optimum as optax's default zoom line
+    search (298.35 vs 298.30 N) in 93 s instead of 156 s of wall time, nearly all of it compilation (the zoom
+    search traces the objective in several branches)."""
     if settings.optimizer == "adam":
         return optax.adam(settings.learning_rate)
-    return optax.lbfgs(memory_size=10, linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=16))
+    return optax.lbfgs(memory_size=10, linesearch=optax.scale_by_backtracking_linesearch(
+        max_backtracking_steps=16, store_grad=True))
 
 
 @pytree_dataclass
