@@ -31,3 +31,4 @@ from .results import DesignFileError, DesignResult, load_design, plot_forces, pl
 from .space import DEFAULT_BOUNDS, DEFAULT_FREE, VARIABLES, DesignSpace, DesignSpaceError, make_space
 from .task import PATH_KINDS, Task, TaskError, TaskSamples, ellipse_task
 from .verify import format_report, verify_design
+from .simulation import simulate_design
