@@ -60,12 +60,16 @@ def actuator_speeds(params: CKCMParams, samples: TaskSamples):
     return jax.vmap(lambda q, qd: jacobian(params, q) @ qd)(samples.pose, samples.rate)
 
 
+def forces_and_speeds(params: CKCMParams, samples: TaskSamples, model="paper", legs="bench", batch_size=16):
+    """(τ, l̇): ``actuator_forces`` and ``actuator_speeds`` at the task samples."""
+    return actuator_forces(params, samples, model, legs, batch_size), actuator_speeds(params, samples)
+
+
 @functools.lru_cache(maxsize=None)
 def jitted_forces_and_speeds(model="paper", legs="bench", batch_size=16):
-    """A cached ``jax.jit`` of (params, samples) ↦ (τ, l̇) (``actuator_forces``, ``actuator_speeds``): problem
-    set-up, verification and plots share its compilations."""
-    return jax.jit(lambda params, samples: (actuator_forces(params, samples, model, legs, batch_size),
-                                            actuator_speeds(params, samples)))
+    """A cached ``jax.jit`` of ``forces_and_speeds``: problem set-up, verification and plots share its
+    compilations."""
+    return jax.jit(functools.partial(forces_and_speeds, model=model, legs=legs, batch_size=batch_size))
 
 
 def smooth_abs(x, eps):

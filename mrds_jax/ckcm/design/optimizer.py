@@ -34,7 +34,7 @@ import optax
 
 from ...pytree import pytree_dataclass, replace
 from .constraints import GROUPS
-from .problem import Problem, ProblemData, evaluate
+from .problem import Problem, ProblemData, design_params, evaluate
 from .results import DesignResult, start_summary
 
 
@@ -365,7 +365,6 @@ def finish(problem, data, settings, carry: Carry, history, xs, task_json, blocks
                else "it had found no feasible design") for s in diverged)
         if status == "infeasible" and len(diverged) == len(xs):
             status = "diverged"
-    from .problem import design_params
     return DesignResult(
         status=status, message=msg, params=design_params(problem, data, jnp.asarray(x)),
         initial_params=design_params(problem, data, x_start), x=space.describe(x), x_initial=space.describe(xs[0]),

@@ -93,8 +93,8 @@ def design_params(problem: Problem, data: ProblemData, x) -> CKCMParams:
 
 
 def forces_and_speeds(problem: Problem, params: CKCMParams, samples: TaskSamples):
-    tau = O.actuator_forces(params, samples, problem.model, problem.legs, problem.batch_size)
-    return tau, O.actuator_speeds(params, samples)
+    """(τ, l̇) of ``params`` at ``samples`` through the problem's model (``objectives.forces_and_speeds``)."""
+    return O.forces_and_speeds(params, samples, problem.model, problem.legs, problem.batch_size)
 
 
 def _demand(problem, tau, speed, weight, scale):

@@ -158,8 +158,9 @@ def force_histories(result: DesignResult, dense=4):
     from .verify import dense_task
     task = dense_task(result.task_object() or Task(), dense)
     forces = jitted_forces_and_speeds(result.problem["model"], result.problem["legs"])
-    before, after = (np.asarray(forces(p, task.samples(p))[0]) for p in (result.initial_params, result.params))
     s = task.samples(result.params)
+    before = np.asarray(forces(result.initial_params, task.samples(result.initial_params))[0])
+    after = np.asarray(forces(result.params, s)[0])
     total = sum(T for _, T in task.path_objects(result.params))
     dt = np.asarray(s.weight) * total
     return np.cumsum(dt) - dt, before, after
