@@ -27,6 +27,7 @@ import numpy as np
 
 from ..model.tree import PLANAR_ROWS
 from ..spatial import skew
+from ..spatial.linalg import matmul
 
 
 class ContactModes(NamedTuple):
@@ -60,10 +61,10 @@ def contact_modes(contact, R_EP, r_EP, xd_EP, xd_c):
     def bases(R, r):
         return tuple(contact.modes(contact, R, r))
 
-    tangent = (skew(xd_EP[:3]) @ R_EP, xd_EP[3:])
+    tangent = (matmul(skew(xd_EP[:3]), R_EP), xd_EP[3:])
     (pu, pc, su, sc), (dpu, dpc, _, _) = jax.jvp(bases, (R_EP, r_EP), tangent)
-    xd_u = su.T @ xd_EP[rows]                                   # eq. 101
-    return ContactModes(pu, pc, su, sc, dpu, dpc, dpu @ xd_u + dpc @ xd_c)
+    xd_u = matmul(su.T, xd_EP[rows])                                   # eq. 101
+    return ContactModes(pu, pc, su, sc, dpu, dpc, matmul(dpu, xd_u) + matmul(dpc, xd_c))
 
 
 def _cols(*vs):
@@ -82,9 +83,9 @@ def universal_modes(contact, R_EP, r_EP):
     a₁, a₂ are read from the stored reference modes (``contact.phi_u[:3]``).
     """
     a1, a2 = contact.phi_u[:3, 0], contact.phi_u[:3, 1]
-    b = R_EP @ a2
+    b = matmul(R_EP, a2)
     c = jnp.cross(a1, b)
-    cc = c @ c
+    cc = matmul(c, c)
     z = jnp.zeros(3, dtype=b.dtype)
     ang = lambda v: jnp.concatenate([v, z])  # noqa: E731
     lin = [jnp.concatenate([z, e]) for e in jnp.eye(3, dtype=b.dtype)]

@@ -8,6 +8,7 @@ from ..model.tree import check_state
 from ..spatial import act_force, cross_force, inv_act_motion, transform_inertia
 from .common import gravity_acceleration, link_external_forces, link_inertias
 from .kinematics import forward_kinematics
+from ..spatial.linalg import matmul, spd_solve
 
 
 class ArticulatedInertias(NamedTuple):
@@ -17,9 +18,10 @@ class ArticulatedInertias(NamedTuple):
 
 
 def _inverse_small(D):
+    """Dᵢ⁻¹ of the joint's (nvᵢ x nvᵢ) articulated inertia, symmetric positive definite, without LAPACK."""
     if D.shape == (1, 1):
         return 1.0 / D
-    return jnp.linalg.inv(D)
+    return spd_solve(D, jnp.eye(D.shape[0], dtype=D.dtype))
 
 
 def articulated_inertias(module, kin):
@@ -32,9 +34,9 @@ def articulated_inertias(module, kin):
         if S.shape[1] == 0:
             U[i], D_inv[i], Ia[i] = S, jnp.zeros((0, 0), dtype=S.dtype), IA[i]
         else:
-            U[i] = IA[i] @ S
-            D_inv[i] = _inverse_small(S.T @ U[i])
-            Ia[i] = IA[i] - U[i] @ D_inv[i] @ U[i].T
+            U[i] = matmul(IA[i], S)
+            D_inv[i] = _inverse_small(matmul(S.T, U[i]))
+            Ia[i] = IA[i] - matmul(matmul(U[i], D_inv[i]), U[i].T)
         parent = t.parents[i]
         if parent >= 0:
             IA[parent] = IA[parent] + transform_inertia(kin.local_R[i], kin.local_p[i], Ia[i])
@@ -52,8 +54,8 @@ def articulated_solve(module, kin, art, tau, bias_forces, velocity_products, roo
     u = [None] * t.n_links
     for i in reversed(range(t.n_links)):
         S, vs = kin.S[i], t.v_slices[i]
-        u[i] = tau[vs] - S.T @ pA[i]
-        pa = pA[i] + art.Ia[i] @ velocity_products[i] + art.U[i] @ (art.D_inv[i] @ u[i])
+        u[i] = tau[vs] - matmul(S.T, pA[i])
+        pa = pA[i] + matmul(art.Ia[i], velocity_products[i]) + matmul(art.U[i], matmul(art.D_inv[i], u[i]))
         parent = t.parents[i]
         if parent >= 0:
             pA[parent] = pA[parent] + act_force(kin.local_R[i], kin.local_p[i], pa)
@@ -62,8 +64,8 @@ def articulated_solve(module, kin, art, tau, bias_forces, velocity_products, roo
         parent = t.parents[i]
         a_parent = root_acceleration if parent < 0 else acc[parent]
         a = inv_act_motion(kin.local_R[i], kin.local_p[i], a_parent) + velocity_products[i]
-        qdd_i = art.D_inv[i] @ (u[i] - art.U[i].T @ a)
-        acc.append(a + kin.S[i] @ qdd_i)
+        qdd_i = matmul(art.D_inv[i], u[i] - matmul(art.U[i].T, a))
+        acc.append(a + matmul(kin.S[i], qdd_i))
         qdd.append(qdd_i)
     return jnp.concatenate(qdd), acc
 
@@ -75,7 +77,7 @@ def aba(module, q, v, tau, f_ext=None, support_velocity=None, support_accelerati
     art = articulated_inertias(module, kin)
     inertias = link_inertias(module)
     fext = link_external_forces(module, f_ext, q.dtype)
-    bias = [cross_force(vi, inertias[i] @ vi) - fext[i] for i, vi in enumerate(kin.velocity)]
+    bias = [cross_force(vi, matmul(inertias[i], vi)) - fext[i] for i, vi in enumerate(kin.velocity)]
     qdd, _ = articulated_solve(module, kin, art, tau, bias, kin.velocity_product,
                                gravity_acceleration(module, support_acceleration))
     return qdd

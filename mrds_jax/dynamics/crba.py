@@ -7,6 +7,7 @@ from ..model.tree import check_state
 from ..spatial import transform_inertia
 from .common import link_inertias
 from .kinematics import forward_kinematics, world_motion_subspaces
+from ..spatial.linalg import matmul
 
 
 def composite_inertias(module, kin):
@@ -25,7 +26,7 @@ def assemble_mass_matrix(topology, S0, Ic0):
     H_ij = S0_iᵀ Iᶜ0_{link(j)} S0_j whenever link(i) is link(j) or one of its ancestors, mirrored for the
     other triangle, zero for dofs on different branches."""
     dof_link = topology.dof_links()
-    A = S0.T @ jnp.einsum("jab,bj->aj", Ic0[dof_link], S0)
+    A = matmul(S0.T, matmul(Ic0[dof_link], S0.T[:, :, None])[:, :, 0].T)   # (Iᶜ0 S0)_j column by column
     anc = topology.ancestor_mask()[np.ix_(dof_link, dof_link)]
     lower_only = anc.T & ~anc
     return jnp.where(anc, A, 0.0) + jnp.where(lower_only, A.T, 0.0)

@@ -20,13 +20,14 @@ from ..spatial import motion_transform, transform_inertia
 from .common import link_inertias
 from .crba import assemble_mass_matrix
 from .kinematics import joint_placements
+from ..spatial.linalg import matmul
 
 
 def _compose_batched(a, b):
     """Associative placement product, batched over the leading axis: (a ∘ b)."""
     Ra, pa = a
     Rb, pb = b
-    return jnp.einsum("...ij,...jk->...ik", Ra, Rb), jnp.einsum("...ij,...j->...i", Ra, pb) + pa
+    return matmul(Ra, Rb), matmul(Ra, pb[..., None])[..., 0] + pa
 
 
 def base_placements_scan(topology, local_R, local_p):
@@ -50,7 +51,8 @@ def composite_inertias_scan(topology, I0):
     """⁰Iᶜ_i = Σ over the subtree of i of ⁰I_k (suffix sum along a chain)."""
     if topology.is_chain():
         return jax.lax.associative_scan(jnp.add, I0, reverse=True)
-    return jnp.einsum("ik,kab->iab", jnp.asarray(topology.ancestor_mask(), dtype=I0.dtype), I0)
+    n = I0.shape[0]
+    return matmul(jnp.asarray(topology.ancestor_mask(), dtype=I0.dtype), I0.reshape(n, 36)).reshape(n, 6, 6)
 
 
 def mass_matrix_parallel(module, q):
@@ -62,6 +64,6 @@ def mass_matrix_parallel(module, q):
     I0 = jax.vmap(transform_inertia)(R, p, link_inertias(module))
     Ic0 = composite_inertias_scan(t, I0)
     S0 = jnp.concatenate([
-        motion_transform(R[i], p[i]) @ kind.motion_subspace(q[qs], par.axis[i], par.axis2[i], par.pitch[i])
+        matmul(motion_transform(R[i], p[i]), kind.motion_subspace(q[qs], par.axis[i], par.axis2[i], par.pitch[i]))
         for i, (kind, qs) in enumerate(zip(t.kinds, t.q_slices))], axis=1)
     return assemble_mass_matrix(t, S0, Ic0)

@@ -19,6 +19,7 @@ import numpy as np
 from ..model.joints import velocity_product
 from ..model.tree import PLANAR_ROWS
 from ..spatial import act_motion, compose, cross_motion, inv_act_motion, motion_transform, skew
+from ..spatial.linalg import matmul
 
 REFERENCES = ("world_aligned", "local", "world")
 
@@ -71,7 +72,7 @@ def forward_kinematics(module, q, v=None, support_velocity=None):
             vprod.append(None)
             continue
         v_parent = v_support if parent < 0 else vel[parent]
-        vJ = Si @ v[vs]
+        vJ = matmul(Si, v[vs])
         vi = inv_act_motion(R, p, v_parent) + vJ
         vel.append(vi)
         cJ = velocity_product(kind, q[qs], v[vs], par.axis[i], par.axis2[i], par.pitch[i])
@@ -89,7 +90,7 @@ def link_accelerations(module, kin, qdd, support_acceleration=None):
     for i, vs in enumerate(t.v_slices):
         parent = t.parents[i]
         a_parent = a_support if parent < 0 else acc[parent]
-        acc.append(inv_act_motion(kin.local_R[i], kin.local_p[i], a_parent) + kin.S[i] @ qdd[vs]
+        acc.append(inv_act_motion(kin.local_R[i], kin.local_p[i], a_parent) + matmul(kin.S[i], qdd[vs])
                    + kin.velocity_product[i])
     return acc
 
@@ -106,7 +107,7 @@ def _express(reference, R_f, p_f, local_vec, world_vec_fn):
     if reference == "local":
         return local_vec
     if reference == "world_aligned":
-        return jnp.concatenate([R_f @ local_vec[:3], R_f @ local_vec[3:]])
+        return jnp.concatenate([matmul(R_f, local_vec[:3]), matmul(R_f, local_vec[3:])])
     return world_vec_fn()
 
 
@@ -117,7 +118,7 @@ def _check_reference(reference):
 
 def world_motion_subspaces(kin):
     """Stacked motion subspaces in Plücker coordinates at the support origin, (6, nv)."""
-    cols = [motion_transform(R, p) @ S for R, p, S in zip(kin.world_R, kin.world_p, kin.S)]
+    cols = [matmul(motion_transform(R, p), S) for R, p, S in zip(kin.world_R, kin.world_p, kin.S)]
     return jnp.concatenate(cols, axis=1)
 
 
@@ -137,10 +138,10 @@ def frame_jacobian(module, q, frame, reference="world_aligned", kin=None):
         return J_world
     R_f, p_f = frame_placement(module, kin, frame)
     # shift the reference point to the frame origin: v_p = v_0 + ω × p = v_0 − p̃ ω
-    J_wa = jnp.concatenate([J_world[:3], J_world[3:] - skew(p_f) @ J_world[:3]])
+    J_wa = jnp.concatenate([J_world[:3], J_world[3:] - matmul(skew(p_f), J_world[:3])])
     if reference == "world_aligned":
         return J_wa
-    return jnp.concatenate([R_f.T @ J_wa[:3], R_f.T @ J_wa[3:]])
+    return jnp.concatenate([matmul(R_f.T, J_wa[:3]), matmul(R_f.T, J_wa[3:])])
 
 
 def frame_motion(module, kin, link_motions, frame, reference="world_aligned"):
@@ -171,7 +172,7 @@ def frame_acceleration(module, kin, link_acc, frame, reference="world_aligned"):
     if reference == "world_aligned":
         v_local = inv_act_motion(par.frame_R[f], par.frame_p[f], kin.velocity[link])
         classical = jnp.concatenate([a_local[:3], a_local[3:] + jnp.cross(v_local[:3], v_local[3:])])
-        return jnp.concatenate([R_f @ classical[:3], R_f @ classical[3:]])
+        return jnp.concatenate([matmul(R_f, classical[:3]), matmul(R_f, classical[3:])])
     return _express(reference, R_f, p_f, a_local, lambda: act_motion(R_f, p_f, a_local))
 
 

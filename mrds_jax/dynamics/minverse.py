@@ -7,6 +7,7 @@ from ..model.tree import check_state
 from .aba import articulated_inertias, articulated_solve
 from .crba import mass_matrix
 from .kinematics import forward_kinematics
+from ..spatial.linalg import spd_solve
 
 METHODS = ("direct", "recursive")
 
@@ -18,7 +19,7 @@ def inverse_mass_matrix(module, q, method="direct"):
     nv = module.nv
     eye = jnp.eye(nv, dtype=q.dtype)
     if method == "direct":
-        return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(module, q)), eye)
+        return spd_solve(mass_matrix(module, q), eye)
     kin = forward_kinematics(module, q)
     art = articulated_inertias(module, kin)
     zeros6 = [jnp.zeros(6, dtype=q.dtype)] * module.topology.n_links

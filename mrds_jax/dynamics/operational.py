@@ -21,6 +21,7 @@ from .crba import mass_matrix
 from .minverse import METHODS
 from .kinematics import (_check_reference, forward_kinematics, frame_acceleration, frame_jacobian, frame_motion,
                          frame_placement, link_accelerations, task_jacobian, task_rows)
+from ..spatial.linalg import matmul, spd_solve
 
 
 
@@ -68,10 +69,9 @@ def _operational_solve(module, q, force_frames, accel_frames, reference, method)
     if method == "direct":
         H = mass_matrix(module, q)
         J = task_jacobian(module, q, force_frames, reference, kin)
-        chol = jax.scipy.linalg.cho_factor(H)
-        Psi = jax.scipy.linalg.cho_solve(chol, J.T)
+        Psi = spd_solve(H, J.T)
         Ji = task_jacobian(module, q, accel_frames, reference, kin) if accel_frames else J[:0]
-        return Psi, Ji @ Psi
+        return Psi, matmul(Ji, Psi)
     return _unit_force_columns(module, q, kin, force_frames, accel_frames, reference)
 
 
@@ -85,7 +85,7 @@ def _task_force_on_link(module, kin, frame, reference, w):
         link = t.frame_links[f]
         return inv_act_force(kin.world_R[link], kin.world_p[link], w)
     if reference == "world_aligned":
-        w = jnp.concatenate([R_f.T @ w[:3], R_f.T @ w[3:]])
+        w = jnp.concatenate([matmul(R_f.T, w[:3]), matmul(R_f.T, w[3:])])
     return act_force(par.frame_R[f], par.frame_p[f], w)
 
 
@@ -121,5 +121,5 @@ def relative_jacobian(module, q, frame_E, frame_P):
     J_P = frame_jacobian(module, q, frame_P, "world_aligned", kin)
     R_E, p_E = frame_placement(module, kin, frame_E)
     _, p_P = frame_placement(module, kin, frame_P)
-    J = spatial_rotation(R_E.T) @ (J_P - rigid_body_transform(p_P - p_E) @ J_E)
+    J = matmul(spatial_rotation(R_E.T), J_P - matmul(rigid_body_transform(p_P - p_E), J_E))
     return J[task_rows(module)]

@@ -5,6 +5,7 @@ from ..model.tree import check_state
 from ..spatial import act_force, cross_force
 from .common import gravity_acceleration, link_external_forces, link_inertias
 from .kinematics import forward_kinematics, link_accelerations
+from ..spatial.linalg import matmul
 
 
 def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_acceleration=None):
@@ -19,11 +20,11 @@ def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_accelerat
     acc = link_accelerations(module, kin, qdd, gravity_acceleration(module, support_acceleration))
     inertias = link_inertias(module)
     fext = link_external_forces(module, f_ext, q.dtype)
-    forces = [inertias[i] @ acc[i] + cross_force(kin.velocity[i], inertias[i] @ kin.velocity[i]) - fext[i]
+    forces = [matmul(inertias[i], acc[i]) + cross_force(kin.velocity[i], matmul(inertias[i], kin.velocity[i])) - fext[i]
               for i in range(t.n_links)]
     tau = [None] * t.n_links
     for i in reversed(range(t.n_links)):
-        tau[i] = kin.S[i].T @ forces[i]
+        tau[i] = matmul(kin.S[i].T, forces[i])
         parent = t.parents[i]
         if parent >= 0:
             forces[parent] = forces[parent] + act_force(kin.local_R[i], kin.local_p[i], forces[i])

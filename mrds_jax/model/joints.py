@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from ..spatial.rotation import axis_angle_rotation, quat_derivative, quat_integrate, quat_to_rotation, rot_z
+from ..spatial.linalg import matmul
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,12 @@ def _screw_subspace(q, axis, axis2, pitch):
 
 
 def _universal_transform(q, axis, axis2, pitch):
-    return axis_angle_rotation(axis, q[0]) @ axis_angle_rotation(axis2, q[1]), _zeros3(axis.dtype)
+    return matmul(axis_angle_rotation(axis, q[0]), axis_angle_rotation(axis2, q[1])), _zeros3(axis.dtype)
 
 
 def _universal_subspace(q, axis, axis2, pitch):
     # ω_child = rot(axis2, q₂)ᵀ axis q̇₁ + axis2 q̇₂
-    first = axis_angle_rotation(axis2, q[1]).T @ axis
+    first = matmul(axis_angle_rotation(axis2, q[1]).T, axis)
     z = _zeros3(axis.dtype)
     return jnp.stack([jnp.concatenate([first, z]), jnp.concatenate([axis2, z])], axis=1)
 
@@ -109,14 +110,14 @@ def _free_subspace(q, axis, axis2, pitch):
 
 def _free_qdot(q, v):
     R = quat_to_rotation(q[3:])
-    return jnp.concatenate([R @ v[3:], quat_derivative(q[3:], v[:3])])
+    return jnp.concatenate([matmul(R, v[3:]), quat_derivative(q[3:], v[:3])])
 
 
 def _free_integrate(q, v, dt):
     # Lie-group step on SO(3) x R³ with the rotation taken at the start of the step (exact for the
     # quaternion part; the position uses the world-frame velocity at the start).
     R = quat_to_rotation(q[3:])
-    return jnp.concatenate([q[:3] + R @ v[3:] * dt, quat_integrate(q[3:], v[:3], dt)])
+    return jnp.concatenate([q[:3] + matmul(R, v[3:]) * dt, quat_integrate(q[3:], v[:3], dt)])
 
 
 def _planar_free_transform(q, axis, axis2, pitch):
@@ -168,4 +169,4 @@ def velocity_product(kind, q, v, axis, axis2, pitch):
     if kind.name in ("revolute", "prismatic", "screw", "spherical", "free", "fixed"):
         return jnp.zeros(6, dtype=v.dtype)
     _, dS = jax.jvp(lambda qq: kind.motion_subspace(qq, axis, axis2, pitch), (q,), (kind.q_derivative(q, v),))
-    return dS @ v
+    return matmul(dS, v)

@@ -3,6 +3,7 @@
 Every function works on one item; batch with ``jax.vmap``.
 """
 import jax.numpy as jnp
+from .linalg import matmul
 
 
 def skew(v):
@@ -20,7 +21,7 @@ def unskew(m):
 def axis_angle_rotation(axis, angle):
     """Rotation matrix of ``angle`` about unit ``axis`` (Rodrigues)."""
     k = skew(axis)
-    return jnp.eye(3, dtype=k.dtype) + jnp.sin(angle) * k + (1.0 - jnp.cos(angle)) * (k @ k)
+    return jnp.eye(3, dtype=k.dtype) + jnp.sin(angle) * k + (1.0 - jnp.cos(angle)) * (matmul(k, k))
 
 
 def rot_x(a):
@@ -37,7 +38,7 @@ def rot_z(a):
 
 def rpy_rotation(rpy):
     """URDF convention: R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    return rot_z(rpy[2]) @ rot_y(rpy[1]) @ rot_x(rpy[0])
+    return matmul(matmul(rot_z(rpy[2]), rot_y(rpy[1])), rot_x(rpy[0]))
 
 
 def quat_to_rotation(q):
@@ -73,7 +74,7 @@ def quat_multiply(a, b):
     """Hamilton product ``a ⊗ b`` of (w, x, y, z) quaternions."""
     aw, av = a[0], a[1:]
     bw, bv = b[0], b[1:]
-    return jnp.concatenate([jnp.array([aw * bw - av @ bv]), aw * bv + bw * av + jnp.cross(av, bv)])
+    return jnp.concatenate([jnp.array([aw * bw - matmul(av, bv)]), aw * bv + bw * av + jnp.cross(av, bv)])
 
 
 def quat_derivative(q, omega_body):
@@ -83,7 +84,7 @@ def quat_derivative(q, omega_body):
 
 def quat_exp(omega_dt):
     """Unit quaternion of the rotation vector ``omega_dt`` (smooth at zero)."""
-    theta2 = omega_dt @ omega_dt
+    theta2 = matmul(omega_dt, omega_dt)
     theta = jnp.sqrt(jnp.maximum(theta2, 1e-300))
     small = theta2 < 1e-12
     half_sinc = jnp.where(small, 0.5 - theta2 / 48.0, jnp.sin(0.5 * theta) / theta)

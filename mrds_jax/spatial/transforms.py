@@ -9,6 +9,7 @@ Motion vectors ``m = [ω; v]`` and force vectors ``f = [n; f]``. ``act`` maps B-
 import jax.numpy as jnp
 
 from .rotation import skew
+from .linalg import matmul
 
 
 def rotate(R, v):
@@ -25,7 +26,7 @@ def rotate_transpose(R, v):
 
 def compose(R1, p1, R2, p2):
     """Placement ``M1 * M2`` (C in A, from B in A and C in B)."""
-    return R1 @ R2, rotate(R1, p2) + p1
+    return matmul(R1, R2), rotate(R1, p2) + p1
 
 
 def inverse(R, p):
@@ -59,13 +60,13 @@ def inv_act_force(R, p, f):
 def motion_transform(R, p):
     """6x6 matrix ᴬX_B of :func:`act_motion`: [[R, 0], [p̃R, R]]."""
     z = jnp.zeros((3, 3), dtype=R.dtype)
-    return jnp.block([[R, z], [skew(p) @ R, R]])
+    return jnp.block([[R, z], [matmul(skew(p), R), R]])
 
 
 def force_transform(R, p):
     """6x6 matrix ᴬX_B* = ᴮX_Aᵀ of :func:`act_force`: [[R, p̃R], [0, R]]."""
     z = jnp.zeros((3, 3), dtype=R.dtype)
-    return jnp.block([[R, skew(p) @ R], [z, R]])
+    return jnp.block([[R, matmul(skew(p), R)], [z, R]])
 
 
 def spatial_rotation(R):

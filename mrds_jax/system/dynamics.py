@@ -43,6 +43,7 @@ from ..model.tree import PLANAR_ROWS
 from ..spatial import rigid_body_transform, spatial_rotation
 from .solve import SolverSettings, solve_constraint_system
 from .stabilisation import stabilisation_terms
+from ..spatial.linalg import matmul, spd_solve
 
 
 class ModuleTerms(NamedTuple):
@@ -97,10 +98,10 @@ def module_terms(module, q, v, tau, points, method="direct"):
         xdds.append(frame_acceleration(module, kin, acc, f, "world_aligned"))
     J = task_jacobian(module, q, points, "world_aligned", kin)
     if method == "direct":   # = cross_space_inertia(..., "direct"), reusing this function's kinematics and J
-        Psi = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(module, q)), J.T)
+        Psi = spd_solve(mass_matrix(module, q), J.T)
     else:
         Psi = cross_space_inertia(module, q, points, "world_aligned", method)
-    return ModuleTerms(qdd, jnp.stack(Rs), jnp.stack(ps), jnp.stack(xds), jnp.stack(xdds), Psi, J @ Psi)
+    return ModuleTerms(qdd, jnp.stack(Rs), jnp.stack(ps), jnp.stack(xds), jnp.stack(xdds), Psi, matmul(J, Psi))
 
 
 def _stack(trees):
@@ -150,10 +151,10 @@ def contact_kinematics(contact, side_E, side_P):
     r = p_P - p_E
     S = rigid_body_transform(r)
     RfT = spatial_rotation(R_E.T)
-    rel = xd_P - S @ xd_E
+    rel = xd_P - matmul(S, xd_E)
     w = xd_E[:3]
     zeta = jnp.concatenate([jnp.cross(w, rel[:3]), jnp.cross(w, jnp.cross(w, r)) + 2.0 * jnp.cross(w, rel[3:])])
-    return -RfT @ S, RfT, RfT @ rel, RfT @ (xdd_P - S @ xdd_E - zeta)
+    return matmul(-RfT, S), RfT, matmul(RfT, rel), matmul(RfT, xdd_P - matmul(S, xdd_E) - zeta)
 
 
 def _taus(system, tau, dtype):
@@ -196,20 +197,20 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
                 Ak = Ak.at[d * i:d * (i + 1), d * s:d * (s + 1)].add(blk)
         A.append(Ak)
     psi_c = _block_diag([m.psi_c for m in modes], d, dtype)      # (d·C, n_C)
-    U = jnp.concatenate([m.psi_u @ fu for m, fu in zip(modes, F_u)]) if C else jnp.zeros(0, dtype)
+    U = jnp.concatenate([matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)]) if C else jnp.zeros(0, dtype)
     n_C = conn.n_constraints
     Bc = jnp.zeros((n_C, n_C), dtype=dtype)
     BU = jnp.zeros(d * C, dtype=dtype)
     for Ak, tk in zip(A, terms):
         if tk is None:
             continue
-        Gc = psi_c.T @ Ak
-        Bc = Bc + Gc @ tk.Lam_inv @ Gc.T
-        BU = BU + Ak @ (tk.Lam_inv @ (Ak.T @ U))
+        Gc = matmul(psi_c.T, Ak)
+        Bc = Bc + matmul(matmul(Gc, tk.Lam_inv), Gc.T)
+        BU = BU + matmul(Ak, matmul(tk.Lam_inv, matmul(Ak.T, U)))
     xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
     y = (jnp.concatenate([m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]) if C   # eq. 90
          else jnp.zeros(0, dtype))
-    yc = (jnp.concatenate(xdd_c) if C else jnp.zeros(0, dtype)) + psi_c.T @ (y - BU)   # eq. 89
+    yc = (jnp.concatenate(xdd_c) if C else jnp.zeros(0, dtype)) + matmul(psi_c.T, y - BU)   # eq. 89
     return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(A), terms, tuple(modes))
 
 
@@ -219,7 +220,7 @@ def _current_modes(contact, side_E, side_P, xd6, t, dtype):
     R_E, p_E = side_E[0], side_E[1]
     R_P, p_P = side_P[0], side_P[1]
     xd_c = contact.constraint_velocity_and_acceleration(t, dtype)[0]
-    return contact_modes(contact, R_E.T @ R_P, R_E.T @ (p_P - p_E), xd6, xd_c)
+    return contact_modes(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E), xd6, xd_c)
 
 
 def _block_diag(mats, d, dtype):
@@ -259,15 +260,15 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     for c, m, sl, fu, xd in zip(system.contacts, cs.modes, conn.constraint_slices(), cs.F_u, cs.xd_EP):
         fc = F_c[sl]
         F_c_split.append(fc)
-        F_EP.append(m.psi_u @ fu + m.psi_c @ fc)                                   # eq. 86
-        phi_v.append(m.psi_c.T @ xd - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # eq. 105
+        F_EP.append(matmul(m.psi_u, fu) + matmul(m.psi_c, fc))                                   # eq. 86
+        phi_v.append(matmul(m.psi_c.T, xd) - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # eq. 105
     F_stack = jnp.concatenate(F_EP) if F_EP else jnp.zeros(0, dtype=F_c.dtype)
     qdd = []
     for Ak, tk in zip(cs.A, cs.terms):
         if tk is None:
             qdd.append(None)
             continue
-        qdd.append(tk.qdd_open + tk.Psi @ (Ak.T @ F_stack))                         # eq. 74 (95-96)
+        qdd.append(tk.qdd_open + matmul(tk.Psi, matmul(Ak.T, F_stack)))                         # eq. 74 (95-96)
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
     qdd = tuple(aba(m, q, v, tq) if a is None else a

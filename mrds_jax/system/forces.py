@@ -30,6 +30,7 @@ from ..model.tree import PLANAR_ROWS
 from ..pytree import pytree_dataclass, static
 from ..spatial import skew
 from .build import SystemError, _module_index
+from ..spatial.linalg import matmul
 
 
 # ----------------------------------------------------------------------------- elements
@@ -192,12 +193,12 @@ class _Points:
         kin = self._kin(k)
         R, p = frame_placement(m, kin, side[1])
         xd = frame_velocity(m, kin, side[1], "world_aligned")
-        arm = R @ offset
+        arm = matmul(R, offset)
         pos, vel = p + arm, xd[3:] + jnp.cross(xd[:3], arm)
         if not jacobian:
             return k, pos, vel, None, None
         J = frame_jacobian(m, self.state.q[k], side[1], "world_aligned", kin)
-        return k, pos, vel, J[:3], J[3:] - skew(arm) @ J[:3]
+        return k, pos, vel, J[:3], J[3:] - matmul(skew(arm), J[:3])
 
     def placement(self, k, frame):
         from ..dynamics.kinematics import frame_jacobian, frame_placement
@@ -208,7 +209,7 @@ class _Points:
 
 
 def _safe_norm(d):
-    return jnp.sqrt(jnp.maximum(d @ d, jnp.finfo(d.dtype).tiny))
+    return jnp.sqrt(jnp.maximum(matmul(d, d), jnp.finfo(d.dtype).tiny))
 
 
 def spring_state(system, spring, state, points=None):
@@ -218,7 +219,7 @@ def spring_state(system, spring, state, points=None):
     _, pb, vb, _, _ = pts.point(spring.b, spring.offset_b, jacobian=False)
     d = pb - pa
     length = _safe_norm(d)
-    return length, (d / length) @ (vb - va)
+    return length, matmul(d / length, vb - va)
 
 
 def generalized_forces(system, forces, state, t):
@@ -230,7 +231,7 @@ def generalized_forces(system, forces, state, t):
     def add(k, Jw, Jv, f, n=None):
         if k < 0:
             return
-        Q[k] = Q[k] + Jv.T @ f + (Jw.T @ n if n is not None else 0.0)
+        Q[k] = Q[k] + matmul(Jv.T, f) + (matmul(Jw.T, n) if n is not None else 0.0)
 
     for el in forces:
         if isinstance(el, SpringDamper):
@@ -239,7 +240,7 @@ def generalized_forces(system, forces, state, t):
             d = pb - pa
             length = _safe_norm(d)
             u = d / length
-            tension = el.stiffness * (length - el.rest_length) + el.damping * (u @ (vb - va))
+            tension = el.stiffness * (length - el.rest_length) + el.damping * (matmul(u, vb - va))
             add(ka, Jwa, Jva, tension * u)
             add(kb, Jwb, Jvb, -tension * u)
         elif isinstance(el, JointTorque):
@@ -274,16 +275,16 @@ def _contact_force(system, el, state, t, pts, Q, dtype):
     psi_u = c.psi_u
     if getattr(c, "modes", None) is not None:
         from .stabilisation import current_bases
-        psi_u = current_bases(c, R_E.T @ side["P"][1], R_E.T @ (p_P - p_E), jnp.zeros(6, dtype=dtype), t)[0]
-    F = psi_u @ jnp.asarray(el.fn(t, state, el.params), dtype=dtype).reshape(c.n_u)
+        psi_u = current_bases(c, matmul(R_E.T, side["P"][1]), matmul(R_E.T, p_P - p_E), jnp.zeros(6, dtype=dtype), t)[0]
+    F = matmul(psi_u, jnp.asarray(el.fn(t, state, el.params), dtype=dtype).reshape(c.n_u))
     F6 = jnp.zeros(6, dtype=dtype).at[np.asarray(PLANAR_ROWS)].set(F) if c.dim == 3 else F
-    n_P, f_P = R_E @ F6[:3], R_E @ F6[3:]
+    n_P, f_P = matmul(R_E, F6[:3]), matmul(R_E, F6[3:])
     mP_, JP = side["P"][0], side["P"][3]
     if mP_ >= 0:
-        Q[mP_] = Q[mP_] + JP.T @ jnp.concatenate([n_P, f_P])
+        Q[mP_] = Q[mP_] + matmul(JP.T, jnp.concatenate([n_P, f_P]))
     mE_, JE = side["E"][0], side["E"][3]
     if mE_ >= 0:
-        Q[mE_] = Q[mE_] - JE.T @ jnp.concatenate([n_P + jnp.cross(p_P - p_E, f_P), f_P])
+        Q[mE_] = Q[mE_] - matmul(JE.T, jnp.concatenate([n_P + jnp.cross(p_P - p_E, f_P), f_P]))
 
 
 def _sum_over_springs(system, forces, state, term):

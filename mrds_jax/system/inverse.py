@@ -24,6 +24,7 @@ import numpy as np
 
 from ..dynamics import rnea, task_jacobian
 from .dynamics import _block_diag, constraint_system
+from ..spatial.linalg import matmul
 
 
 class InverseDynamics(NamedTuple):
@@ -57,7 +58,7 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
     cs = constraint_system(system, state, None, t)
     d = conn.dim
     psi_c = _block_diag([m.psi_c for m in cs.modes], d, dtype)
-    U = (jnp.concatenate([m.psi_u @ fu for m, fu in zip(cs.modes, cs.F_u)]) if system.contacts
+    U = (jnp.concatenate([matmul(m.psi_u, fu) for m, fu in zip(cs.modes, cs.F_u)]) if system.contacts
          else jnp.zeros(0, dtype))
     offsets = np.cumsum([0] + [m.nv for m in system.modules])
     n_eq = int(offsets[-1])
@@ -65,9 +66,9 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
     for k, (module, Ak) in enumerate(zip(system.modules, cs.A)):
         b = rnea(module, state.q[k], state.v[k], qdd[k])
         if conn.points[k]:
-            JtAt = task_jacobian(module, state.q[k], conn.points[k]).T @ Ak.T
-            rows_G.append(JtAt @ psi_c)
-            b = b - JtAt @ U
+            JtAt = matmul(task_jacobian(module, state.q[k], conn.points[k]).T, Ak.T)
+            rows_G.append(matmul(JtAt, psi_c))
+            b = b - matmul(JtAt, U)
         else:
             rows_G.append(jnp.zeros((module.nv, conn.n_constraints), dtype))
         rhs.append(b)
@@ -77,7 +78,7 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
     M = jnp.concatenate([jnp.asarray(S, dtype), jnp.concatenate(rows_G)], axis=1)
     b = jnp.concatenate(rhs)
     x = jnp.linalg.lstsq(M, b)[0]
-    residual = jnp.linalg.norm(M @ x - b) / jnp.maximum(jnp.linalg.norm(b), 1.0)
+    residual = jnp.linalg.norm(matmul(M, x) - b) / jnp.maximum(jnp.linalg.norm(b), 1.0)
     tau_a, F_c = x[:len(pairs)], x[len(pairs):]
     taus = [jnp.zeros(m.nv, dtype) for m in system.modules]
     for j, (k, dof) in enumerate(pairs):

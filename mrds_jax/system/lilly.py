@@ -58,30 +58,7 @@ from ..dynamics.kinematics import frame_acceleration, frame_jacobian, frame_plac
 from ..pytree import replace
 from .build import SystemError
 from .dynamics import _rows, _taus, contact_kinematics, module_terms
-
-
-def spd_solve(A, B):
-    """A⁻¹ B for a small symmetric positive-definite A (n x n, n static) by an unrolled Cholesky
-    factorisation and two triangular substitutions, written in closed form (scalar arithmetic only, no
-    LAPACK call): under ``vmap`` every step is one elementwise operation over the batch, which XLA fuses;
-    this is how the n_c x n_c solves of eq. 36-38 and the 6 x 6 solve of eq. 45 stay cheap at large batch.
-    """
-    n = A.shape[0]
-    Lf = [[None] * n for _ in range(n)]
-    inv_diag = [None] * n
-    for j in range(n):
-        d = A[j, j] - sum(Lf[j][k] * Lf[j][k] for k in range(j))
-        Lf[j][j] = jnp.sqrt(d)
-        inv_diag[j] = 1.0 / Lf[j][j]
-        for i in range(j + 1, n):
-            Lf[i][j] = (A[i, j] - sum(Lf[i][k] * Lf[j][k] for k in range(j))) * inv_diag[j]
-    y = [None] * n
-    for i in range(n):                                   # L y = B
-        y[i] = (B[i] - sum(Lf[i][k] * y[k] for k in range(i))) * inv_diag[i]
-    x = [None] * n
-    for i in reversed(range(n)):                         # Lᵀ x = y
-        x[i] = (y[i] - sum(Lf[k][i] * x[k] for k in range(i + 1, n))) * inv_diag[i]
-    return jnp.stack(x)
+from ..spatial.linalg import matmul, spd_solve
 
 
 class ChainStructure(NamedTuple):
@@ -179,19 +156,19 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     T_c, T_r = (T_E, T_P) if is_E else (T_P, T_E)
     T_c, T_r = T_c[np.ix_(rows, rows)], T_r[np.ix_(rows, rows)]
     R_E, p_E, R_P, p_P = side_E[0], side_E[1], side_P[0], side_P[1]
-    m = contact_modes(contact, R_E.T @ R_P, R_E.T @ (p_P - p_E), xd6, xd_c)
-    X = T_r @ J_r                                                              # X₀ᵏ (d, N₀)
-    L = T_c @ mt.Lam_inv @ T_c.T                                               # tip Λ_k⁻¹ in contact frame
-    alpha = xdd_c + m.psi_c.T @ m.phidot_term                                  # constrained α (eq. 85)
-    S = alpha - m.psi_c.T @ (c6[rows] + L @ (m.psi_u @ F_u))                   # eq. 35
-    MS_MX = spd_solve(m.psi_c.T @ L @ m.psi_c,                                  # M_k⁻¹, eq. 36-37
-                      jnp.concatenate([S[:, None], m.psi_c.T @ X], axis=1))
+    m = contact_modes(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E), xd6, xd_c)
+    X = matmul(T_r, J_r)                                                              # X₀ᵏ (d, N₀)
+    L = matmul(matmul(T_c, mt.Lam_inv), T_c.T)                                               # tip Λ_k⁻¹ in contact frame
+    alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                                  # constrained α (eq. 85)
+    S = alpha - matmul(m.psi_c.T, c6[rows] + matmul(L, matmul(m.psi_u, F_u)))                   # eq. 35
+    MS_MX = spd_solve(matmul(matmul(m.psi_c.T, L), m.psi_c),                                  # M_k⁻¹, eq. 36-37
+                      jnp.concatenate([S[:, None], matmul(m.psi_c.T, X)], axis=1))
     MS, MX = MS_MX[:, 0], MS_MX[:, 1:]
-    P = m.psi_u @ F_u + m.psi_c @ MS                                           # eq. 42
-    R = m.psi_c @ MX
-    phi_v = m.psi_c.T @ xd6[rows] - xd_c                                       # B eq. 105
-    return dict(XtP=X.T @ P, XtR=X.T @ R, P=P, R=R, MS=MS, MX=MX, phi_v=phi_v,
-                qdd_open=mt.qdd_open, OmegaT=mt.Psi @ T_c.T)
+    P = matmul(m.psi_u, F_u) + matmul(m.psi_c, MS)                                           # eq. 42
+    R = matmul(m.psi_c, MX)
+    phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                                       # B eq. 105
+    return dict(XtP=matmul(X.T, P), XtR=matmul(X.T, R), P=P, R=R, MS=MS, MX=MX, phi_v=phi_v,
+                qdd_open=mt.qdd_open, OmegaT=matmul(mt.Psi, T_c.T))
 
 
 def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, method="direct"):
@@ -251,9 +228,9 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     F_EP, F_c, phi_v = ([None] * len(system.contacts) for _ in range(3))
     qdd[ref] = a0
     for group, o in zip(st.groups, group_outs):
-        F = o["P"] - o["R"] @ a0                                                  # eq. 47
-        Fc = o["MS"] - o["MX"] @ a0                                               # eq. 38
-        q_dd = o["qdd_open"] + jnp.einsum("kij,kj->ki", o["OmegaT"], F)            # eq. 48
+        F = o["P"] - matmul(o["R"], a0)                                                  # eq. 47
+        Fc = o["MS"] - matmul(o["MX"], a0)                                               # eq. 38
+        q_dd = o["qdd_open"] + matmul(o["OmegaT"], F[:, :, None])[:, :, 0]            # eq. 48
         for j, g in enumerate(group):
             k, i = st.chains[g][0], st.chains[g][1]
             qdd[k], F_EP[i], F_c[i], phi_v[i] = q_dd[j], F[j], Fc[j], o["phi_v"][j]

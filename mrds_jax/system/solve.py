@@ -11,7 +11,8 @@ Methods (``SolverSettings.method``):
 ``"proximal"`` (default): proximal-point iterations (the scheme of Pinocchio's ``ProximalSettings``)
     F₀ = 0,   F_{k+1} = F_k + (Bᶜ + μ1)⁻¹ (yᶜ − Bᶜ F_k),   μ = ``regularization`` · max(diag Bᶜ),
     one Cholesky factorisation of the always positive-definite Bᶜ + μ1, then ``iterations`` pairs of
-    triangular solves. For non-singular Bᶜ the error contracts by μ/(λ_min + μ) per iteration, so with the
+    triangular solves (both without LAPACK, :mod:`mrds_jax.spatial.linalg`: fused under ``vmap``). For
+    non-singular Bᶜ the error contracts by μ/(λ_min + μ) per iteration, so with the
     defaults it is exact to rounding unless Bᶜ is ill-conditioned beyond ~1/``regularization``. For
     singular Bᶜ with a consistent yᶜ (redundant constraints) it converges to the **minimum-norm** Fᶜ
     (starting from 0, no component ever enters the null space of Bᶜ) — the answer Pinocchio returns. For
@@ -27,8 +28,9 @@ Defaults depend on the dtype: float64 ``regularization = 1e-9``, float32 ``1e-4`
 """
 from typing import NamedTuple, Optional
 
-import jax
 import jax.numpy as jnp
+
+from ..spatial.linalg import cholesky, matmul, spd_solve, triangular_solve
 
 METHODS = ("proximal", "cholesky", "lstsq")
 
@@ -55,16 +57,16 @@ def solve_constraint_system(Bc, yc, settings=SolverSettings()):
     Bc = 0.5 * (Bc + Bc.T)
     scale = jnp.maximum(jnp.max(jnp.abs(jnp.diag(Bc))), jnp.finfo(Bc.dtype).tiny)
     if settings.method == "cholesky":
-        F = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(Bc), yc)
+        F = spd_solve(Bc, yc)
     elif settings.method == "lstsq":
         w, V = jnp.linalg.eigh(Bc)
         keep = w > reg * scale
         w_inv = jnp.where(keep, 1.0 / jnp.where(keep, w, 1.0), 0.0)
-        F = V @ (w_inv * (V.T @ yc))
+        F = matmul(V, w_inv * (matmul(V.T, yc)))
     else:
-        chol = jax.scipy.linalg.cho_factor(Bc + (reg * scale) * jnp.eye(n, dtype=Bc.dtype))
+        L = cholesky(Bc + (reg * scale) * jnp.eye(n, dtype=Bc.dtype))
         F = jnp.zeros_like(yc)
         for _ in range(settings.iterations):
-            F = F + jax.scipy.linalg.cho_solve(chol, yc - Bc @ F)
-    residual = jnp.linalg.norm(Bc @ F - yc) / jnp.maximum(jnp.linalg.norm(yc), jnp.finfo(yc.dtype).tiny)
+            F = F + triangular_solve(L, triangular_solve(L, yc - matmul(Bc, F)), lower=False)
+    residual = jnp.linalg.norm(matmul(Bc, F) - yc) / jnp.maximum(jnp.linalg.norm(yc), jnp.finfo(yc.dtype).tiny)
     return F, residual

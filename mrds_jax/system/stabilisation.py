@@ -53,6 +53,7 @@ import numpy as np
 
 from ..model.tree import PLANAR_ROWS
 from ..pytree import pytree_dataclass, static
+from ..spatial.linalg import matmul
 
 
 # ----------------------------------------------------------------------------- rotation errors
@@ -63,7 +64,7 @@ def rotation_log(R):
     axis is not determined by the skew part there)."""
     v = 0.5 * jnp.stack([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])   # sin θ · n
     c = 0.5 * (jnp.trace(R) - 1.0)                                                  # cos θ
-    s2 = v @ v
+    s2 = matmul(v, v)
     small = (s2 < 1e-12) & (c > 0)
     s = jnp.sqrt(jnp.where(small, 1.0, jnp.maximum(s2, jnp.finfo(R.dtype).tiny)))
     theta = jnp.arctan2(s, c)
@@ -76,20 +77,20 @@ def swing_twist_error(R, a):
     angle about the unit axis ``a`` in (−π, π]. To first order e equals the rotation vector of R, and on
     the set R = R_twist(a, ·) its derivative along Ṙ = [ω]× R is the component of ω across a (plus the
     twist rate along a)."""
-    s = jnp.cross(a, R @ a)
+    s = jnp.cross(a, matmul(R, a))
     v = 0.5 * jnp.stack([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-    tau = 2.0 * jnp.arctan2(a @ v, 0.5 * (1.0 + jnp.trace(R)))       # 2 atan2(sin θ (a·n), 1 + cos θ)
+    tau = 2.0 * jnp.arctan2(matmul(a, v), 0.5 * (1.0 + jnp.trace(R)))       # 2 atan2(sin θ (a·n), 1 + cos θ)
     return s + tau * a
 
 
 def _free_rotation_axis(phi_u):
     """(has a free rotation, unit vector in the span of the angular rows of φᵘ) — traceable."""
     A = phi_u[:3]
-    M = A @ A.T
+    M = matmul(A, A.T)
     d = jnp.diag(M)
     has = jnp.sum(d) > 1e-12
     col = M[:, jnp.argmax(d)]
-    n = jnp.sqrt(jnp.maximum(col @ col, jnp.finfo(M.dtype).tiny))
+    n = jnp.sqrt(jnp.maximum(matmul(col, col), jnp.finfo(M.dtype).tiny))
     ez = jnp.array([0.0, 0.0, 1.0], dtype=M.dtype)
     return has, jnp.where(has, col / n, ez)
 
@@ -102,9 +103,9 @@ def pose_error(contact, R_EP, r_EP):
         return jnp.concatenate([theta[None], r_EP[:2]])
     if contact.kind == "universal" and getattr(contact, "modes", None) is not None:
         a1, a2 = contact.phi_u[:3, 0], contact.phi_u[:3, 1]
-        b = R_EP @ a2
+        b = matmul(R_EP, a2)
         c = jnp.cross(a1, b)
-        e_w = -(a1 @ b - a1 @ a2) * c / jnp.maximum(c @ c, jnp.finfo(c.dtype).tiny)
+        e_w = -(matmul(a1, b) - matmul(a1, a2)) * c / jnp.maximum(matmul(c, c), jnp.finfo(c.dtype).tiny)
         return jnp.concatenate([e_w, r_EP])
     has, a = _free_rotation_axis(contact.phi_u)
     e_w = jnp.where(has, swing_twist_error(R_EP, a), rotation_log(R_EP))
@@ -130,7 +131,7 @@ def relative_pose(side_E, side_P):
     """(ᴱR_P, ᴱr_EP) (eq. 97, 99) from the sides' world placements (R, p, …)."""
     R_E, p_E = side_E[0], side_E[1]
     R_P, p_P = side_P[0], side_P[1]
-    return R_E.T @ R_P, R_E.T @ (p_P - p_E)
+    return matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E)
 
 
 def relative_velocity(side_E, side_P):
@@ -140,7 +141,7 @@ def relative_velocity(side_E, side_P):
     w = xd_E[:3]
     rel_w = xd_P[:3] - w
     rel_v = xd_P[3:] - xd_E[3:] - jnp.cross(w, p_P - p_E)
-    return jnp.concatenate([R_E.T @ rel_w, R_E.T @ rel_v])
+    return jnp.concatenate([matmul(R_E.T, rel_w), matmul(R_E.T, rel_v)])
 
 
 def _targets(stab):
@@ -161,8 +162,8 @@ def contact_errors(contact, side_E, side_P, t, psi_c=None, xd_EP=None, targets=N
     if xd_EP is None:
         xd_EP = xd6[rows]
     xd_c = contact.constraint_velocity_and_acceleration(t, dtype)[0]
-    phi_v = psi_c.T @ xd_EP - xd_c                                           # eq. 105
-    phi_p = psi_c.T @ pose_error(contact, R_EP, r_EP)                        # eq. 106-107
+    phi_v = matmul(psi_c.T, xd_EP) - xd_c                                           # eq. 105
+    phi_p = matmul(psi_c.T, pose_error(contact, R_EP, r_EP))                        # eq. 106-107
     targets = {} if targets is None else targets
     if contact.name in targets:
         phi_p = phi_p - jnp.asarray(targets[contact.name](t), dtype=dtype).reshape(contact.n_c)

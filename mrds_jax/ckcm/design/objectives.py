@@ -39,7 +39,7 @@ DEMANDS = ("peak", "rms", "power")
 
 def _force_at(params, model, legs):
     if model == "paper":
-        return lambda q, qd, qdd: lagrangian.actuator_forces(params, q, qd, qdd).total
+        return lambda q, qd, qdd: lagrangian.actuator_forces_total(params, q, qd, qdd)
     if model == "multibody":
         return lambda q, qd, qdd: multibody.inverse_dynamics_at(params, q, qd, qdd, legs).tau_actuated
     raise ValueError(f"unknown dynamic model {model!r}; use one of {list(MODELS)}")

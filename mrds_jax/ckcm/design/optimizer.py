@@ -137,10 +137,21 @@ def _linesearch_steps(opt_state):
     return jnp.zeros((), jnp.int32) if n is None else jnp.asarray(n, jnp.int32)
 
 
+def value_and_grad_forward(f, u):
+    """((f(u), aux), ∇f(u)) of a scalar ``f`` with auxiliary output, by forward mode: one directional
+    derivative per coordinate of u (the design has 4 to 7), vmapped, the primal computed once.  Same
+    gradient as ``jax.value_and_grad(f, has_aux=True)`` to round-off; XLA compiles this forward-over-forward
+    program (τ of eq. 45 is itself a derivative of the energies, eq. 37) in about half the time of the
+    reverse-mode one."""
+    basis = jnp.eye(u.shape[-1], dtype=u.dtype)
+    val, grad, aux = jax.vmap(lambda t: jax.jvp(f, (u,), (t,), has_aux=True), out_axes=(None, 0, None))(basis)
+    return (val, aux), grad
+
+
 def _inner_step(problem, settings, opt, data, c: Carry, _):
     def merit(u):
         return _merit(problem, settings, data, u, c.lam, c.rho)
-    (val, ev), grad = jax.value_and_grad(merit, has_aux=True)(c.u)   # ev: the design at c.u
+    (val, ev), grad = value_and_grad_forward(merit, c.u)   # ev: the design at c.u
     if settings.optimizer == "lbfgs":
         updates, state = opt.update(grad, c.opt_state, c.u, value=val, grad=grad, value_fn=lambda u: merit(u)[0])
         extra = _linesearch_steps(state)
@@ -204,9 +215,9 @@ def initial_carry(problem: Problem, settings: Settings, data: ProblemData, x0) -
     opt = make_optimizer(settings)
     return Carry(u=u, opt_state=jax.vmap(opt.init)(u), lam=jnp.zeros((S, n_g), f),
                  rho=jnp.full((S,), settings.penalty, f), prev_violation=jnp.full((S,), jnp.inf, f),
-                 best_u=u, best_objective=jnp.full((S,), jnp.inf, f), best_iteration=jnp.full((S,), -1),
+                 best_u=u, best_objective=jnp.full((S,), jnp.inf, f), best_iteration=jnp.full((S,), -1, jnp.int32),
                  least_u=u, least_violation=jnp.full((S,), jnp.inf, f), evaluations=jnp.zeros((S,), jnp.int32),
-                 diverged_at=jnp.full((S,), -1), iteration=jnp.zeros((S,), jnp.int32))
+                 diverged_at=jnp.full((S,), -1, jnp.int32), iteration=jnp.zeros((S,), jnp.int32))
 
 
 def start_designs(problem: Problem, data: ProblemData, starts: int, seed=0, x0=None):
