@@ -199,6 +199,45 @@ def test_not_a_simple_closed_chain_is_refused():
         chain_structure(ground, "box")
 
 
+def test_path_selection_is_static_and_names_the_reason():
+    """simulate's path="auto" takes the Lilly path exactly where Lilly & Orin's algorithm applies."""
+    from mrds_jax.examples import dual_arm_grasp
+    from mrds_jax.model import ModuleBuilder
+    grasp, _ = dual_arm_grasp()
+    assert S.simple_closed_chain_reference(grasp) == grasp.module_index("box")
+    assert S.dynamics_path(grasp) == "lilly"
+    assert S.dynamics_path(grasp, stabilisation=S.baumgarte(10.0)) == "general"
+    assert S.dynamics_path(grasp, solver=S.SolverSettings(method="lstsq")) == "general"
+    assert S.dynamics_path(grasp, "general") == "general"
+    with pytest.raises(ValueError, match="unknown dynamics path 'fast'"):
+        S.dynamics_path(grasp, "fast")
+    # a 2-DOF chain on a spherical tip (nv < n_c): M_k of eq. 36 is singular, so auto stays general
+    b = ModuleBuilder()
+    b.add_link("body", joint="free")
+    b.add_frame("a", "body")
+    body = b.build()
+    b = ModuleBuilder()
+    b.add_link("l", joint="universal", axis=(1, 0, 0), axis2=(0, 1, 0))
+    b.add_frame("tip", "l", position=(0, 0, 0.3))
+    leg = b.build()
+    short = S.build_system({"body": body, "leg": leg}, [C.spherical("ball", ("leg", "tip"), ("body", "a"))])
+    assert S.simple_closed_chain_reference(short) is None and S.dynamics_path(short) == "general"
+    with pytest.raises(S.SystemError, match="not a simple closed chain"):
+        S.dynamics_path(short, "lilly")
+
+
+def test_simulate_auto_path_equals_general_path():
+    """Two routes to one trajectory: simulate's default (Lilly & Orin's fast path, chosen automatically for
+    the dual-arm grasp) and the general MRDS path, 20 RK4 steps in float64 (the arms fall under gravity)."""
+    from mrds_jax.examples import dual_arm_grasp
+    system, state = dual_arm_grasp()
+    fast = S.simulate(system, state, 1e-3, 20, decimation=10, integrator="rk4_compact")
+    slow = S.simulate(system, state, 1e-3, 20, decimation=10, integrator="rk4_compact", path="general")
+    for a, b in zip(fast.q + fast.v, slow.q + slow.v):
+        np.testing.assert_allclose(a, b, atol=1e-10, rtol=0)
+    assert np.abs(np.asarray(fast.v[2][-1] - fast.v[2][0])).max() > 1e-4      # the box moved
+
+
 def test_lilly_gradients_equal_general_path_and_finite_differences():
     """Differentiating through the fast path: d q̈ / d(link masses of both arms and the box) of the dual-arm
     grasp by ``jax.jacfwd`` through Lilly & Orin's 6x6 solve equals the same derivative through the general

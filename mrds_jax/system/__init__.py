@@ -4,7 +4,8 @@ from .build import (Connectivity, System, SystemError, SystemState, build_system
 from .dynamics import (ConstraintSystem, ModuleTerms, SystemDynamics, constraint_system, contact_kinematics,
                        forward_dynamics, module_terms)
 from .inverse import InverseDynamics, inverse_dynamics
-from .lilly import ChainDynamics, ChainStructure, chain_structure, lilly_forward_dynamics
+from .lilly import (ChainDynamics, ChainStructure, chain_structure, lilly_forward_dynamics,
+                    simple_closed_chain_reference)
 from .solve import METHODS as SOLVER_METHODS, SolverSettings, solve_constraint_system
 from .stabilisation import (ConstraintErrors, Stabilisation, baumgarte, constraint_errors, constraint_jacobian,
                             pd_suppression)
@@ -12,6 +13,6 @@ from .forces import (ContactForce, JointTorque, PointForce, SpringDamper, contac
                      force_potential_energy, generalized_forces, joint_torque, point_force, sinusoidal_torques,
                      spring_damper, spring_state)
 from .simulate import (Diagnostics, Energies, InconsistentStateError, SingularConfigurationWarning, StateReport,
-                       check_initial_state, constraint_matrix, make_consistent, project_positions,
+                       check_initial_state, constraint_matrix, dynamics_path, make_consistent, project_positions,
                        project_velocities, simulate, system_acceleration, system_energy, total_momentum,
                        trajectory_diagnostics, trajectory_states)

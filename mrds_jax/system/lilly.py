@@ -127,6 +127,37 @@ def _chain_structure(conn, contact_names, mode_fns, reference):
     return ChainStructure(ref, tuple(chains), tuple(tuple(g) for g in groups.values()), free)
 
 
+def simple_closed_chain_reference(system):
+    """The reference member (module index) when ``system`` is a simple closed chain that Lilly & Orin's
+    algorithm solves exactly, else None. Static (from the connectivity), cached.
+
+    Conditions: every contact joins one chain module to one common module (the reference member), each chain
+    touches it through exactly one contact, and every chain has at least as many joint velocities as its
+    contact has constrained directions (nvₖ ≥ n_c: otherwise M_k⁻¹ = ψᶜᵀ Λ_k⁻¹ ψᶜ of eq. 36 is singular at
+    every configuration, e.g. a 2-DOF leg on a spherical joint). The general path handles everything else."""
+    return _simple_closed_chain_reference(system.connectivity, system.contact_names,
+                                          tuple(c.modes for c in system.contacts),
+                                          tuple(m.nv for m in system.modules))
+
+
+@functools.lru_cache(maxsize=None)
+def _simple_closed_chain_reference(conn, contact_names, mode_fns, nvs):
+    if not conn.sides:
+        return None
+    touched = [set(k for k in (s[0], s[2]) if k >= 0) for s in conn.sides]
+    common = set.intersection(*touched)
+    if len(common) != 1:
+        return None
+    ref = common.pop()
+    try:
+        st = _chain_structure(conn, contact_names, mode_fns, ref)
+    except SystemError:
+        return None
+    if any(nvs[k] < conn.n_c[i] for k, i, _, _ in st.chains):
+        return None
+    return ref
+
+
 def _stack(trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
