@@ -23,9 +23,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from ..model.tree import PLANAR_ROWS
+from ..model.tree import task_slice
 from ..spatial import skew
 from ..spatial.linalg import matmul
 
@@ -41,10 +40,6 @@ class ContactModes(NamedTuple):
     phidot_term: jnp.ndarray   # φ̇ᵘ ẋᵘ + φ̇ᶜ ẋᶜ (d,), the mode-rate part of yᵢ (eq. 90)
 
 
-def task_rows(dim):
-    return np.arange(6) if dim == 6 else np.array(PLANAR_ROWS)
-
-
 def contact_modes(contact, R_EP, r_EP, xd_EP, xd_c):
     """Bases of ``contact`` at the relative configuration (ᴱR_P, ᴱr_EP) and the φ̇ term of eq. 85/90.
 
@@ -52,7 +47,7 @@ def contact_modes(contact, R_EP, r_EP, xd_EP, xd_c):
     ``xd_c``: the prescribed constrained rates ẋᶜ (n_c,). Constant-mode contacts return their stored bases
     and zero rates without any computation.
     """
-    rows = task_rows(contact.dim)
+    rows = task_slice(contact.dim)
     if contact.modes is None:
         z = jnp.zeros(contact.dim, dtype=xd_EP.dtype)
         return ContactModes(contact.phi_u, contact.phi_c, contact.psi_u, contact.psi_c,

@@ -4,6 +4,7 @@
 ``jax.grad``/``jax.vmap`` work over masses, inertias and joint placements. ``Module`` bundles both and is
 itself a pytree whose only leaves are the parameters.
 """
+import functools
 from dataclasses import dataclass
 
 import jax
@@ -13,7 +14,17 @@ import numpy as np
 from ..pytree import pytree_dataclass, replace, static
 from .joints import JOINT_KINDS, joint_kind
 
+RECURSIONS = ("auto", "unrolled", "level_scan")
 PLANAR_ROWS = (2, 3, 4)  # [ω_z, v_x, v_y] of a 6-D [angular; linear] vector: the planar task space
+
+
+def task_slice(dim):
+    """The task rows of a 6-D [angular; linear] quantity as a slice: all six (dim 6), or the planar
+    [ω_z, v_x, v_y] = rows 2:5 (dim 3). A slice, not an index array, so ``x[rows]`` and ``T[rows, rows]``
+    lower to slices rather than gathers."""
+    if dim not in (3, 6):
+        raise ValueError(f"task dimension must be 3 (planar) or 6, got {dim}")
+    return slice(0, 6) if dim == 6 else slice(PLANAR_ROWS[0], PLANAR_ROWS[-1] + 1)
 
 
 @dataclass(frozen=True)
@@ -25,6 +36,8 @@ class Topology:
     frame_names: tuple      # operational points
     frame_links: tuple      # link index each operational point is attached to
     planar: bool = False    # task space [ω_z, v_x, v_y] (Bonaventura footnote 19)
+    recursion: str = "auto"  # how the dynamics walk the tree: "auto", "unrolled" or "level_scan"
+                             # (RECURSIONS; mrds_jax.dynamics.levels). Static: part of the jit cache key.
 
     @property
     def n_links(self):
@@ -136,6 +149,12 @@ class Module:
     def with_params(self, **changes):
         return replace(self, params=replace(self.params, **changes))
 
+    def with_recursion(self, recursion):
+        """The same module with the tree recursions done ``recursion``-wise (one of RECURSIONS)."""
+        if recursion not in RECURSIONS:
+            raise ValueError(f"unknown recursion {recursion!r}; use one of {RECURSIONS}")
+        return replace(self, topology=replace(self.topology, recursion=recursion))
+
     def neutral_configuration(self, dtype=None):
         dtype = dtype or self.params.mass.dtype
         return jnp.concatenate([k.neutral(dtype) for k in self.topology.kinds])
@@ -212,3 +231,95 @@ def check_state(module, q=None, v=None, name="state"):
         if arr is not None and jnp.shape(arr) != (n,):
             raise ValueError(f"{name}: {label} has shape {jnp.shape(arr)}, module needs ({n},) "
                              f"(nq={t.nq}, nv={t.nv}); batch with jax.vmap")
+
+
+# ------------------------------------------------------------------------------------ static schedules
+# Topology-derived index tables for the level-scan recursions (mrds_jax.dynamics.levels): computed once per
+# topology (cached), plain numpy, so they enter a traced program as constants.
+
+@dataclass(frozen=True, eq=False)
+class LevelSchedule:
+    """Links grouped by depth. Level d holds the links d joints away from the support, in W = the widest
+    level's number of slots; padding slots repeat the level's first link (finite values, results unused).
+
+    ``slots`` (L, W): link in each slot. ``parent_slot`` (L, W): slot of each link's parent in level d − 1
+    (0 at level 0, whose links all hang from the support). ``child_slots`` (L, W, C): slots of each link's
+    children in level d + 1, C = the largest number of children, W (an extra zero row) where there is none.
+    ``link_position`` (n,): index d·W + slot of each link in a level-major (L·W) array."""
+    slots: np.ndarray
+    parent_slot: np.ndarray
+    child_slots: np.ndarray
+    link_position: np.ndarray
+
+    @property
+    def n_levels(self):
+        return self.slots.shape[0]
+
+    @property
+    def width(self):
+        return self.slots.shape[1]
+
+
+@functools.lru_cache(maxsize=64)
+def level_schedule(topology):
+    """The :class:`LevelSchedule` of a topology (links are listed parents first, so one pass finds depths)."""
+    n = topology.n_links
+    depth = np.zeros(n, dtype=int)
+    for i, parent in enumerate(topology.parents):
+        depth[i] = 0 if parent < 0 else depth[parent] + 1
+    levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
+    width = max(len(lv) for lv in levels)
+    slot_of = np.zeros(n, dtype=int)
+    for lv in levels:
+        slot_of[lv] = np.arange(len(lv))
+    children = [[] for _ in range(n)]
+    for i, parent in enumerate(topology.parents):
+        if parent >= 0:
+            children[parent].append(i)
+    n_children = max(1, max(len(c) for c in children))
+    slots = np.stack([np.r_[lv, np.full(width - len(lv), lv[0])] for lv in levels])
+    parent_slot = np.zeros_like(slots)
+    child_slots = np.full(slots.shape + (n_children,), width)
+    for d, lv in enumerate(levels):
+        for s, link in enumerate(lv):
+            parent = topology.parents[link]
+            parent_slot[d, s] = 0 if parent < 0 else slot_of[parent]
+            child_slots[d, s, :len(children[link])] = slot_of[children[link]]
+    return LevelSchedule(slots, parent_slot, child_slots, depth * width + slot_of)
+
+
+@dataclass(frozen=True, eq=False)
+class JointGroups:
+    """Links grouped by joint kind, and every joint's velocity coordinates padded to a common width.
+
+    ``kinds``: tuple of (JointKind, links (n_k,), q_index (n_k, nq), v_index (n_k, nv)) per kind present.
+    ``order`` (n,): position of each link in the kinds' concatenation. ``width``: the widest joint's nv
+    (at least 1). ``v_padded`` (n, width): index into v of each link's coordinates, nv (an appended zero)
+    for padding columns; ``column_valid`` (n, width) marks the real columns."""
+    kinds: tuple
+    order: np.ndarray
+    width: int
+    v_padded: np.ndarray
+    column_valid: np.ndarray
+
+
+def _index_table(slices, links, size):
+    return np.array([np.arange(slices[i].start, slices[i].stop) for i in links], dtype=int).reshape(len(links), size)
+
+
+@functools.lru_cache(maxsize=64)
+def joint_groups(topology):
+    """The :class:`JointGroups` of a topology."""
+    kinds, qs, vs = topology.kinds, topology.q_slices, topology.v_slices
+    groups = []
+    for name in dict.fromkeys(topology.joint_kinds):
+        kind = JOINT_KINDS[name]
+        links = np.array([i for i, k in enumerate(topology.joint_kinds) if k == name], dtype=int)
+        groups.append((kind, links, _index_table(qs, links, kind.nq), _index_table(vs, links, kind.nv)))
+    order = np.empty(topology.n_links, dtype=int)
+    order[np.concatenate([g[1] for g in groups])] = np.arange(topology.n_links)
+    width = max(1, max(k.nv for k in kinds))
+    v_padded = np.full((topology.n_links, width), topology.nv)
+    for i, s in enumerate(vs):
+        v_padded[i, :s.stop - s.start] = np.arange(s.start, s.stop)
+    return JointGroups(tuple(groups), order, width, v_padded, v_padded < topology.nv)

@@ -33,14 +33,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..dynamics import (aba, cross_space_inertia, forward_kinematics, link_accelerations, mass_matrix,
                         task_jacobian)
 from ..contacts.variable import contact_modes
 from ..dynamics.kinematics import frame_acceleration, frame_placement, frame_velocity
-from ..model.tree import PLANAR_ROWS
-from ..spatial import rigid_body_transform, spatial_rotation
+from ..model.tree import task_slice
+from ..spatial import skew, spatial_rotation
 from .solve import SolverSettings, solve_constraint_system
 from .stabilisation import stabilisation_terms
 from ..spatial.linalg import matmul, spd_solve
@@ -78,10 +77,6 @@ class SystemDynamics(NamedTuple):
     constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (eq. 105), 0 at a consistent state
     Bc: jnp.ndarray   # the constraint-space matrix of the solve (eq. 88; dropped by jit when unused)
     yc: jnp.ndarray   # its right-hand side (eq. 89)
-
-
-def _rows(dim):
-    return np.arange(6) if dim == 6 else np.array(PLANAR_ROWS)
 
 
 def module_terms(module, q, v, tau, points, method="direct"):
@@ -149,12 +144,23 @@ def contact_kinematics(contact, side_E, side_P):
     R_E, p_E, xd_E, xdd_E = side_E
     _, p_P, xd_P, xdd_P = side_P
     r = p_P - p_E
-    S = rigid_body_transform(r)
-    RfT = spatial_rotation(R_E.T)
-    rel = xd_P - matmul(S, xd_E)
+    RT = R_E.T
+    RfT = spatial_rotation(RT)
+    T_E = -spatial_rotation(RT).at[3:, :3].set(-matmul(RT, skew(r)))     # −ℜᵀS = −[[Rᵀ, 0], [−Rᵀr̃, Rᵀ]]
+    rel = xd_P - rigid_body_motion(r, xd_E)
     w = xd_E[:3]
     zeta = jnp.concatenate([jnp.cross(w, rel[:3]), jnp.cross(w, jnp.cross(w, r)) + 2.0 * jnp.cross(w, rel[3:])])
-    return matmul(-RfT, S), RfT, matmul(RfT, rel), matmul(RfT, xdd_P - matmul(S, xdd_E) - zeta)
+    return T_E, RfT, _rotate6(RT, rel), _rotate6(RT, xdd_P - rigid_body_motion(r, xdd_E) - zeta)
+
+
+def rigid_body_motion(r, x):
+    """ᴵS_EP x (eq. 20) without forming S: [ω; v − r̃ω] = [ω; v + ω × r] for x = [ω; v]."""
+    return jnp.concatenate([x[:3], x[3:] + jnp.cross(x[:3], r)])
+
+
+def _rotate6(R, x):
+    """diag(R, R) x (eq. 18) without forming the 6 x 6 matrix."""
+    return jnp.concatenate([matmul(R, x[:3]), matmul(R, x[3:])])
 
 
 def _taus(system, tau, dtype):
@@ -169,7 +175,7 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
     """Steps 2-3 up to the linear system: Bᶜ (eq. 88), yᶜ (eq. 89) and the pieces needed afterwards."""
     conn = system.connectivity
     d = conn.dim
-    rows = _rows(d)
+    rows = task_slice(d)
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
     terms = _all_module_terms(system, state, taus, method)
@@ -181,10 +187,10 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
         T_E, T_P, xd, xdd = contact_kinematics(c, side_E, side_P)
         modes.append(_current_modes(c, side_E, side_P, xd, t, dtype))
         if mE >= 0:
-            blocks[(mE, i, sE)] = T_E[np.ix_(rows, rows)]
+            blocks[(mE, i, sE)] = T_E[rows, rows]
         if mP >= 0:
             key = (mP, i, sP)
-            blocks[key] = blocks.get(key, 0.0) + T_P[np.ix_(rows, rows)]
+            blocks[key] = blocks.get(key, 0.0) + T_P[rows, rows]
         xd_EP.append(xd[rows])
         xdd_open_EP.append(xdd[rows])
         F_u.append(c.free_force(t, dtype))

@@ -44,6 +44,10 @@ such as the screw are exact, notes §8.4; n_c ≤ 6 per tip, any N_k):
 Tips with fewer constrained directions (the Stewart legs' spherical tips, n_c = 3; a point contact) are
 handled exactly: only the n_c x n_c block ψᶜᵀ L_k ψᶜ is factorised, so a chain with N_k < 6 (whose 6 x 6
 Λ_k⁻¹ is singular) is fine as long as its tip can move in the constrained directions.
+
+As computed (:func:`_chain_step1_2`), the d x d operators L_k, X_k, P_k, R_k are not formed: everything is
+projected onto ψᶜ first (W_c = T_cᵀψᶜ, W_r = T_rᵀψᶜ), which gives the same numbers with per-chain work
+O(N_k n_c) — the operation count Lilly & Orin's Tables 2-3 assume.
 """
 import functools
 from typing import NamedTuple
@@ -57,7 +61,8 @@ from ..dynamics import aba, forward_kinematics, link_accelerations, mass_matrix,
 from ..dynamics.kinematics import frame_acceleration, frame_jacobian, frame_placement, frame_velocity
 from ..pytree import replace
 from .build import SystemError
-from .dynamics import _rows, _taus, contact_kinematics, module_terms
+from .dynamics import _taus, contact_kinematics, module_terms
+from ..model.tree import task_slice
 from ..spatial.linalg import matmul, spd_solve
 
 
@@ -177,7 +182,18 @@ def _reference_points(module, q, v, points, rows):
 
 
 def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, point, rows, method):
-    """Table 1 Steps 1-2 for one chain (vmapped over identical chains): returns the per-chain pieces."""
+    """Table 1 Steps 1-2 for one chain (vmapped over identical chains), in the contact's constrained subspace.
+
+    Lilly's d x d operators (L_k = T_c Λ_k⁻¹ T_cᵀ, X₀ᵏ = T_r J_r, P_k, R_k of eq. 42) only ever meet ψᶜ, ψᵘFᵘ or
+    each other, so they are never formed: with W_c = T_cᵀ ψᶜ and W_r = T_rᵀ ψᶜ (ψᶜ seen at the chain tip and
+    at the reference point, d x n_c) and the known free-direction force u = ψᵘFᵘ moved there (u_c = T_cᵀ u,
+    u_r = T_rᵀ u),
+        M_k⁻¹ = ψᶜᵀ L_k ψᶜ = W_cᵀ Λ_k⁻¹ W_c                         (eq. 36)
+        S_k = α_k − ψᶜᵀ c_k − W_cᵀ Λ_k⁻¹ u_c                        (eq. 35)
+        ψᶜᵀ X₀ᵏ = W_rᵀ J_r                                         (n_c x N₀)
+        X₀ᵏᵀ P_k = J_rᵀ (u_r + W_r M_k S_k),  X₀ᵏᵀ R_k = (ψᶜᵀX₀ᵏ)ᵀ M_k ψᶜᵀX₀ᵏ   (the sums of eq. 45/46)
+    and Steps 3-4 need only Fᶜ_k = M_k S_k − M_k ψᶜᵀ X₀ᵏ a₀ (eq. 38), F_k = u + ψᶜ Fᶜ_k (eq. 47) and
+    Ω_k T_cᵀ F_k = Ψ_k (u_c + W_c Fᶜ_k) (eq. 48): per chain O(N_k n_c) work instead of d x d products."""
     mt = module_terms(module, q, v, tau, (point,), method)                      # Step 1, eq. 9-12
     R_r, p_r, xd_r, bias_r, J_r = ref_pt
     chain_side = (mt.R[0], mt.p[0], mt.xd[0], mt.xdd_open[0])
@@ -185,21 +201,21 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     side_E, side_P = (chain_side, ref_side) if is_E else (ref_side, chain_side)
     T_E, T_P, xd6, c6 = contact_kinematics(contact, side_E, side_P)           # eq. 80-83 at a₀ = 0
     T_c, T_r = (T_E, T_P) if is_E else (T_P, T_E)
-    T_c, T_r = T_c[np.ix_(rows, rows)], T_r[np.ix_(rows, rows)]
+    T_c, T_r = T_c[rows, rows], T_r[rows, rows]
     R_E, p_E, R_P, p_P = side_E[0], side_E[1], side_P[0], side_P[1]
     m = contact_modes(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E), xd6, xd_c)
-    X = matmul(T_r, J_r)                                                              # X₀ᵏ (d, N₀)
-    L = matmul(matmul(T_c, mt.Lam_inv), T_c.T)                                               # tip Λ_k⁻¹ in contact frame
-    alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                                  # constrained α (eq. 85)
-    S = alpha - matmul(m.psi_c.T, c6[rows] + matmul(L, matmul(m.psi_u, F_u)))                   # eq. 35
-    MS_MX = spd_solve(matmul(matmul(m.psi_c.T, L), m.psi_c),                                  # M_k⁻¹, eq. 36-37
-                      jnp.concatenate([S[:, None], matmul(m.psi_c.T, X)], axis=1))
+    W_c, W_r = matmul(T_c.T, m.psi_c), matmul(T_r.T, m.psi_c)                # d x n_c
+    u = matmul(m.psi_u, F_u)                                                  # ψᵘ Fᵘ (d,)
+    u_c, u_r = matmul(T_c.T, u), matmul(T_r.T, u)
+    LW = matmul(mt.Lam_inv, W_c)                                              # Λ_k⁻¹ W_c (d x n_c)
+    alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                          # constrained α (eq. 85)
+    S = alpha - matmul(m.psi_c.T, c6[rows]) - matmul(LW.T, u_c)              # eq. 35
+    Xc = matmul(W_r.T, J_r)                                                   # ψᶜᵀ X₀ᵏ (n_c x N₀)
+    MS_MX = spd_solve(matmul(W_c.T, LW), jnp.concatenate([S[:, None], Xc], axis=1))   # M_k [S_k | ψᶜᵀX₀ᵏ], eq. 36-38
     MS, MX = MS_MX[:, 0], MS_MX[:, 1:]
-    P = matmul(m.psi_u, F_u) + matmul(m.psi_c, MS)                                           # eq. 42
-    R = matmul(m.psi_c, MX)
-    phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                                       # B eq. 105
-    return dict(XtP=matmul(X.T, P), XtR=matmul(X.T, R), P=P, R=R, MS=MS, MX=MX, phi_v=phi_v,
-                qdd_open=mt.qdd_open, OmegaT=matmul(mt.Psi, T_c.T))
+    phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                               # B eq. 105
+    return dict(XtP=matmul(J_r.T, u_r + matmul(W_r, MS)), XtR=matmul(Xc.T, MX), MS=MS, MX=MX, phi_v=phi_v,
+                u=u, psi_c=m.psi_c, qdd_open=mt.qdd_open, Psi_u=matmul(mt.Psi, u_c), Psi_W=matmul(mt.Psi, W_c))
 
 
 def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, method="direct"):
@@ -221,7 +237,7 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     st = chain_structure(system, reference)
     ref = st.reference
     d = conn.dim
-    rows = _rows(d)
+    rows = task_slice(d)
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
     ref_module, q0, v0 = system.modules[ref], state.q[ref], state.v[ref]
@@ -259,9 +275,9 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     F_EP, F_c, phi_v = ([None] * len(system.contacts) for _ in range(3))
     qdd[ref] = a0
     for group, o in zip(st.groups, group_outs):
-        F = o["P"] - matmul(o["R"], a0)                                                  # eq. 47
         Fc = o["MS"] - matmul(o["MX"], a0)                                               # eq. 38
-        q_dd = o["qdd_open"] + matmul(o["OmegaT"], F[:, :, None])[:, :, 0]            # eq. 48
+        F = o["u"] + matmul(o["psi_c"], Fc[:, :, None])[:, :, 0]                          # eq. 47
+        q_dd = o["qdd_open"] + o["Psi_u"] + matmul(o["Psi_W"], Fc[:, :, None])[:, :, 0]   # eq. 48
         for j, g in enumerate(group):
             k, i = st.chains[g][0], st.chains[g][1]
             qdd[k], F_EP[i], F_c[i], phi_v[i] = q_dd[j], F[j], Fc[j], o["phi_v"][j]

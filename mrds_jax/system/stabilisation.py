@@ -51,7 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model.tree import PLANAR_ROWS
+from ..model.tree import task_slice
 from ..pytree import pytree_dataclass, static
 from ..spatial.linalg import matmul
 
@@ -113,10 +113,6 @@ def pose_error(contact, R_EP, r_EP):
 
 
 # ----------------------------------------------------------------------------- per-contact errors
-def _rows(dim):
-    return np.arange(6) if dim == 6 else np.array(PLANAR_ROWS)
-
-
 def current_bases(contact, R_EP, r_EP, xd6, t):
     """(ψᵘ, ψᶜ) of a contact at the relative configuration (variable modes evaluated there)."""
     if getattr(contact, "modes", None) is None:
@@ -155,7 +151,7 @@ def contact_errors(contact, side_E, side_P, t, psi_c=None, xd_EP=None, targets=N
     dict contact name -> t ↦ xᶜ(t) for excited contacts (see module docstring)."""
     R_EP, r_EP = relative_pose(side_E, side_P)
     dtype = r_EP.dtype
-    rows = _rows(contact.dim)
+    rows = task_slice(contact.dim)
     xd6 = relative_velocity(side_E, side_P) if xd_EP is None or psi_c is None else None
     if psi_c is None:
         psi_c = current_bases(contact, R_EP, r_EP, xd6, t)[1]
