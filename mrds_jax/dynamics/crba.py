@@ -1,18 +1,24 @@
 """Joint-space inertia matrix H(q) by the composite-rigid-body algorithm (Featherstone Table 6.2;
 Amin-Javaheri & Orin Table 1), and the shared assembly of H from composite inertias."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..model.tree import check_state
 from ..spatial import transform_inertia
 from .common import link_inertias
-from .kinematics import forward_kinematics, world_motion_subspaces
+from .kinematics import forward_kinematics, is_stacked, world_motion_subspaces
+from .levels import subtree_totals
 from ..spatial.linalg import matmul
 
 
 def composite_inertias(module, kin):
-    """Composite-rigid-body inertias Iᶜᵢ = Iᵢ + Σ_children ᶦX*_c Iᶜ_c ᶜXᵢ, link frames (backward pass)."""
+    """Composite-rigid-body inertias Iᶜᵢ = Iᵢ + Σ_children ᶦX*_c Iᶜ_c ᶜXᵢ, link frames (backward pass): a
+    Python loop over links on the unrolled route (list), one inward level scan on the level-scan route
+    ((n, 6, 6); ``levels.subtree_totals``)."""
     t = module.topology
+    if is_stacked(kin):
+        return subtree_totals(t, link_inertias(module), kin.local_R, kin.local_p, transform_inertia)
     Ic = list(link_inertias(module))
     for i in reversed(range(t.n_links)):
         parent = t.parents[i]
@@ -37,5 +43,8 @@ def mass_matrix(module, q):
     check_state(module, q, None, "mass_matrix")
     kin = forward_kinematics(module, q)
     Ic = composite_inertias(module, kin)
-    Ic0 = jnp.stack([transform_inertia(R, p, I) for R, p, I in zip(kin.world_R, kin.world_p, Ic)])
+    if is_stacked(kin):
+        Ic0 = jax.vmap(transform_inertia)(kin.world_R, kin.world_p, Ic)
+    else:
+        Ic0 = jnp.stack([transform_inertia(R, p, I) for R, p, I in zip(kin.world_R, kin.world_p, Ic)])
     return assemble_mass_matrix(module.topology, world_motion_subspaces(kin), Ic0)

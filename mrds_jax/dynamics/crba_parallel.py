@@ -20,6 +20,8 @@ from ..spatial import motion_transform, transform_inertia
 from .common import link_inertias
 from .crba import assemble_mass_matrix
 from .kinematics import joint_placements
+from .levels import uses_level_scan
+from .stacked_joints import joint_motions
 from ..spatial.linalg import matmul
 
 
@@ -59,11 +61,15 @@ def mass_matrix_parallel(module, q):
     """H(q) by recursive doubling (Amin-Javaheri & Orin Table 2); equal to :func:`crba.mass_matrix`."""
     check_state(module, q, None, "mass_matrix_parallel")
     t, par = module.topology, module.params
-    local = joint_placements(module, q)
-    R, p = base_placements_scan(t, jnp.stack([l[0] for l in local]), jnp.stack([l[1] for l in local]))
+    if uses_level_scan(t):   # joint models evaluated per kind, not per link (levels.py)
+        local_R, local_p, S = joint_motions(module, q)
+        R, p = base_placements_scan(t, local_R, local_p)
+        S0 = S.in_frames(R, p)
+    else:
+        local = joint_placements(module, q)
+        R, p = base_placements_scan(t, jnp.stack([l[0] for l in local]), jnp.stack([l[1] for l in local]))
+        S0 = jnp.concatenate([
+            matmul(motion_transform(R[i], p[i]), kind.motion_subspace(q[qs], par.axis[i], par.axis2[i], par.pitch[i]))
+            for i, (kind, qs) in enumerate(zip(t.kinds, t.q_slices))], axis=1)
     I0 = jax.vmap(transform_inertia)(R, p, link_inertias(module))
-    Ic0 = composite_inertias_scan(t, I0)
-    S0 = jnp.concatenate([
-        matmul(motion_transform(R[i], p[i]), kind.motion_subspace(q[qs], par.axis[i], par.axis2[i], par.pitch[i]))
-        for i, (kind, qs) in enumerate(zip(t.kinds, t.q_slices))], axis=1)
-    return assemble_mass_matrix(t, S0, Ic0)
+    return assemble_mass_matrix(t, S0, composite_inertias_scan(t, I0))

@@ -1,5 +1,5 @@
 """Energies and momentum of a module: the conserved quantities the integration tests check."""
-
+import jax
 import jax.numpy as jnp
 
 from ..spatial import act_force
@@ -8,18 +8,22 @@ from .kinematics import forward_kinematics
 from ..spatial.linalg import matmul
 
 
+def _over_links(x):
+    """Per-link values as one (n, ...) array, from either recursion's kinematics (list or stacked)."""
+    return jnp.stack(x) if isinstance(x, list) else x
+
+
 def kinetic_energy(module, q, v, support_velocity=None):
     """T = Σ ½ vᵢᵀ Iᵢ vᵢ over links (equals ½ vᵀ H v on a fixed support)."""
-    kin = forward_kinematics(module, q, v, support_velocity)
-    inertias = link_inertias(module)
-    return sum(matmul(0.5 * vi, matmul(inertias[i], vi)) for i, vi in enumerate(kin.velocity))
+    vel = _over_links(forward_kinematics(module, q, v, support_velocity).velocity)
+    return 0.5 * jnp.sum(vel * matmul(link_inertias(module), vel[:, :, None])[:, :, 0])
 
 
 def potential_energy(module, q):
     """V = −Σ mᵢ gᵀ cᵢ (centres of mass in the support frame)."""
     kin = forward_kinematics(module, q)
     par = module.params
-    com_world = jnp.stack([matmul(R, c) + p for R, p, c in zip(kin.world_R, kin.world_p, par.com)])
+    com_world = matmul(_over_links(kin.world_R), par.com[:, :, None])[:, :, 0] + _over_links(kin.world_p)
     return -jnp.sum(par.mass * (matmul(com_world, par.gravity)))
 
 
@@ -30,6 +34,6 @@ def mechanical_energy(module, q, v):
 def spatial_momentum(module, q, v):
     """Total spatial momentum [angular about the support origin; linear], support axes."""
     kin = forward_kinematics(module, q, v)
-    inertias = link_inertias(module)
-    return sum(act_force(R, p, matmul(inertias[i], vi))
-               for i, (R, p, vi) in enumerate(zip(kin.world_R, kin.world_p, kin.velocity)))
+    vel = _over_links(kin.velocity)
+    momenta = matmul(link_inertias(module), vel[:, :, None])[:, :, 0]
+    return jnp.sum(jax.vmap(act_force)(_over_links(kin.world_R), _over_links(kin.world_p), momenta), axis=0)

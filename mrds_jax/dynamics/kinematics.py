@@ -16,10 +16,14 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+import jax
+
 from ..model.joints import velocity_product
 from ..model.tree import PLANAR_ROWS
 from ..spatial import act_motion, compose, cross_motion, inv_act_motion, motion_transform, skew
 from ..spatial.linalg import matmul
+from .levels import outward, uses_level_scan
+from .stacked_joints import joint_motions, joint_velocity_products, link_coordinates
 
 REFERENCES = ("world_aligned", "local", "world")
 
@@ -34,8 +38,37 @@ class TreeKinematics(NamedTuple):
     velocity_product: list  # per link: c_i = S̊ v + v_i × S v (Featherstone eq. 5.6's c term)
 
 
+class StackedKinematics(NamedTuple):
+    """:class:`TreeKinematics` of the level-scan route: every field stacked over links, (n, ...), so
+    ``kin.world_R[link]`` reads the same; ``S`` is a :class:`~.stacked_joints.PaddedSubspaces` (``S[i]`` is
+    link i's (6, nvᵢ) subspace); ``velocity``/``velocity_product`` are None when v is not given."""
+    local_R: jax.Array
+    local_p: jax.Array
+    world_R: jax.Array
+    world_p: jax.Array
+    S: object
+    velocity: jax.Array
+    velocity_product: jax.Array
+
+
+def is_stacked(kin):
+    """Whether ``kin`` comes from the level-scan route (arrays over links) rather than the unrolled one."""
+    return isinstance(kin, StackedKinematics)
+
+
 def _zero6(dtype):
     return jnp.zeros(6, dtype=dtype)
+
+
+def on_one_link(module, kin, link, vector):
+    """A per-link field of 6-vectors, ``vector`` on ``link`` and zero elsewhere, in ``kin``'s layout (list on
+    the unrolled route, (n, 6) on the level-scan route); ``link=None`` gives zeros everywhere."""
+    n = module.topology.n_links
+    if is_stacked(kin):
+        zeros = jnp.zeros((n, 6), dtype=vector.dtype)
+        return zeros if link is None else zeros.at[link].set(vector)
+    zero = jnp.zeros(6, dtype=vector.dtype)
+    return [vector if i == link else zero for i in range(n)]
 
 
 def joint_placements(module, q):
@@ -50,7 +83,41 @@ def joint_placements(module, q):
 
 def forward_kinematics(module, q, v=None, support_velocity=None):
     """Placements of every link (local and in the support frame), motion subspaces, and — when ``v`` is
-    given — link twists and velocity-product accelerations (Featherstone RNEA forward pass)."""
+    given — link twists vᵢ = ᶦX_λ(i) v_λ(i) + Sᵢ q̇ᵢ and velocity products cᵢ = S̊ᵢ q̇ᵢ + vᵢ × Sᵢ q̇ᵢ
+    (Featherstone Table 5.1, the RNEA's outward pass). Unrolled link by link (:class:`TreeKinematics`), or
+    as one outward level scan (:class:`StackedKinematics`; ``levels.py``), as ``Topology.recursion`` says."""
+    if uses_level_scan(module.topology):
+        return _forward_kinematics_levels(module, q, v, support_velocity)
+    return _forward_kinematics_unrolled(module, q, v, support_velocity)
+
+
+def _placement_step(parent, local):
+    """⁰Tᵢ = ⁰T_λ(i) ∘ ᶦ⁻¹Tᵢ for one link (outward step)."""
+    return compose(*parent, *local), None
+
+
+def _twist_step(parent, link):
+    """⁰Tᵢ and vᵢ = ᶦX_λ(i) v_λ(i) + Sᵢ q̇ᵢ for one link (outward step)."""
+    (R0, p0, v0), (R, p, vJ) = parent, link
+    return compose(R0, p0, R, p) + (inv_act_motion(R, p, v0) + vJ,), None
+
+
+def _forward_kinematics_levels(module, q, v, support_velocity):
+    t = module.topology
+    dtype = q.dtype
+    local_R, local_p, S = joint_motions(module, q)
+    at_support = (jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype=dtype))
+    if v is None:
+        (world_R, world_p), _ = outward(t, _placement_step, at_support, (local_R, local_p))
+        return StackedKinematics(local_R, local_p, world_R, world_p, S, None, None)
+    vJ = matmul(S.padded, link_coordinates(t, v)[:, :, None])[:, :, 0]
+    v_support = _zero6(dtype) if support_velocity is None else support_velocity
+    (world_R, world_p, vel), _ = outward(t, _twist_step, at_support + (v_support,), (local_R, local_p, vJ))
+    vprod = joint_velocity_products(module, q, v) + jax.vmap(cross_motion)(vel, vJ)
+    return StackedKinematics(local_R, local_p, world_R, world_p, S, vel, vprod)
+
+
+def _forward_kinematics_unrolled(module, q, v, support_velocity):
     t, par = module.topology, module.params
     dtype = q.dtype
     local = joint_placements(module, q)
@@ -82,10 +149,15 @@ def forward_kinematics(module, q, v=None, support_velocity=None):
 
 def link_accelerations(module, kin, qdd, support_acceleration=None):
     """Spatial accelerations of every link (link frames) for joint accelerations ``qdd``; gravity is not
-    included (pass ``support_acceleration = [0; -g]`` for the fictitious-base trick)."""
+    included (pass ``support_acceleration = [0; -g]`` for the fictitious-base trick):
+    aᵢ = ᶦX_λ(i) a_λ(i) + Sᵢ q̈ᵢ + cᵢ (Featherstone Table 5.1), an outward sweep on ``kin``'s route."""
     t = module.topology
     dtype = qdd.dtype
     a_support = _zero6(dtype) if support_acceleration is None else support_acceleration
+    if is_stacked(kin):
+        own = matmul(kin.S.padded, link_coordinates(t, qdd)[:, :, None])[:, :, 0] + kin.velocity_product
+        acc, _ = outward(t, _acceleration_step, a_support, (kin.local_R, kin.local_p, own))
+        return acc
     acc = []
     for i, vs in enumerate(t.v_slices):
         parent = t.parents[i]
@@ -93,6 +165,12 @@ def link_accelerations(module, kin, qdd, support_acceleration=None):
         acc.append(inv_act_motion(kin.local_R[i], kin.local_p[i], a_parent) + matmul(kin.S[i], qdd[vs])
                    + kin.velocity_product[i])
     return acc
+
+
+def _acceleration_step(a_parent, link):
+    """aᵢ = ᶦX_λ(i) a_λ(i) + (Sᵢ q̈ᵢ + cᵢ) for one link (outward step)."""
+    R, p, own = link
+    return inv_act_motion(R, p, a_parent) + own, None
 
 
 def frame_placement(module, kin, frame):
@@ -118,6 +196,8 @@ def _check_reference(reference):
 
 def world_motion_subspaces(kin):
     """Stacked motion subspaces in Plücker coordinates at the support origin, (6, nv)."""
+    if is_stacked(kin):
+        return kin.S.in_frames(kin.world_R, kin.world_p)
     cols = [matmul(motion_transform(R, p), S) for R, p, S in zip(kin.world_R, kin.world_p, kin.S)]
     return jnp.concatenate(cols, axis=1)
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from ..model.tree import check_state
 from .aba import articulated_inertias, articulated_solve
 from .crba import mass_matrix
-from .kinematics import forward_kinematics
+from .kinematics import forward_kinematics, on_one_link
 from ..spatial.linalg import spd_solve
 
 METHODS = ("direct", "recursive")
@@ -22,9 +22,10 @@ def inverse_mass_matrix(module, q, method="direct"):
         return spd_solve(mass_matrix(module, q), eye)
     kin = forward_kinematics(module, q)
     art = articulated_inertias(module, kin)
-    zeros6 = [jnp.zeros(6, dtype=q.dtype)] * module.topology.n_links
+    zero6 = jnp.zeros(6, dtype=q.dtype)
+    zeros = on_one_link(module, kin, None, zero6)
 
     def column(tau):
-        return articulated_solve(module, kin, art, tau, zeros6, zeros6, zeros6[0])[0]
+        return articulated_solve(module, kin, art, tau, zeros, zeros, zero6)[0]
 
     return jax.vmap(column, out_axes=1)(eye)

@@ -20,7 +20,7 @@ from .aba import aba, articulated_inertias, articulated_solve
 from .crba import mass_matrix
 from .minverse import METHODS
 from .kinematics import (_check_reference, forward_kinematics, frame_acceleration, frame_jacobian, frame_motion,
-                         frame_placement, link_accelerations, task_jacobian, task_rows)
+                         frame_placement, link_accelerations, on_one_link, task_jacobian, task_rows)
 from ..spatial.linalg import matmul, spd_solve
 
 
@@ -93,7 +93,8 @@ def _unit_force_columns(module, q, kin, force_frames, accel_frames, reference):
     t = module.topology
     art = articulated_inertias(module, kin)
     rows = task_rows(module)
-    zeros6 = [jnp.zeros(6, dtype=q.dtype)] * t.n_links
+    zero6 = jnp.zeros(6, dtype=q.dtype)
+    zeros = on_one_link(module, kin, None, zero6)
     zero_tau = jnp.zeros(t.nv, dtype=q.dtype)
     psi_cols, lam_cols = [], []
     for frame in force_frames:
@@ -101,8 +102,8 @@ def _unit_force_columns(module, q, kin, force_frames, accel_frames, reference):
 
         def column(e, frame=frame, link=link):
             f_link = _task_force_on_link(module, kin, frame, reference, e)
-            bias = [-f_link if i == link else zeros6[i] for i in range(t.n_links)]
-            qdd, acc = articulated_solve(module, kin, art, zero_tau, bias, zeros6, zeros6[0])
+            bias = on_one_link(module, kin, link, -f_link)
+            qdd, acc = articulated_solve(module, kin, art, zero_tau, bias, zeros, zero6)
             lam = [frame_motion(module, kin, acc, g, reference)[rows] for g in accel_frames]
             return qdd, (jnp.concatenate(lam) if lam else jnp.zeros(0, dtype=q.dtype))
 

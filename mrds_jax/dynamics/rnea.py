@@ -1,10 +1,13 @@
 """Recursive Newton-Euler inverse dynamics (Featherstone Table 5.1; Lilly & Orin's open-chain terms)."""
+import jax
 import jax.numpy as jnp
 
 from ..model.tree import check_state
 from ..spatial import act_force, cross_force
 from .common import gravity_acceleration, link_external_forces, link_inertias
-from .kinematics import forward_kinematics, link_accelerations
+from .kinematics import forward_kinematics, is_stacked, link_accelerations
+from .levels import subtree_totals
+from .stacked_joints import module_coordinates
 from ..spatial.linalg import matmul
 
 
@@ -15,13 +18,14 @@ def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_accelerat
     ``support_velocity``/``support_acceleration``: motion of the support frame (moving base).
     """
     check_state(module, q, v, "rnea")
-    t = module.topology
     kin = forward_kinematics(module, q, v, support_velocity)
     acc = link_accelerations(module, kin, qdd, gravity_acceleration(module, support_acceleration))
     inertias = link_inertias(module)
     fext = link_external_forces(module, f_ext, q.dtype)
-    forces = [matmul(inertias[i], acc[i]) + cross_force(kin.velocity[i], matmul(inertias[i], kin.velocity[i])) - fext[i]
-              for i in range(t.n_links)]
+    if is_stacked(kin):
+        return _joint_forces_levels(module, kin, jax.vmap(_body_force)(inertias, acc, kin.velocity) - fext)
+    t = module.topology
+    forces = [_body_force(inertias[i], acc[i], kin.velocity[i]) - fext[i] for i in range(t.n_links)]
     tau = [None] * t.n_links
     for i in reversed(range(t.n_links)):
         tau[i] = matmul(kin.S[i].T, forces[i])
@@ -29,6 +33,17 @@ def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_accelerat
         if parent >= 0:
             forces[parent] = forces[parent] + act_force(kin.local_R[i], kin.local_p[i], forces[i])
     return jnp.concatenate(tau)
+
+
+def _body_force(I, a, v):
+    """fᵢᴮ = Iᵢ aᵢ + vᵢ ×* Iᵢ vᵢ, the force link i alone needs (Featherstone eq. 5.9)."""
+    return matmul(I, a) + cross_force(v, matmul(I, v))
+
+
+def _joint_forces_levels(module, kin, body_forces):
+    """τᵢ = Sᵢᵀ fᵢ with fᵢ the subtree sum of body forces (RNEA's inward pass as one level scan)."""
+    f = subtree_totals(module.topology, body_forces, kin.local_R, kin.local_p, act_force)
+    return module_coordinates(module.topology, matmul(f[:, None, :], kin.S.padded)[:, 0, :])
 
 
 def nonlinear_effects(module, q, v, **kw):

@@ -1,0 +1,108 @@
+"""Tree recursions whose traced program does not grow with the number of links: one ``jax.lax.scan`` over
+depth levels (the idea behind MuJoCo MJX's ``scan.body_tree``).
+
+Every textbook recursion over a rigid tree is one of two sweeps (Featherstone §5.3, Tables 5.1, 6.2, 7.1):
+
+* **outward** (root → leaves): each link's value is a function of its parent's value and its own data,
+  xᵢ = f(x_λ(i), dᵢ) — placements ⁰Tᵢ = ⁰T_λ(i) ᶦ⁻¹Tᵢ, twists vᵢ = ᶦX_λ vλ + Sᵢ q̇ᵢ, accelerations;
+* **inward** (leaves → root): each link combines its own data with the sum of what its children hand it,
+  (yᵢ, hᵢ) = g(Σ_{c: λ(c)=i} h_c, dᵢ), and hands hᵢ to its parent — composite inertias Iᶜ, RNEA forces,
+  ABA's articulated inertias Iᴬ and bias forces pᴬ.
+
+Links at the same depth never depend on each other, so a sweep can process a whole depth level at once.
+The static :class:`~mrds_jax.model.tree.LevelSchedule` lays the links out as (levels L) x (slots W); one
+``lax.scan`` over the L levels applies f (or g) ``vmap``-ped over the W slots of a level. The scan's carry is
+the previous level's values (outward: the parents, gathered by ``parent_slot``; inward: the hand-offs of the
+next-deeper level, summed over ``child_slots``). The traced program therefore holds one copy of f or g
+whatever the size of the tree, and the sweep takes L sequential steps instead of n (L = n for a serial
+chain, 15 instead of 101 for tiago_dual).
+
+``Topology.recursion`` picks the route: ``"unrolled"`` (a Python loop over links, traced link by link:
+fastest per call for small modules, compile time growing with n), ``"level_scan"``, or ``"auto"``: the level
+scan from :data:`LEVEL_SCAN_MIN_LINKS` links on (measured: ``experiments/bench_compile.py``).
+"""
+import jax
+import jax.numpy as jnp
+
+from ..model.tree import level_schedule
+
+LEVEL_SCAN_MIN_LINKS = 24
+
+
+def uses_level_scan(topology):
+    """Whether the dynamics of a module with this topology run as level scans (``Topology.recursion``)."""
+    if topology.recursion == "auto":
+        return topology.n_links >= LEVEL_SCAN_MIN_LINKS
+    if topology.recursion in ("unrolled", "level_scan"):
+        return topology.recursion == "level_scan"
+    raise ValueError(f"unknown recursion {topology.recursion!r}; use 'auto', 'unrolled' or 'level_scan'")
+
+
+def _by_level(schedule, per_link):
+    """Per-link arrays (n, ...) laid out per level and slot, (L, W, ...)."""
+    return jax.tree.map(lambda a: a[schedule.slots], per_link)
+
+
+def _by_link(schedule, per_level):
+    """Inverse of :func:`_by_level`: (L, W, ...) back to link order (n, ...)."""
+    flat = schedule.n_levels * schedule.width
+    return jax.tree.map(lambda y: y.reshape((flat,) + y.shape[2:])[schedule.link_position], per_level)
+
+
+def outward(topology, step, support_value, per_link):
+    """Outward sweep xᵢ = step(x_λ(i), dᵢ) for every link, parents before children.
+
+    ``step(parent_value, link_data) -> (value, output)`` works on one link; ``support_value`` is the value the
+    root links see as their parent's; ``per_link`` a pytree of (n, ...) arrays. Returns (values, outputs) of
+    every link, stacked (n, ...)."""
+    schedule = level_schedule(topology)
+    root = jax.tree.map(lambda r: jnp.broadcast_to(r, (schedule.width,) + jnp.shape(r)), support_value)
+
+    def level(parent_values, xs):
+        data, parent_slot = xs
+        return _twice(jax.vmap(step)(jax.tree.map(lambda c: c[parent_slot], parent_values), data))
+
+    _, (values, outputs) = jax.lax.scan(level, root, (_by_level(schedule, per_link), schedule.parent_slot))
+    return _by_link(schedule, values), _by_link(schedule, outputs)
+
+
+def _twice(value_and_output):
+    value, output = value_and_output
+    return value, (value, output)
+
+
+def inward(topology, step, no_hand_off, per_link):
+    """Inward sweep over every link, children before parents.
+
+    ``step(children_sum, link_data) -> (hand_off, output)`` works on one link: ``children_sum`` is the sum of
+    the hand-offs of the link's children, ``no_hand_off`` (zeros of one hand-off's shape) for a leaf; the root
+    links' hand-offs are dropped. Returns the outputs of every link, stacked (n, ...)."""
+    schedule = level_schedule(topology)
+    none_yet = jax.tree.map(lambda z: jnp.broadcast_to(z, (schedule.width,) + jnp.shape(z)), no_hand_off)
+
+    def level(hand_offs, xs):
+        data, child_slots = xs
+        children_sum = jax.tree.map(lambda h: _sum_children(h, child_slots), hand_offs)
+        return jax.vmap(step)(children_sum, data)
+
+    _, outputs = jax.lax.scan(level, none_yet, (_by_level(schedule, per_link), schedule.child_slots), reverse=True)
+    return _by_link(schedule, outputs)
+
+
+def _sum_children(hand_offs, child_slots):
+    """Σ over each slot's children of their hand-offs; slot W (padding) reads an appended zero row."""
+    padded = jnp.concatenate([hand_offs, jnp.zeros_like(hand_offs[:1])])
+    return jnp.sum(padded[child_slots], axis=1)
+
+
+def subtree_totals(topology, own, local_R, local_p, transport):
+    """For every link, its ``own`` quantity plus its children's totals carried into its frame: an inward
+    sweep computing, with ``transport = transform_inertia``, the composite inertias Iᶜᵢ = Iᵢ + Σ_c ᶦX*_c Iᶜ_c
+    ᶜXᵢ (Featherstone Table 6.2), and with ``act_force`` the RNEA's joint forces fᵢ = fᵢᴮ + Σ_c ᶦX*_c f_c
+    (Table 5.1). ``own`` (n, ...); ``local_R``, ``local_p``: each link's placement in its parent."""
+    def step(children, link):
+        own_i, R, p = link
+        total = own_i + children
+        return transport(R, p, total), total
+
+    return inward(topology, step, jnp.zeros_like(own[0]), (own, local_R, local_p))
