@@ -1,0 +1,157 @@
+"""The engine issue's CPU bars, measured in one run with the peers beside us.
+
+* Stewart platform (``nominal()``, bench legs, the scenario of ``bench_gpu.stewart_setup``: home pose, payload
+  kicked, constant gravity-holding leg forces), a ``jit(vmap)`` of a 20-step rollout at dt = 1 ms and batch B
+  (default 4096): scenario-steps/s for float32 semi-implicit Euler on the automatic path (Lilly & Orin), the
+  general MRDS path, float64, and RK4; compile time of each; next to MuJoCo's C ``mj_step`` on one thread on
+  the same mechanism (``../shared/bench/ckcm_stewart_mjx.xml``, same state and actuator forces) and the bar
+  ours ≥ MuJoCo × cores.
+* One compiled Euler step of one scenario (float32): XLA kernels (``bench_gpu.count_kernels``) and XLA flops
+  beside Lilly & Orin's operation count for m = 6 chains of N = 3 (Tables 2-3, ``bench_gpu.lilly_orin_ops``).
+* One scenario: forward dynamics per call (jit, float64) next to Pinocchio's ``constraintDynamics`` per call on
+  the same platform (``bench_closed_chain.stewart``).
+
+    python experiments/bench_engine.py [--batch 4096] [--out experiments/out/bench_engine.md]
+
+Timings are the best of 3 after compilation; the machine's load is printed (2-core machines shared with other
+work are noisy: rerun on an idle machine before quoting).
+"""
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+
+import bench_closed_chain as BCC  # noqa: E402  (enables x64; every array below has an explicit dtype)
+import bench_gpu as BG  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from mrds_jax import system as S  # noqa: E402
+
+STEPS = 20
+LINES = []
+
+
+def out(s=""):
+    print(s, flush=True)
+    LINES.append(s)
+
+
+def best_of(f, *args, repeats=3):
+    jax.block_until_ready(f(*args))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def rollout_fn(system, taus, integrator, path):
+    acc = S.system_acceleration(system, tau=taus, path=path)
+    dt = jnp.asarray(BG.DT, taus[0].dtype)
+
+    def roll(state):
+        from mrds_jax.integrate import rollout
+        tr = rollout(system.modules, acc, state.q, state.v, dt, STEPS, STEPS, integrator)
+        return tuple(q[-1] for q in tr.q), tuple(v[-1] for v in tr.v)
+    return roll
+
+
+def stewart_throughput(batch, dtype, integrator, path):
+    system, state, _, taus, _ = BG.stewart_setup(dtype)
+    states = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + x.shape), state)
+    c, compile_s = BG.compile_aot(jax, jax.vmap(rollout_fn(system, taus, integrator, path)), states)
+    return batch * STEPS / best_of(c, states), compile_s
+
+
+def mujoco_steps_per_s(n=4000):
+    _, state, _, _, tau0 = BG.stewart_setup(jnp.float64)
+    m = mujoco.MjModel.from_xml_path(str(ROOT.parent / "shared" / "bench" / "ckcm_stewart_mjx.xml"))
+    d = mujoco.MjData(m)
+    qpos, qvel = BG.mujoco_state(state)
+    best = float("inf")
+    for _ in range(3):
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, np.asarray(tau0, float)[: m.nu]
+        t0 = time.perf_counter()
+        mujoco.mj_step(m, d, nstep=n)
+        best = min(best, time.perf_counter() - t0)
+    return n / best
+
+
+def step_costs():
+    system, state, _, taus, _ = BG.stewart_setup(jnp.float32)
+    acc = S.system_acceleration(system, tau=taus)
+
+    def step(s):
+        from mrds_jax.integrate import rollout
+        tr = rollout(system.modules, acc, s.q, s.v, jnp.asarray(BG.DT, jnp.float32), 1, 1, "euler")
+        return tuple(q[-1] for q in tr.q)
+    c, _ = BG.compile_aot(jax, step, state)
+    return BG.compiled_costs(c)
+
+
+def single_scenario():
+    system, state, merged, cms, _, _ = BCC.stewart()
+    f = jax.jit(lambda s: S.system_acceleration(system)(s.q, s.v, 0.0))
+    ours = best_of(f, state, repeats=200)
+    t_pin, _ = BCC.pinocchio_time(merged, cms, state, n=2000)
+    t_pin = min(t_pin, BCC.pinocchio_time(merged, cms, state, n=2000)[0])
+    return ours, t_pin
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, default=4096)
+    ap.add_argument("--out", default=str(ROOT / "experiments" / "out" / "bench_engine.md"))
+    a = ap.parse_args(argv)
+    cores = os.cpu_count()
+    out("# Engine bars on the CPU (experiments/bench_engine.py)")
+    out()
+    out(f"{platform.processor() or platform.machine()}, {cores} cores, jax {jax.__version__}, "
+        f"mujoco {mujoco.__version__}; load average before: {os.getloadavg()[0]:.2f}")
+    out()
+    mj = mujoco_steps_per_s()
+    out(f"## Stewart platform, batch {a.batch}, {STEPS}-step rollout, dt = 1 ms")
+    out()
+    out("| engine | dtype | integrator | path | steps/s | / (MuJoCo 1 thread × cores) | compile s |")
+    out("| --- | --- | --- | --- | --- | --- | --- |")
+    out(f"| MuJoCo mj_step (soft loops) | float64 | Euler | - | {mj:.3g} | {1 / cores:.2f} | - |")
+    for dtype, integrator, path in [(jnp.float32, "euler", "auto"), (jnp.float32, "euler", "general"),
+                                    (jnp.float64, "euler", "auto"), (jnp.float32, "rk4_compact", "auto")]:
+        sps, cs = stewart_throughput(a.batch, dtype, integrator, path)
+        label = S.dynamics_path(BG.stewart_setup(dtype)[0], path)
+        out(f"| mrds_jax (exact loops) | {jnp.dtype(dtype).name} | {integrator} | {path} ({label}) | {sps:.3g} | "
+            f"{sps / (mj * cores):.2f} | {cs:.1f} |")
+    mj_after = mujoco_steps_per_s()
+    out()
+    out(f"MuJoCo re-measured after our runs: {mj_after:.3g} steps/s (load average {os.getloadavg()[0]:.2f}).")
+    out()
+    flops, kernels = step_costs()
+    mult, add = BG.lilly_orin_ops(6, 3)
+    out("## One compiled Euler step, one scenario, float32")
+    out()
+    out(f"XLA kernels: {kernels.get('total')} (fusions {kernels.get('fusion')}, custom calls "
+        f"{kernels.get('custom_call')}, other {kernels.get('other')}, while loops {kernels.get('while_loops')}); "
+        f"XLA flops {flops:.4g}; Lilly & Orin (m = 6, N = 3, n_c = 3): {mult} mult + {add} add = {mult + add} "
+        f"(XLA / Lilly-Orin = {flops / (mult + add):.2f}).")
+    out()
+    ours, t_pin = single_scenario()
+    out("## One scenario, forward dynamics per call (float64)")
+    out()
+    out(f"mrds_jax (auto path, jit) {ours * 1e6:.1f} µs; Pinocchio constraintDynamics {t_pin * 1e6:.1f} µs; "
+        f"ratio {ours / t_pin:.2f}.")
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text("\n".join(LINES) + "\n")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
