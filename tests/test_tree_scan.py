@@ -19,7 +19,7 @@ import pytest
 
 import mrds_jax as mj
 from mrds_jax.dynamics.kinematics import StackedKinematics, TreeKinematics
-from mrds_jax.dynamics.levels import LEVEL_SCAN_MIN_LINKS, ONE_HOT_MAX_WIDTH
+from mrds_jax.dynamics.levels import LEVEL_SCAN_MIN_LINKS
 from mrds_jax.model.tree import level_schedule
 from mrds_jax.model.urdf import load_urdf
 from conftest import ROBOTS
@@ -178,21 +178,6 @@ def test_level_scan_equals_unrolled(both_routes):
     for key in unrolled:
         scale = max(1.0, float(np.abs(unrolled[key]).max()))
         np.testing.assert_allclose(levels[key], unrolled[key], atol=1e-10 * scale, rtol=0, err_msg=key)
-
-
-def test_wide_levels_move_values_by_gathers_and_agree():
-    """Levels wider than ONE_HOT_MAX_WIDTH exchange values by gathers instead of one-hot sums: same numbers."""
-    width = ONE_HOT_MAX_WIDTH + 2
-    spec = [(-1, "free")] + [(0, "revolute")] * width + [(width, "universal"), (width + 1, "prismatic")]
-    module = random_tree(np.random.default_rng(8), spec)
-    assert level_schedule(module.topology).width == width
-    q, v, _, tau = (x[0] for x in random_states(module, np.random.default_rng(3), 1))
-
-    def f(m):
-        return jax.jit(lambda q, v, tau: (mj.aba(m, q, v, tau), mj.mass_matrix(m, q), mj.rnea(m, q, v, tau)))(q, v, tau)
-
-    for a, b in zip(f(module.with_recursion("unrolled")), f(module.with_recursion("level_scan"))):
-        np.testing.assert_allclose(b, a, atol=1e-10 * max(1.0, float(np.abs(a).max())), rtol=0)
 
 
 # ------------------------------------------------------------------------------------- gradient

@@ -11,35 +11,22 @@ Every textbook recursion over a rigid tree is one of two sweeps (Featherstone §
 
 Links at the same depth never depend on each other, so a sweep can process a whole depth level at once.
 The static :class:`~mrds_jax.model.tree.LevelSchedule` lays the links out as (levels L) x (slots W); one
-``lax.scan`` over the L levels applies f (or g) ``vmap``-ped over the W slots of a level — the body of the
-textbook loop, for all links of one depth at once. The scan's carry is the previous level's values (outward:
-row s of level d reads its parent's slot ``parent_slot`` of level d − 1; inward: it sums the hand-offs of its
-children's slots ``child_slots`` in level d + 1), moved between levels by one-hot multiply-adds up to
-:data:`ONE_HOT_MAX_WIDTH` slots, by gathers above. The traced program therefore holds one copy of f or g
-whatever the size of the tree, and a sweep takes L sequential steps instead of n (L = n for a serial chain,
-15 instead of 101 for tiago_dual). The price is padding: a level scan evaluates L·W link bodies (240 for
-tiago_dual's 101 links), so on a CPU it runs slower per call than the unrolled loop on bushy trees, about as
-fast on chains.
-
-The per-link data the sweeps consume (joint placements, motion subspaces Sᵢ padded to a common width,
-velocity products S̊ᵢq̇ᵢ) are computed before the sweep, one ``vmap`` per joint kind (``stacked_joints.py``).
+``lax.scan`` over the L levels applies f (or g) ``vmap``-ped over the W slots of a level. The scan's carry is
+the previous level's values (outward: the parents, gathered by ``parent_slot``; inward: the hand-offs of the
+next-deeper level, summed over ``child_slots``). The traced program therefore holds one copy of f or g
+whatever the size of the tree, and the sweep takes L sequential steps instead of n (L = n for a serial
+chain, 15 instead of 101 for tiago_dual).
 
 ``Topology.recursion`` picks the route: ``"unrolled"`` (a Python loop over links, traced link by link:
 fastest per call for small modules, compile time growing with n), ``"level_scan"``, or ``"auto"``: the level
-scan from :data:`LEVEL_SCAN_MIN_LINKS` links on (measured: ``experiments/bench_tree.py --compile-scaling``,
-``experiments/out/bench_compile.md``). Module.with_recursion(...) sets it; it is static, so it keys the jit
-cache.
+scan from :data:`LEVEL_SCAN_MIN_LINKS` links on (measured: ``experiments/bench_compile.py``).
 """
-import functools
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..model.tree import level_schedule
 
 LEVEL_SCAN_MIN_LINKS = 24
-ONE_HOT_MAX_WIDTH = 8    # levels up to this wide exchange values by one-hot sums, wider ones by gathers
 
 
 def uses_level_scan(topology):
@@ -72,10 +59,10 @@ def outward(topology, step, support_value, per_link):
     root = jax.tree.map(lambda r: jnp.broadcast_to(r, (schedule.width,) + jnp.shape(r)), support_value)
 
     def level(parent_values, xs):
-        data, parents = xs
-        return _twice(jax.vmap(step)(jax.tree.map(lambda c: _pick(parents, c), parent_values), data))
+        data, parent_slot = xs
+        return _twice(jax.vmap(step)(jax.tree.map(lambda c: c[parent_slot], parent_values), data))
 
-    _, (values, outputs) = jax.lax.scan(level, root, (_by_level(schedule, per_link), _selectors(topology)[0]))
+    _, (values, outputs) = jax.lax.scan(level, root, (_by_level(schedule, per_link), schedule.parent_slot))
     return _by_link(schedule, values), _by_link(schedule, outputs)
 
 
@@ -94,37 +81,18 @@ def inward(topology, step, no_hand_off, per_link):
     none_yet = jax.tree.map(lambda z: jnp.broadcast_to(z, (schedule.width,) + jnp.shape(z)), no_hand_off)
 
     def level(hand_offs, xs):
-        data, children = xs
-        return jax.vmap(step)(jax.tree.map(lambda h: _pick(children, h), hand_offs), data)
+        data, child_slots = xs
+        children_sum = jax.tree.map(lambda h: _sum_children(h, child_slots), hand_offs)
+        return jax.vmap(step)(children_sum, data)
 
-    _, outputs = jax.lax.scan(level, none_yet, (_by_level(schedule, per_link), _selectors(topology)[1]), reverse=True)
+    _, outputs = jax.lax.scan(level, none_yet, (_by_level(schedule, per_link), schedule.child_slots), reverse=True)
     return _by_link(schedule, outputs)
 
 
-@functools.lru_cache(maxsize=64)
-def _selectors(topology):
-    """How values move between adjacent levels, per level: (parents, children). Up to
-    :data:`ONE_HOT_MAX_WIDTH` slots, one-hot matrices (L, W, W) — row s picks slot s's parent in the previous
-    level, or sums its children in the next one — applied as fused multiply-adds; wider, the slot indices
-    ``parent_slot`` (L, W) and ``child_slots`` (L, W, C) of the schedule, applied as gathers."""
-    schedule = level_schedule(topology)
-    if schedule.width > ONE_HOT_MAX_WIDTH:
-        return schedule.parent_slot, schedule.child_slots
-    slots = np.arange(schedule.width)
-    parents = schedule.parent_slot[:, :, None] == slots
-    children = np.sum(schedule.child_slots[:, :, :, None] == slots, axis=2)
-    return parents.astype(float), children.astype(float)
-
-
-def _pick(selector, values):
-    """Values (W, ...) of one level moved to the slots of the adjacent level by one level's selector."""
-    if jnp.issubdtype(selector.dtype, jnp.integer):
-        if selector.ndim == 1:
-            return values[selector]
-        padded = jnp.concatenate([values, jnp.zeros_like(values[:1])])   # slot W: no child
-        return jnp.sum(padded[selector], axis=1)
-    weights = selector.astype(values.dtype).reshape(selector.shape + (1,) * (values.ndim - 1))
-    return jnp.sum(weights * values[None], axis=1)
+def _sum_children(hand_offs, child_slots):
+    """Σ over each slot's children of their hand-offs; slot W (padding) reads an appended zero row."""
+    padded = jnp.concatenate([hand_offs, jnp.zeros_like(hand_offs[:1])])
+    return jnp.sum(padded[child_slots], axis=1)
 
 
 def subtree_totals(topology, own, local_R, local_p, transport):
