@@ -7,8 +7,15 @@
    compile times and single-call times; each (N, method) case runs in its own subprocess with a timeout
    so a compile blow-up is reported, not silently dropped.
 
+3. ``--compile-scaling`` (run on its own, written to ``experiments/out/bench_compile.md``): compile time of
+   forward kinematics, CRBA and ABA against N for serial chains on both tree recursions (``Topology.recursion``
+   "unrolled" and "level_scan", each (N, recursion) in its own subprocess with a timeout; the unrolled one up
+   to ``--unrolled-max-n``), their per-call times, tiago_dual's ABA compile time on both, and UR5/Panda ABA per
+   scenario in a ``jit(vmap)`` batch next to Pinocchio's per-call ``pin.aba`` in the same run.
+
 Usage:
     .venv/bin/python experiments/bench_tree.py            # full run (float64)
+    .venv/bin/python experiments/bench_tree.py --compile-scaling   # section 3 only
     .venv/bin/python experiments/bench_tree.py --quick    # smoke test: few repeats, N ≤ 128, batch 128
     options: --max-n N  --float32  --batch B  --repeats R  --pin-states K  --compile-timeout S  --out PATH
 
@@ -50,9 +57,19 @@ def parse_args(argv=None):
     ap.add_argument("--skip-robots", action="store_true")
     ap.add_argument("--skip-chains", action="store_true")
     ap.add_argument("--out", type=Path, default=ROOT / "experiments" / "out" / "bench_tree.md")
+    ap.add_argument("--compile-scaling", action="store_true",
+                    help="only section 3: compile time against N on both tree recursions (bench_compile.md)")
+    ap.add_argument("--unrolled-max-n", type=int, default=128, help="largest chain compiled on the unrolled route")
+    ap.add_argument("--chain-batch", type=int, default=128, help="vmap batch of the chain ABA timings")
+    ap.add_argument("--chain-ns", type=lambda x: [int(n) for n in x.split(",")], default=None,
+                    help="with --compile-scaling: only these chain lengths, e.g. 1024 or 8,16")
     ap.add_argument("--chain-worker", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--chain-method", choices=("serial", "scan"), default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--chain-method", choices=("serial", "scan", "unrolled", "level_scan"), default=None,
+                    help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.compile_scaling and a.out == ROOT / "experiments" / "out" / "bench_tree.md":
+        a.out = ROOT / "experiments" / "out" / "bench_compile.md"
+        a.max_n = a.max_n if a.max_n is not None else 1024
     a.max_n = a.max_n if a.max_n is not None else (128 if a.quick else 512)
     a.batch = a.batch if a.batch is not None else (128 if a.quick else 1024)
     a.repeats = a.repeats if a.repeats is not None else (3 if a.quick else 7)
@@ -71,6 +88,7 @@ import jax.numpy as jnp  # noqa: E402
 import pinocchio as pin  # noqa: E402
 
 import mrds_jax  # noqa: E402
+from mrds_jax.model.tree import level_schedule  # noqa: E402
 from mrds_jax.model.urdf import load_urdf  # noqa: E402
 
 DTYPE = np.float32 if ARGS.float32 else np.float64
@@ -317,9 +335,48 @@ def chain_worker(n, method, args):
     print("RESULT " + json.dumps(res), flush=True)
 
 
+PIN_MAX_LINKS = 512   # Pinocchio's Data for a 1024-joint chain takes > 19 GB here (the process gets killed)
+
+
+def scaling_worker(n, recursion, args):
+    """Runs in a subprocess: compile and time forward kinematics, CRBA and ABA of the chain of n links on one
+    tree recursion; prints one JSON line 'RESULT {...}'."""
+    links = chain_links(n)
+    module = chain_module(links).with_recursion(recursion)
+    rng = np.random.default_rng(7)
+    B = args.chain_batch
+    Q, V, T = rng.uniform(-np.pi, np.pi, (B, n)), rng.normal(size=(B, n)), rng.normal(size=(B, n))
+    single = tuple(jnp.asarray(x[0], dtype=DTYPE) for x in (Q, V, T))
+    funcs = {"FK": lambda m, q, v, tau: kinematics_arrays(mrds_jax.forward_kinematics(m, q, v)),
+             "CRBA": lambda m, q, v, tau: mrds_jax.mass_matrix(m, q),
+             "ABA": lambda m, q, v, tau: mrds_jax.aba(m, q, v, tau)}
+    res = dict(n=n, method=recursion, src=source_hash())
+    for label, fn in funcs.items():
+        f, c, x, h = compile_aot(fn, (module,) + single)
+        res[label] = dict(compile=c, xla=x, hlo=h, single=time_jax(f, (module,) + single, args.repeats, args.min_time))
+    fb, c, x, _ = compile_aot(jax.vmap(funcs["ABA"], in_axes=(None, 0, 0, 0)),
+                              (module,) + tuple(jnp.asarray(a, dtype=DTYPE) for a in (Q, V, T)))
+    med, mn = time_jax(fb, (module,) + tuple(jnp.asarray(a, dtype=DTYPE) for a in (Q, V, T)), args.repeats, args.min_time)
+    res["ABA"].update(batch_compile=c, per_state=(med / B, mn / B))
+    res["ABA"]["d"], res["pin_aba"] = float("nan"), (float("nan"),) * 2
+    if n <= PIN_MAX_LINKS:
+        pm = chain_pin(links)
+        pd = pm.createData()
+        qdd = np.asarray(jax.jit(funcs["ABA"])(module, *single), dtype=np.float64)
+        res["ABA"]["d"] = float(np.abs(qdd - pin.aba(pm, pd, Q[0], V[0], T[0])).max())
+        res["pin_aba"] = time_pin_loop(lambda q, v, tau: pin.aba(pm, pd, q, v, tau), list(zip(Q, V, T)), args.repeats)
+    print("RESULT " + json.dumps(res), flush=True)
+
+
+def kinematics_arrays(kin):
+    """The kinematics of either recursion as stacked arrays (what a benchmark returns, so nothing is dropped)."""
+    return tuple(jnp.asarray(list(x) if isinstance(x, list) else x)
+                 for x in (kin.world_R, kin.world_p, kin.velocity, kin.velocity_product))
+
+
 def run_chain_case(n, method, args, log):
     cmd = [sys.executable, str(Path(__file__).resolve()), "--chain-worker", str(n), "--chain-method", method,
-           "--repeats", str(args.repeats), "--pin-states", str(args.pin_states)]
+           "--repeats", str(args.repeats), "--pin-states", str(args.pin_states), "--chain-batch", str(args.chain_batch)]
     if args.float32:
         cmd.append("--float32")
     if args.quick:
@@ -338,12 +395,26 @@ def run_chain_case(n, method, args, log):
             if r.get("src") != args.src_hash:
                 log(f"  [chain N={n} {method}] NOTE: mrds_jax source changed during the run "
                     f"(worker saw {r.get('src')}, run started with {args.src_hash})")
+            if args.compile_scaling:
+                log(f"  [chain N={n} {method}] " + ", ".join(
+                    f"{k} compile {r[k]['compile']:.2f} s" for k in ("FK", "CRBA", "ABA")) + f" (wall {wall:.0f} s)")
+                return r
             log(f"  [chain N={n} {method}] compile {r['compile']:.2f} s (XLA {r['xla']:.2f}), "
                 f"{r['single'][0]:.1f} µs/call, pin {r['pin'][0]:.2f} µs, max|Δ| {r['d']:.1e} (wall {wall:.0f} s)")
             return r
     err = (p.stderr or "").strip().splitlines()[-5:]
     log(f"  [chain N={n} {method}] FAILED rc={p.returncode}: " + " | ".join(err))
     return dict(n=n, method=method, error=f"rc={p.returncode}: " + (err[-1] if err else ""))
+
+
+def run_chain_cases(ns, methods, args, log, skip=lambda n, method: False):
+    results = []
+    for n in ns:
+        for method in methods:
+            if not skip(n, method):
+                log(f"chain N={n} {method} …")
+                results.append(run_chain_case(n, method, args, log))
+    return results
 
 
 def chain_table(results, args):
@@ -424,9 +495,111 @@ def header(args):
     ]
 
 
+def scaling_table(results):
+    out = ["| N | recursion | FK compile s (XLA) | CRBA compile s (XLA) | ABA compile s (XLA); HLO instr. "
+           "| FK µs | CRBA µs | ABA µs (single call) | ABA µs/state, batch | Pinocchio aba µs/call | max abs Δ ABA vs pin |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(results, key=lambda r: (r["n"], r["method"])):
+        if "ABA" not in r:
+            why = f"killed after {r['timeout']:.0f} s" if "timeout" in r else r.get("error", "?")
+            out.append(f"| {r['n']} | {r['method']} | {why} | | | | | | | | |")
+            continue
+        c = " | ".join(f"{r[k]['compile']:.2f} ({r[k]['xla']:.2f})" for k in ("FK", "CRBA"))
+        a = r["ABA"]
+        out.append(f"| {r['n']} | {r['method']} | {c} | {a['compile']:.2f} ({a['xla']:.2f}); {a['hlo']} "
+                   f"| {r['FK']['single'][1]:.1f} | {r['CRBA']['single'][1]:.1f} | {a['single'][1]:.1f} "
+                   f"| {a['per_state'][1]:.2f} | {r['pin_aba'][1]:.2f} | {a['d']:.1e} |")
+    return out
+
+
+def robot_aba_rows(args, log):
+    """tiago_dual ABA compile time, UR5/Panda ABA per state in a jit(vmap) batch, both recursions, and
+    Pinocchio's pin.aba per call on the same states."""
+    rows = []
+    for name, (path, _) in URDFS.items():
+        base = load_urdf(path)
+        pm = pin.buildModelFromUrdf(path)
+        pd = pm.createData()
+        rng = np.random.default_rng(0)
+        lo = np.where(np.isfinite(pm.lowerPositionLimit), pm.lowerPositionLimit, -np.pi)
+        hi = np.where(np.isfinite(pm.upperPositionLimit), pm.upperPositionLimit, np.pi)
+        B = args.batch
+        Q, V, T = rng.uniform(lo, hi, (B, pm.nq)), rng.normal(size=(B, pm.nv)), 5 * rng.normal(size=(B, pm.nv))
+        batch = tuple(jnp.asarray(x, dtype=DTYPE) for x in (Q, V, T))
+        pin_t = time_pin_loop(lambda q, v, tau: pin.aba(pm, pd, q, v, tau), list(zip(Q, V, T))[:args.pin_states],
+                              args.repeats)
+        ref = np.stack([pin.aba(pm, pd, q, v, tau) for q, v, tau in zip(Q, V, T)])
+        for recursion in ("unrolled", "level_scan"):
+            module = base.with_recursion(recursion)
+            fn = lambda m, q, v, tau: mrds_jax.aba(m, q, v, tau)  # noqa: E731
+            _, c1, x1, h1 = compile_aot(fn, (module,) + tuple(b[0] for b in batch))
+            fb, cb, xb, _ = compile_aot(jax.vmap(fn, in_axes=(None, 0, 0, 0)), (module,) + batch)
+            med, mn = time_jax(fb, (module,) + batch, args.repeats, args.min_time)
+            d = float(np.abs(np.asarray(fb(module, *batch), dtype=np.float64) - ref).max())
+            rows.append(dict(robot=name, n=base.topology.n_links, nv=base.nv, recursion=recursion, compile1=c1,
+                             xla1=x1, hlo=h1, compileb=cb, per_state=(med / B, mn / B), pin=pin_t, d=d))
+            log(f"  [{name} {recursion}] ABA compile {c1:.2f} s (batch {cb:.2f} s), {mn / B:.2f} µs/state "
+                f"(best), pin.aba {pin_t[1]:.2f} µs/call (best), max|Δ| {d:.1e}")
+    out = [f"| robot | links | nv | recursion | ABA compile s, single (XLA); HLO instr. | ABA compile s, batch {args.batch} "
+           f"| ABA µs/state in the batch, median (best) | Pinocchio pin.aba µs/call, median (best) "
+           "| best ÷ best (≤ 1: ours faster) | max abs Δ vs pin |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['robot']} | {r['n']} | {r['nv']} | {r['recursion']} | {r['compile1']:.2f} ({r['xla1']:.2f}); "
+                   f"{r['hlo']} | {r['compileb']:.2f} | {r['per_state'][0]:.2f} ({r['per_state'][1]:.2f}) "
+                   f"| {r['pin'][0]:.2f} ({r['pin'][1]:.2f}) | {r['per_state'][1] / r['pin'][1]:.2f} | {r['d']:.1e} |")
+    return out
+
+
+def tiago_compile_rows(args, log):
+    base = load_urdf(ROBOTS + "tiago_description/robots/tiago_dual.urdf")
+    q, v = jnp.asarray(np.asarray(base.neutral_configuration()), dtype=DTYPE), jnp.ones(base.nv, dtype=DTYPE)
+    out = ["| recursion | links | nv | levels × widest level | ABA compile s (XLA); HLO instr. | ABA µs, single call |",
+           "|---|---|---|---|---|---|"]
+    sched = level_schedule(base.topology)
+    for recursion in ("unrolled", "level_scan"):
+        module = base.with_recursion(recursion)
+        f, c, x, h = compile_aot(lambda m, q, v, tau: mrds_jax.aba(m, q, v, tau), (module, q, v, v))
+        t = time_jax(f, (module, q, v, v), args.repeats, args.min_time)
+        log(f"  [tiago_dual {recursion}] ABA compile {c:.2f} s, {t[1]:.1f} µs")
+        out.append(f"| {recursion} | {base.topology.n_links} | {base.nv} | {sched.n_levels} × {sched.width} "
+                   f"| {c:.2f} ({x:.2f}); {h} | {t[1]:.1f} |")
+    return out
+
+
+def compile_scaling(args, lines, log):
+    ns = args.chain_ns or [n for n in (8, 16, 32, 64, 128, 256, 512, 1024) if n <= args.max_n]
+    results = run_chain_cases(ns, ("unrolled", "level_scan"), args, log,
+                              skip=lambda n, recursion: recursion == "unrolled" and n > args.unrolled_max_n)
+    tab = ["## 3. Compile time against the number of links: unrolled vs level-scan tree recursions", "",
+           "Serial chains of random revolute joints (as in section 2), `Topology.recursion` forced to each route; "
+           "each (N, recursion) compiled and timed in its own subprocess (timeout "
+           f"{args.compile_timeout:.0f} s), the unrolled route up to N = {args.unrolled_max_n}. Compile = "
+           "trace + lower + XLA compile of one call (module passed as an argument); µs = best of "
+           f"{args.repeats} repeats, single call (includes ~25 µs JAX dispatch) and per state in a jit(vmap) "
+           f"batch of {args.chain_batch}. FK = `forward_kinematics` with v (placements, twists, velocity products).",
+           ""] + scaling_table(results) + ["", f"Load average after the chains: {loadavg()}", "",
+           "## 4. Robots: ABA on both recursions next to Pinocchio (same run, same states)", "",
+           f"Per-state time = best batch time ÷ {args.batch}; Pinocchio = a Python loop of `pin.aba` over "
+           f"{args.pin_states} states (includes the binding's call overhead), divided.", ""]
+    if args.skip_robots:
+        tab += ["(skipped: --skip-robots)"]
+    else:
+        tab += robot_aba_rows(args, log) + ["", "tiago_dual (example-robot-data; Pinocchio models its wheels' continuous "
+                                        "joints with (cos, sin) coordinates, so no Pinocchio column): ABA of one state",
+                                        ""] + tiago_compile_rows(args, log)
+    tab += ["", f"Pinocchio columns stop at N = {PIN_MAX_LINKS}: its Data for longer chains did not fit in memory."]
+    tab += ["", f"Load average at the end: {loadavg()}", ""]
+    for ln in tab:
+        print(ln, flush=True)
+    lines += tab
+
+
 def main(args):
     if args.chain_worker is not None:
-        chain_worker(args.chain_worker, args.chain_method, args)
+        if args.chain_method in ("unrolled", "level_scan"):
+            scaling_worker(args.chain_worker, args.chain_method, args)
+        else:
+            chain_worker(args.chain_worker, args.chain_method, args)
         return
     args.src_hash = source_hash()
     lines = header(args)
@@ -436,7 +609,9 @@ def main(args):
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
-    if not args.skip_robots:
+    if args.compile_scaling:
+        compile_scaling(args, lines, log)
+    if not args.skip_robots and not args.compile_scaling:
         intro = ["## 1. Robots: time per call after compilation", "",
                   "Pinocchio (timed): `pin.aba`; `pin.crba` for both CRBA rows (its native output, upper triangle "
                   "only; mirroring it with `np.triu` would cost ~30 µs of numpy overhead here); Λ⁻¹ = "
@@ -456,15 +631,11 @@ def main(args):
             for ln in tab:
                 print(ln, flush=True)
             lines += tab
-    if not args.skip_chains:
+    if not args.skip_chains and not args.compile_scaling:
         ns = [n for n in (8, 32, 128, 512) if n <= args.max_n]
         if args.max_n not in ns and args.max_n > 8:
             ns.append(args.max_n)
-        results = []
-        for n in ns:
-            for method in ("serial", "scan"):
-                log(f"chain N={n} {method} …")
-                results.append(run_chain_case(n, method, args, log))
+        results = run_chain_cases(ns, ("serial", "scan"), args, log)
         tab = ["## 2. Random revolute chains: serial CRBA vs associative-scan CRBA (single call)", "",
                "Random unit axes, random joint placements (rotation + offset ≤ 0.15 m), masses in [0.5, 2] kg, "
                "random SPD inertias; link i's parent is link i−1. Each (N, method) is compiled and timed in its "
