@@ -5,8 +5,8 @@
   Pinocchio has (revolute, prismatic, screw, universal, spherical, free base): H, RNEA, C v + G, ABA, frame
   Jacobians;
 * against the unrolled recursions (two routes to one quantity) on a tree with all eight joint kinds (fixed
-  and planar_free too): kinematics, link accelerations, Jacobians, RNEA, CRBA, ABA, H⁻¹, Ψ and Λ⁻¹ (O(N)
-  routes), energies;
+  and planar_free too): kinematics, link accelerations, Jacobians, RNEA, CRBA (serial and recursive doubling),
+  ABA, H⁻¹, Ψ and Λ⁻¹ (O(N) routes), J̇v, energies and momentum;
 * a gradient of ABA with respect to link masses and joint placements on the level-scan route against central
   differences.
 Compiled functions are shared through module-scoped fixtures.
@@ -151,6 +151,7 @@ def every_route_quantity(module):
                    S=jnp.concatenate([kin.S[i] for i in range(t.n_links)], axis=1), acc=stack(acc),
                    Ia=stack(art.Ia), S0=mj.dynamics.kinematics.world_motion_subspaces(kin),
                    task_J=mj.task_jacobian(module, q, frames), H=mj.mass_matrix(module, q),
+                   H_parallel=mj.mass_matrix_parallel(module, q),
                    rnea=mj.rnea(module, q, v, a), nle=mj.nonlinear_effects(module, q, v), aba=mj.aba(module, q, v, tau),
                    Minv=mj.inverse_mass_matrix(module, q, method="recursive"),
                    psi=mj.cross_space_inertia(module, q, frames, method="recursive"),
