@@ -218,7 +218,7 @@ def main(argv=None):
     p.add_argument("--objective", default="peak", choices=["peak", "rms", "power"])
     p.add_argument("--optimizer", default="adam", choices=["adam", "lbfgs"])
     p.add_argument("--iterations", type=int, default=200)
-    p.add_argument("--starts", type=int, default=2, help="designs optimised together (vmapped)")
+    p.add_argument("--starts", type=int, default=2, help="designs optimised together (one compiled block)")
     p.add_argument("--lr", type=float, default=0.05, help="Adam step")
     p.add_argument("--period", type=float, default=0.5, help="ellipse loop period (s)")
     p.add_argument("--samples", type=int, default=64, help="path samples")

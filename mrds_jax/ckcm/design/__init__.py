@@ -9,7 +9,7 @@ what a designer insists on.  One file per concern:
 - ``objectives``   actuator forces through either model; demand measures (smooth peak, RMS, power)
 - ``constraints``  attachment separation, Jacobian conditioning, stroke, leg elevation, strength rule
 - ``problem``      ``make_problem`` and the pure ``evaluate(problem, data, x)``
-- ``optimizer``    augmented Lagrangian around optax Adam / L-BFGS, vmapped multi-start, resumable
+- ``optimizer``    augmented Lagrangian around optax Adam / L-BFGS, multi-start in one compiled block, resumable
 - ``results``      ``DesignResult``: JSON save/load (``load_design``), plots
 - ``verify``       independent after-the-fact check of a design against the limits
 - ``simulation``   forward simulation of a saved design on its task (``simulate_design``)

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import jax
 import jax.numpy as jnp
 
+from ...pytree import replace
 from .. import lagrangian, multibody
 from ..kinematics import jacobian
 from ..params import CKCMParams
@@ -65,11 +67,31 @@ def forces_and_speeds(params: CKCMParams, samples: TaskSamples, model="paper", l
     return actuator_forces(params, samples, model, legs, batch_size), actuator_speeds(params, samples)
 
 
-@functools.lru_cache(maxsize=None)
 def jitted_forces_and_speeds(model="paper", legs="bench", batch_size=16):
-    """A cached ``jax.jit`` of ``forces_and_speeds``: problem set-up, verification and plots share its
-    compilations."""
+    """A cached ``jax.jit`` of ``forces_and_speeds``: problem set-up, evaluation, verification and plots share
+    its compilations (``forces_in_chunks`` keeps them at one sample count)."""
+    return _jitted_forces_and_speeds(model, legs, int(batch_size))
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted_forces_and_speeds(model, legs, batch_size):
     return jax.jit(functools.partial(forces_and_speeds, model=model, legs=legs, batch_size=batch_size))
+
+
+def forces_in_chunks(params: CKCMParams, samples: TaskSamples, chunk, model="paper", legs="bench", batch_size=16):
+    """(τ, l̇) of ``forces_and_speeds`` at any number of samples, through the compiled kernel of ``chunk``
+    samples (``jitted_forces_and_speeds``): the samples go in chunks of ``chunk``, the last one padded by
+    repeating its final sample (the padding's forces are dropped).  The denser checks (``verify``, the plots)
+    so reuse the kernel the optimiser's own sample count compiled.  Eager; numpy arrays out."""
+    K = samples.size
+    n = -(-K // int(chunk)) * int(chunk)
+    fields = ("pose", "rate", "acc", "weight", "path_index")
+    padded = {f: np.concatenate([np.asarray(getattr(samples, f))] + [np.asarray(getattr(samples, f))[-1:]] * (n - K))
+              for f in fields}
+    f = jitted_forces_and_speeds(model, legs, batch_size)
+    out = [f(params, replace(samples, **{k: jnp.asarray(v[i:i + chunk]) for k, v in padded.items()}))
+           for i in range(0, n, int(chunk))]
+    return tuple(np.concatenate([np.asarray(o[j]) for o in out])[:K] for j in range(2))
 
 
 def smooth_abs(x, eps):

@@ -7,6 +7,7 @@ metrics of the design vector x.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -106,7 +107,11 @@ def _demand(problem, tau, speed, weight, scale):
 def evaluate(problem: Problem, data: ProblemData, x) -> Evaluation:
     """Objective, constraints and metrics of the design vector ``x`` (pure, jittable, differentiable)."""
     params = design_params(problem, data, x)
-    tau, speed = forces_and_speeds(problem, params, data.samples)
+    return evaluate_forces(problem, data, params, *forces_and_speeds(problem, params, data.samples))
+
+
+def evaluate_forces(problem: Problem, data: ProblemData, params: CKCMParams, tau, speed) -> Evaluation:
+    """``evaluate`` of the design ``params`` given its leg forces τ and speeds l̇ at the task samples."""
     d = _demand(problem, tau, speed, data.samples.weight, data.force_scale)
     metrics = O.demand_metrics(tau, speed, data.samples.weight)
     g = constraint_values(params, data.samples, metrics["peak_force"], data.limits)
@@ -154,6 +159,15 @@ def check_bounds(problem: Problem, base: CKCMParams, lim: Limits):
         raise InfeasibleBoundsError("the design bounds exclude every feasible design: " + "; ".join(problems))
 
 
+@functools.lru_cache(maxsize=None)
+def _scales(problem: Problem):
+    """jit of (τ, l̇, w) ↦ (peak |τ|, demand with the soft peak's scale at that peak): the start design's scales."""
+    def scales(tau, speed, weight):
+        peak = jnp.max(jnp.abs(tau))
+        return peak, _demand(problem, tau, speed, weight, peak)
+    return jax.jit(scales)
+
+
 def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limits: Limits | None = None,
                  model="paper", legs="bench", demand="peak", sharpness=100.0, base: CKCMParams | None = None,
                  batch_size=16):
@@ -170,13 +184,13 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     f = jnp.result_type(base.m)
     params = task.with_payload(base)
     tau, speed = O.jitted_forces_and_speeds(problem.model, problem.legs, problem.batch_size)(params, samples)
-    peak = jnp.max(jnp.abs(tau))
+    peak, d0 = _scales(problem)(tau, speed, samples.weight)
     if not np.isfinite(float(peak)):
         raise ValueError("the start design's actuator forces are not finite along the task: it is singular "
                          "somewhere on the path (check the path against the workspace with ckcm.check_pose)")
-    d0 = _demand(problem, tau, speed, samples.weight, peak)
     return problem, ProblemData(base, samples, limits_as_arrays(limits, f), jnp.asarray(peak, f), jnp.asarray(d0, f))
 
 
 __all__ = ["Problem", "ProblemData", "Evaluation", "InfeasibleBoundsError", "design_params", "evaluate",
+           "evaluate_forces",
            "check_bounds", "make_problem", "forces_and_speeds", "GROUPS"]

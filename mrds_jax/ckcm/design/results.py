@@ -153,14 +153,15 @@ def plot_history(result: DesignResult, path=None):
 def force_histories(result: DesignResult, dense=4):
     """(t, τ_before, τ_after): actuator forces (K, 6) of the start and the best design along the task at the
     samples of ``verify.dense_task`` (``dense`` times finer than the optimiser's), through the problem's model."""
-    from .objectives import jitted_forces_and_speeds
+    from .objectives import forces_in_chunks
     from .task import Task
     from .verify import dense_task
-    task = dense_task(result.task_object() or Task(), dense)
-    forces = jitted_forces_and_speeds(result.problem["model"], result.problem["legs"])
+    sparse = result.task_object() or Task()
+    task = dense_task(sparse, dense)
+    model = (result.problem["model"], result.problem["legs"])
     s = task.samples(result.params)
-    before = np.asarray(forces(result.initial_params, task.samples(result.initial_params))[0])
-    after = np.asarray(forces(result.params, s)[0])
+    before = forces_in_chunks(result.initial_params, task.samples(result.initial_params), sparse.size, *model)[0]
+    after = forces_in_chunks(result.params, s, sparse.size, *model)[0]
     total = sum(T for _, T in task.path_objects(result.params))
     dt = np.asarray(s.weight) * total
     return np.cumsum(dt) - dt, before, after

@@ -94,6 +94,12 @@ def path_of(spec: dict, params: CKCMParams, i=0):
     raise TaskError(f"path {i}: unknown kind {kind!r}; use one of {list(PATH_KINDS)}")
 
 
+@jax.jit
+def _sample_path(path, t):
+    """(Φ, Φ̇, Φ̈) of a pytree path at the times t, compiled once per path kind and sample count."""
+    return jax.vmap(path)(t)
+
+
 def _sample_times(kind, T, n):
     if kind == "ellipse":
         return T * np.arange(n) / n
@@ -122,6 +128,11 @@ class Task:
             if I.shape != (3,) or not np.all(np.isfinite(I)) or np.any(I <= 0):
                 raise TaskError(f"payload_inertia must be three finite moments > 0, got {self.payload_inertia}")
 
+    @property
+    def size(self):
+        """The number of samples of ``samples()``: ``samples_per_path`` per path."""
+        return int(self.samples_per_path) * len(self.paths)
+
     def with_payload(self, params: CKCMParams) -> CKCMParams:
         """``params`` carrying this task's payload."""
         changes = {}
@@ -144,7 +155,7 @@ class Task:
         poses, rates, accs, weights, index = [], [], [], [], []
         for i, ((path, T), spec) in enumerate(zip(paths, self.paths)):
             t = jnp.asarray(_sample_times(spec["kind"], T, n), jnp.result_type(params.m))
-            q, qd, qdd = jax.vmap(path)(t)
+            q, qd, qdd = _sample_path(path, t)
             poses.append(q), rates.append(qd), accs.append(qdd)
             weights.append(np.full(n, T / (n * total)))
             index.append(np.full(n, i))

@@ -15,7 +15,7 @@ from ..errors import AttachmentError
 from ..kinematics import check_pose
 from ..params import CKCMParams, validate_params
 from .constraints import Limits
-from .objectives import jitted_forces_and_speeds
+from .objectives import forces_in_chunks
 from .task import Task
 
 
@@ -59,7 +59,7 @@ def verify_design(params: CKCMParams, task: Task, limits: Limits, model="paper",
                            "limit": limits.min_elevation_deg, "where": worst["elevation"][1]}
     report["condition"] = {"ok": worst["condition"][0] <= limits.max_condition, "worst": worst["condition"][0],
                            "limit": limits.max_condition, "where": worst["condition"][1]}
-    tau = np.asarray(jitted_forces_and_speeds(model, legs)(params, samples)[0])
+    tau = forces_in_chunks(params, samples, task.size, model, legs)[0]   # the optimiser's compiled kernel
     peak = float(np.max(np.abs(tau)))
     m1_req, ms_req = (float(v) for v in limits.strength.required_masses(params, peak))
     m, m1 = float(params.m), float(params.m1)
