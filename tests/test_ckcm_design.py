@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from mrds_jax.ckcm import design as D, nominal
 from mrds_jax.ckcm.design import objectives as O
 from mrds_jax.ckcm.design.constraints import constraint_values
+from mrds_jax.ckcm.design.optimizer import compiled_block
 from mrds_jax.ckcm.design.problem import forces_and_speeds
 
 ALL = D.VARIABLES
@@ -91,6 +92,8 @@ def test_optimum_lowers_peak_force_and_passes_independent_check(optimum, paper_p
     # lighter legs with the centroid nearer the base (d1 = m1 / 2m down), as Nguyen's guideline says
     p0, p1 = result.initial_params, result.params
     assert float(p1.m) < float(p0.m) and float(p1.m1 / p1.m) < float(p0.m1 / p0.m)
+    # the optimiser's block compiled once: the carry keeps its shapes and dtypes from block to block
+    assert compiled_block(problem, SETTINGS)._cache_size() == 1
 
 
 def test_lbfgs_reaches_the_adam_optimum(optimum, paper_problem):
