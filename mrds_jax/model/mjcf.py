@@ -1,0 +1,472 @@
+"""MJCF import with closed loops: :func:`load_mjcf` turns a MuJoCo model into a :class:`~mrds_jax.system.System`.
+
+MuJoCo's own compiler is the source of truth: the file (or XML string) is compiled by the ``mujoco`` package
+and everything is read from the compiled ``MjModel`` — body frames (``body_pos``/``body_quat``), masses and
+inertias (``body_mass``/``body_ipos``/``body_iquat``/``body_inertia``, including those MuJoCo computes from
+geoms), joint types, axes, positions and reference angles (``jnt_*``, ``qpos0``), gravity, equalities.
+
+Mapping:
+
+* **Modules**: one per kinematic tree of MuJoCo (``body_treeid``: the moving bodies hanging from the world
+  through one moving root). Module and link names are MuJoCo body names (``body<id>`` when unnamed).
+  Bodies without joints are merged into the moving body they are welded to (inertias summed); bodies
+  welded to the world are the fixed ground.
+* **Joints**: hinge → revolute, slide → prismatic, ball → spherical (quaternion w, x, y, z, body-frame
+  angular velocity, as MuJoCo), free → free (root bodies only), two hinges on one body through one point →
+  universal (MuJoCo applies them in order, the second about the once-rotated axis, as ours). A link frame is
+  the MuJoCo body frame moved to the joint's ``pos`` (our joints turn about the link origin); hinge and slide
+  ``ref`` values are folded into the joint placement, so our q equals MuJoCo's qpos.
+* **Operational points**: every body (named as the body; merged bodies on their owner) and every site
+  (named as the site, or ``site:<name>`` when a body already has that name in the module).
+* **Contacts** from ``<equality>`` (named as the equality, ``equality<k>`` when unnamed): ``connect`` →
+  :func:`~mrds_jax.contacts.spherical` (E on body1/site1, P on body2/site2), ``weld`` →
+  :func:`~mrds_jax.contacts.weld` (E = body1's frame at the weld point turned by ``relpose``, or site1's
+  frame; P = body2's frame at the anchor, or site2's frame); ``joint`` with one hinge or slide joint (joint2
+  absent, a lock) → a contact between the joint's two sides that constrains only its axis. A side on the
+  fixed ground becomes the contact's ground frame. MuJoCo's constraints are soft (``solref``/``solimp``);
+  ours are exact, so those parameters (and a weld's positive ``torquescale``, a weight of the soft residual)
+  have no counterpart and are not used.
+
+Not modelled, and said so (``UserWarning`` unless stated): actuators, tendons, joint limits, damping,
+armature, friction loss and joint stiffness, contacts between geoms and explicit contact pairs, sensors,
+gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
+them), inactive equalities (skipped). Errors (``ValueError`` naming the element): ``joint`` equalities that
+couple two joints, equality ``tendon``/``flex``/``distance``, flexes, a free joint below a moving body, a
+body with a joint combination other than the above.
+
+State conversions (free joints: MuJoCo's qvel is [v_world; ω_body], ours [ω_body; v_body]) come with
+``load_mjcf(..., return_mapping=True)`` as an :class:`MjcfMapping`.
+"""
+import os
+import warnings
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..spatial import inertia_parameters, spatial_inertia, transform_inertia
+from .builder import ModuleBuilder
+
+
+@dataclass(frozen=True)
+class MjcfMapping:
+    """Where each module's coordinates sit in MuJoCo's qpos/qvel, and the conversions between the two.
+
+    ``qpos_index[k]``/``dof_index[k]``: integer arrays into MuJoCo's qpos/qvel of module k's q and v (in
+    order). ``free[k]``: (q offset, v offset) of module k's free joints. ``qpos0``: MuJoCo's reference
+    configuration (where body-based ``connect``/``weld`` anchors were computed: a consistent state)."""
+    module_names: tuple
+    qpos_index: tuple
+    dof_index: tuple
+    free: tuple
+    qpos0: np.ndarray
+
+    def state(self, qpos=None, qvel=None):
+        """:class:`~mrds_jax.system.SystemState` from MuJoCo's qpos/qvel (default: qpos0, zero velocity)."""
+        from ..system import SystemState
+        qpos = self.qpos0 if qpos is None else np.asarray(qpos, dtype=float)
+        qvel = np.zeros(sum(len(d) for d in self.dof_index)) if qvel is None else np.asarray(qvel, dtype=float)
+        qs, vs = [], []
+        for qi, di, free in zip(self.qpos_index, self.dof_index, self.free):
+            q, v = qpos[qi].copy(), qvel[di].copy()
+            for a, b in free:
+                R = _quat_to_matrix(q[a + 3:a + 7])
+                v[b:b + 6] = np.concatenate([qvel[di][b + 3:b + 6], R.T @ qvel[di][b:b + 3]])
+            qs.append(jnp.asarray(q))
+            vs.append(jnp.asarray(v))
+        return SystemState(tuple(qs), tuple(vs))
+
+    def to_mujoco(self, state, nq=None, nv=None):
+        """(qpos, qvel) in MuJoCo's layout from a :class:`~mrds_jax.system.SystemState`. Generalized forces
+        map like velocities (pass them as ``state.v``: a free joint's [n_body; f_body] → [f_world; n_body])."""
+        nq = sum(len(i) for i in self.qpos_index) if nq is None else nq
+        nv = sum(len(i) for i in self.dof_index) if nv is None else nv
+        qpos, qvel = np.zeros(nq), np.zeros(nv)
+        for qi, di, free, q, v in zip(self.qpos_index, self.dof_index, self.free, state.q, state.v):
+            q, v = np.asarray(q, dtype=float), np.array(v, dtype=float)
+            for a, b in free:
+                R = _quat_to_matrix(q[a + 3:a + 7])
+                v[b:b + 6] = np.concatenate([R @ v[b + 3:b + 6], v[b:b + 3]])
+            qpos[qi], qvel[di] = q, v
+        return qpos, qvel
+
+    def acceleration_from_mujoco(self, state, qacc):
+        """Per-module q̈ from MuJoCo's qacc at ``state``: a free joint's [v̇_world; ω̇_body] becomes
+        [ω̇_body; v̇_body] with v̇_body = Rᵀ v̇_world − ω × v_body."""
+        qacc = np.asarray(qacc, dtype=float)
+        out = []
+        for di, free, q, v in zip(self.dof_index, self.free, state.q, state.v):
+            a_k, q, v = qacc[di].copy(), np.asarray(q), np.asarray(v)
+            for a, b in free:
+                R = _quat_to_matrix(q[a + 3:a + 7])
+                w, v_body = v[b:b + 3], v[b + 3:b + 6]
+                a_k[b:b + 6] = np.concatenate([qacc[di][b + 3:b + 6], R.T @ qacc[di][b:b + 3] - np.cross(w, v_body)])
+            out.append(jnp.asarray(a_k))
+        return tuple(out)
+
+
+def _mujoco():
+    try:
+        import mujoco
+    except ImportError:
+        raise ImportError("load_mjcf needs the MuJoCo Python package: pip install mujoco "
+                          "(or pip install 'mrds_jax[mjcf]')") from None
+    return mujoco
+
+
+def _quat_to_matrix(quat):
+    w, x, y, z = np.asarray(quat, dtype=float) / np.linalg.norm(quat)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def _axis_rotation(a, angle):
+    a = np.asarray(a, dtype=float) / np.linalg.norm(a)
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+class _Pose:
+    """A rigid placement (R, p): x ↦ R x + p."""
+
+    def __init__(self, R=None, p=None):
+        self.R = np.eye(3) if R is None else np.asarray(R, dtype=float)
+        self.p = np.zeros(3) if p is None else np.asarray(p, dtype=float)
+
+    def __mul__(self, other):
+        return _Pose(self.R @ other.R, self.R @ other.p + self.p)
+
+
+def compile_mjcf(source):
+    """A compiled ``mujoco.MjModel`` from a path, an XML string or an ``MjModel``; errors name the source."""
+    mujoco = _mujoco()
+    if isinstance(source, mujoco.MjModel):
+        return source, "MjModel"
+    if isinstance(source, (str, os.PathLike)) and not str(source).lstrip().startswith("<"):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"MJCF file {path!r} does not exist")
+        try:
+            return mujoco.MjModel.from_xml_path(path), path
+        except ValueError as e:
+            raise ValueError(f"{path}: MuJoCo could not load the MJCF: {e}") from None
+    if not isinstance(source, str):
+        raise TypeError(f"load_mjcf takes a path, an MJCF string or a mujoco.MjModel, got {type(source).__name__}")
+    try:
+        return mujoco.MjModel.from_xml_string(source), "<MJCF string>"
+    except ValueError as e:
+        raise ValueError(f"<MJCF string>: MuJoCo could not load the MJCF: {e}") from None
+
+
+def _name(model, mujoco, obj, i, fallback):
+    n = mujoco.mj_id2name(model, obj, i)
+    return n if n else f"{fallback}{i}"
+
+
+class _Importer:
+    def __init__(self, model, where):
+        self.m, self.where = model, where
+        self.mj = _mujoco()
+        m, mj = model, self.mj
+        self.body_names = [_name(m, mj, mj.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
+        self.joint_names = [_name(m, mj, mj.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
+        self.offset = {0: np.zeros(3)}   # link origin in the moving body's frame (its joint position)
+        self.joints = {}                 # moving body -> (kind, axis, axis2, joint ids)
+
+    def fail(self, msg):
+        raise ValueError(f"{self.where}: {msg}")
+
+    def warn(self, msg):
+        warnings.warn(f"{self.where}: {msg}", UserWarning, stacklevel=4)
+
+    # ---------------------------------------------------------------------------------------- frames
+    def local(self, b):
+        return _Pose(_quat_to_matrix(self.m.body_quat[b]), self.m.body_pos[b])
+
+    def in_owner(self, b):
+        """Pose of body b's frame in the frame of the body it is welded to (itself when it moves)."""
+        m = self.m
+        if b == 0 or m.body_weldid[b] == b:
+            return _Pose()
+        return self.in_owner(m.body_parentid[b]) * self.local(b)
+
+    def in_link(self, b, pose=None):
+        """(owner moving body or 0 for the world, pose of body b's frame (times ``pose``) in the owner's
+        link frame, or in the world for the ground)."""
+        owner = int(self.m.body_weldid[b])
+        T = _Pose(p=-self.offset[owner]) * self.in_owner(b)
+        return owner, (T if pose is None else T * pose)
+
+    # ---------------------------------------------------------------------------------------- joints
+    def joint_of(self, b):
+        m, mj, J = self.m, self.mj, self.mj.mjtJoint
+        ids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
+        types = [int(m.jnt_type[j]) for j in ids]
+        names = [self.joint_names[j] for j in ids]
+        where = f"body {self.body_names[b]!r}"
+        if types == [J.mjJNT_FREE]:
+            if m.body_weldid[m.body_parentid[b]] != 0:
+                self.fail(f"{where}: free joint {names[0]!r} below a moving body is not supported")
+            return "free", np.zeros(3), np.array([0, 0, 1.0]), None, ids
+        if len(ids) == 1 and types[0] in (J.mjJNT_HINGE, J.mjJNT_SLIDE, J.mjJNT_BALL):
+            kind = {J.mjJNT_HINGE: "revolute", J.mjJNT_SLIDE: "prismatic", J.mjJNT_BALL: "spherical"}[types[0]]
+            off = np.zeros(3) if kind == "prismatic" else np.array(m.jnt_pos[ids[0]], dtype=float)
+            return kind, off, np.array(m.jnt_axis[ids[0]], dtype=float), None, ids
+        if types == [J.mjJNT_HINGE, J.mjJNT_HINGE]:
+            a1, a2 = (np.array(m.jnt_axis[j], dtype=float) for j in ids)
+            refs = [m.qpos0[m.jnt_qposadr[j]] for j in ids]
+            if not np.allclose(m.jnt_pos[ids[0]], m.jnt_pos[ids[1]], atol=1e-12):
+                self.fail(f"{where}: hinges {names} at different points are not supported (a universal joint "
+                          "needs both hinges through one point)")
+            if np.linalg.norm(np.cross(a1, a2)) < 1e-6:
+                self.fail(f"{where}: hinges {names} have parallel axes")
+            if any(abs(r) > 0 for r in refs):
+                self.fail(f"{where}: hinges {names} with nonzero ref are not supported as a universal joint")
+            return "universal", np.array(m.jnt_pos[ids[0]], dtype=float), a1, a2, ids
+        kinds = [mj.mjtJoint(t).name.removeprefix("mjJNT_").lower() for t in types]
+        self.fail(f"{where}: joints {names} of types {kinds} are not supported (one hinge, slide, ball or free "
+                  "joint per body, or two hinges through one point)")
+
+    # ---------------------------------------------------------------------------------------- modules
+    def build_modules(self):
+        m = self.m
+        g = np.array(m.opt.gravity, dtype=float)
+        if m.opt.disableflags & self.mj.mjtDisableBit.mjDSBL_GRAVITY:
+            g = np.zeros(3)
+        trees = {}
+        for b in range(1, m.nbody):
+            if m.body_weldid[b] == b:
+                trees.setdefault(int(m.body_treeid[b]), []).append(b)
+        self.module_of = {}
+        builders, self.links = {}, {}
+        self.names = []
+        for bodies in trees.values():
+            name = self.body_names[bodies[0]]
+            self.names.append(name)
+            builder = ModuleBuilder(gravity=g)
+            builders[name] = builder
+            for b in bodies:
+                kind, off, axis, axis2, ids = self.joint_of(b)
+                self.offset[b], self.joints[b] = off, (kind, ids)
+                parent = int(m.body_weldid[m.body_parentid[b]])
+                if kind == "free":
+                    T = _Pose()
+                else:
+                    T = self.in_link(m.body_parentid[b])[1] * self.local(b) * _Pose(p=off)
+                    ref = m.qpos0[m.jnt_qposadr[ids[0]]] if kind in ("revolute", "prismatic") else 0.0
+                    if kind == "revolute":
+                        T = T * _Pose(R=_axis_rotation(axis, -ref))
+                    elif kind == "prismatic":
+                        T = T * _Pose(p=-ref * axis / np.linalg.norm(axis))
+                mass, com, inertia = self.lumped_inertia(b)
+                if not mass > 0:
+                    self.fail(f"moving body {self.body_names[b]!r} has no mass")
+                joint_name = "+".join(self.joint_names[j] for j in ids)
+                builder.add_link(self.body_names[b], parent=None if parent == 0 else self.body_names[parent],
+                                 joint=kind, joint_name=joint_name, axis=axis,
+                                 axis2=(0.0, 1.0, 0.0) if axis2 is None else axis2, position=T.p, rotation=T.R,
+                                 mass=mass, com=com, inertia=inertia)
+                self.module_of[b] = name
+                self.links[b] = T
+        self.frames = {name: [] for name in self.names}
+        for b in range(1, m.nbody):
+            owner = int(m.body_weldid[b])
+            if owner:
+                self.add_frame(self.module_of[owner], self.body_names[b], owner, self.in_link(b)[1])
+        self.site_frames = {}
+        for s in range(m.nsite):
+            owner, T = self.in_link(m.site_bodyid[s], _Pose(_quat_to_matrix(m.site_quat[s]), m.site_pos[s]))
+            sname = _name(m, self.mj, self.mj.mjtObj.mjOBJ_SITE, s, "site")
+            if owner:
+                mod = self.module_of[owner]
+                taken = {f[0] for f in self.frames[mod]}
+                self.site_frames[s] = self.add_frame(mod, sname if sname not in taken else f"site:{sname}", owner, T)
+        self.builders = builders
+
+    def add_frame(self, module, name, owner, T):
+        self.frames[module].append((name, self.body_names[owner], T))
+        return name
+
+    def lumped_inertia(self, b):
+        m = self.m
+        total = np.zeros((6, 6))
+        for c in range(b, m.nbody):
+            if m.body_weldid[c] != b or m.body_mass[c] <= 0:
+                continue
+            T = self.in_link(c)[1] * _Pose(_quat_to_matrix(m.body_iquat[c]), m.body_ipos[c])
+            I_c = spatial_inertia(float(m.body_mass[c]), jnp.zeros(3), jnp.diag(jnp.asarray(m.body_inertia[c])))
+            total = total + np.asarray(transform_inertia(jnp.asarray(T.R), jnp.asarray(T.p), I_c))
+        mass, com, inertia = (np.asarray(x) for x in inertia_parameters(jnp.asarray(total)))
+        return mass, com, 0.5 * (inertia + inertia.T)
+
+    # ---------------------------------------------------------------------------------------- contacts
+    def side(self, eq_name, label, b, T):
+        """A contact side for a frame T on body b: (module, frame) with the frame added, or the ground."""
+        owner, T = self.in_link(b, T)
+        if owner == 0:
+            return None, T
+        return (self.module_of[owner], self.add_frame(self.module_of[owner], f"{eq_name}:{label}", owner, T)), T
+
+    def site_side(self, s):
+        b = int(self.m.site_bodyid[s])
+        owner, T = self.in_link(b, _Pose(_quat_to_matrix(self.m.site_quat[s]), self.m.site_pos[s]))
+        return (None, T) if owner == 0 else ((self.module_of[owner], self.site_frames[s]), T)
+
+    def build_contacts(self):
+        from .. import contacts as C
+        m, mj = self.m, self.mj
+        EQ, OBJ = mj.mjtEq, mj.mjtObj
+        out = []
+        if m.neq and m.opt.disableflags & mj.mjtDisableBit.mjDSBL_EQUALITY:
+            self.warn(f"equality constraints are disabled (option flag equality=\"disable\"): "
+                      f"{m.neq} equalities skipped")
+            return out
+        for k in range(m.neq):
+            name = _name(m, mj, OBJ.mjOBJ_EQUALITY, k, "equality")
+            typ = int(m.eq_type[k])
+            label = mj.mjtEq(typ).name.removeprefix("mjEQ_").lower()
+            where = f"equality {label} {name!r}"
+            if typ not in (EQ.mjEQ_CONNECT, EQ.mjEQ_WELD, EQ.mjEQ_JOINT):
+                self.fail(f"{where}: {label} equalities are not supported (connect, weld, and joint locks are)")
+            if not m.eq_active0[k]:
+                self.warn(f"{where} is inactive (active=\"false\") and is skipped")
+                continue
+            data = np.array(m.eq_data[k], dtype=float)
+            if typ == EQ.mjEQ_JOINT:
+                out.append(self.joint_lock(name, where, data, int(m.eq_obj1id[k]), int(m.eq_obj2id[k])))
+                continue
+            if m.eq_objtype[k] == OBJ.mjOBJ_SITE:
+                (E, TE), (P, TP) = self.site_side(int(m.eq_obj1id[k])), self.site_side(int(m.eq_obj2id[k]))
+            elif typ == EQ.mjEQ_CONNECT:
+                (E, TE) = self.side(name, "E", int(m.eq_obj1id[k]), _Pose(p=data[0:3]))
+                (P, TP) = self.side(name, "P", int(m.eq_obj2id[k]), _Pose(p=data[3:6]))
+            else:
+                if data[10] <= 0:
+                    self.fail(f"{where}: torquescale {data[10]} leaves the rotation free; use a connect equality")
+                (E, TE) = self.side(name, "E", int(m.eq_obj1id[k]), _Pose(_quat_to_matrix(data[6:10]), data[3:6]))
+                (P, TP) = self.side(name, "P", int(m.eq_obj2id[k]), _Pose(p=data[0:3]))
+            if E is None and P is None:
+                self.fail(f"{where}: both sides are fixed to the world")
+            ground = TE if E is None else TP if P is None else _Pose()
+            make = C.spherical if typ == EQ.mjEQ_CONNECT else C.weld
+            out.append(make(name, E, P, ground_rotation=ground.R, ground_position=ground.p))
+        return out
+
+    def joint_lock(self, name, where, data, j1, j2):
+        from ..contacts import make_contact
+        m, J = self.m, self.mj.mjtJoint
+        if j2 >= 0 and np.any(data[1:5] != 0):
+            self.fail(f"{where}: couples joints {self.joint_names[j1]!r} and {self.joint_names[j2]!r}; a coupling "
+                      "of two joints has no exact contact equivalent (only a lock of one hinge or slide joint)")
+        b = int(m.jnt_bodyid[j1])
+        kind, ids = self.joints.get(b, (None, ()))
+        if int(m.jnt_type[j1]) not in (J.mjJNT_HINGE, J.mjJNT_SLIDE) or kind not in ("revolute", "prismatic"):
+            self.fail(f"{where}: joint {self.joint_names[j1]!r} is not a lone hinge or slide joint of its body; "
+                      "only those can be locked")
+        if data[0] != 0:
+            self.warn(f"{where}: the lock holds the joint's velocity at zero; its position target "
+                      f"{data[0]} (offset from ref) is not enforced (start from a state that meets it)")
+        mod, parent = self.module_of[b], int(m.body_weldid[m.body_parentid[b]])
+        T = self.links[b]
+        E = None if parent == 0 else (mod, self.add_frame(mod, f"{name}:E", parent, T))
+        P = (mod, self.add_frame(mod, f"{name}:P", b, _Pose()))
+        axis = np.array(m.jnt_axis[j1], dtype=float)
+        col = np.concatenate([axis, np.zeros(3)] if kind == "revolute" else [np.zeros(3), axis])[:, None]
+        free = np.linalg.svd(col.T)[2][1:].T   # orthonormal complement of the locked direction
+        return make_contact(name, E, P, free, col, kind="joint_lock",
+                            ground_rotation=None if E else T.R, ground_position=None if E else T.p)
+
+    # ---------------------------------------------------------------------------------------- warnings
+    def report_unmodelled(self):
+        m, mj = self.m, self.mj
+
+        def names(obj, idx, fallback):
+            idx = list(idx)
+            listed = [_name(m, mj, obj, int(i), fallback) for i in idx[:6]]
+            return ", ".join(listed) + (f" and {len(idx) - 6} more" if len(idx) > 6 else "")
+
+        J = mj.mjtObj.mjOBJ_JOINT
+        if m.nflex:
+            self.fail(f"{m.nflex} flex (deformable) elements are not supported")
+        if m.nu:
+            self.warn(f"actuators ({names(mj.mjtObj.mjOBJ_ACTUATOR, range(m.nu), 'actuator')}) are ignored: "
+                      "apply their forces as generalized forces or force elements")
+        if m.ntendon:
+            self.warn(f"tendons ({names(mj.mjtObj.mjOBJ_TENDON, range(m.ntendon), 'tendon')}) are ignored")
+        for label, mask in (("limits", m.jnt_limited.astype(bool)), ("stiffness", m.jnt_stiffness != 0)):
+            if mask.any():
+                self.warn(f"joint {label} of {names(J, np.flatnonzero(mask), 'joint')} are ignored")
+        for label, arr in (("damping", m.dof_damping), ("armature", m.dof_armature),
+                           ("friction loss", m.dof_frictionloss)):
+            joints = sorted(set(int(m.dof_jntid[d]) for d in np.flatnonzero(arr != 0)))
+            if joints:
+                self.warn(f"joint {label} of {names(J, joints, 'joint')} is ignored")
+        collide = np.flatnonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0))
+        if not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CONTACT:
+            if len(set(int(m.body_weldid[m.geom_bodyid[g]]) for g in collide)) > 1:
+                self.warn(f"contacts between geoms are ignored (collidable geoms: "
+                          f"{names(mj.mjtObj.mjOBJ_GEOM, collide, 'geom')}); set contype=\"0\" conaffinity=\"0\" "
+                          "to silence this")
+            if m.npair:
+                self.warn(f"{m.npair} explicit contact pairs are ignored")
+        if m.nsensor:
+            self.warn(f"sensors ({names(mj.mjtObj.mjOBJ_SENSOR, range(m.nsensor), 'sensor')}) are ignored")
+        grav = np.flatnonzero(m.body_gravcomp != 0)
+        if grav.size:
+            self.warn(f"gravity compensation of bodies {names(mj.mjtObj.mjOBJ_BODY, grav, 'body')} is ignored")
+        if m.opt.density or m.opt.viscosity or np.any(m.opt.wind != 0):
+            self.warn("fluid forces (option density/viscosity/wind) are ignored")
+        mocap = np.flatnonzero(m.body_mocapid >= 0)
+        if mocap.size:
+            self.warn(f"mocap bodies {names(mj.mjtObj.mjOBJ_BODY, mocap, 'body')} are kept fixed where the file "
+                      "puts them")
+
+
+def load_mjcf(source, return_mapping=False):
+    """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
+    (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
+    mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
+    reference configuration ``qpos0``, where body-based loop anchors were computed).
+
+    Raises FileNotFoundError for a missing file, ValueError naming the file and passing MuJoCo's message
+    for a model MuJoCo rejects, and ValueError naming the element for what cannot be imported; warns
+    (``UserWarning``) for each kind of element that is ignored."""
+    from ..system import build_system
+    model, where = compile_mjcf(source)
+    imp = _Importer(model, where)
+    imp.report_unmodelled()
+    if not any(model.body_weldid[b] == b for b in range(1, model.nbody)):
+        imp.fail("the model has no moving body")
+    with jax.ensure_compile_time_eval():
+        imp.build_modules()
+        contacts = imp.build_contacts()
+        modules = {}
+        for name in imp.names:
+            builder = imp.builders[name]
+            for fname, link, T in imp.frames[name]:
+                builder.add_frame(fname, link, position=T.p, rotation=T.R)
+            modules[name] = builder.build()
+    system = build_system(modules, contacts)
+    if not return_mapping:
+        return system
+    qi, di, free = [], [], []
+    for name in imp.names:
+        bodies = [b for b in imp.links if imp.module_of[b] == name]
+        jnts = [j for b in bodies for j in imp.joints[b][1]]
+        q_ = [np.arange(model.jnt_qposadr[j], model.jnt_qposadr[j] + _NQ[int(model.jnt_type[j])]) for j in jnts]
+        d_ = [np.arange(model.jnt_dofadr[j], model.jnt_dofadr[j] + _NV[int(model.jnt_type[j])]) for j in jnts]
+        fq, fv, offs = 0, 0, []
+        for j in jnts:
+            if model.jnt_type[j] == 0:
+                offs.append((fq, fv))
+            fq, fv = fq + _NQ[int(model.jnt_type[j])], fv + _NV[int(model.jnt_type[j])]
+        qi.append(np.concatenate(q_))
+        di.append(np.concatenate(d_))
+        free.append(tuple(offs))
+    return system, MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0))
+
+
+_NQ = {0: 7, 1: 4, 2: 1, 3: 1}   # mjJNT_FREE, BALL, SLIDE, HINGE
+_NV = {0: 6, 1: 3, 2: 1, 3: 1}
