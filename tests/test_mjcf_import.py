@@ -23,6 +23,7 @@ import pytest
 import mrds_jax as mj
 from mrds_jax import contacts as C
 from mrds_jax import system as S
+from mrds_jax.model import ModuleBuilder
 from mrds_jax.model.mjcf import load_mjcf
 
 DATA = Path(__file__).parent / "data"
@@ -82,8 +83,18 @@ def test_tree_mass_matrix_dynamics_and_sites_equal_mujoco(tree):
     system, mapping, model = tree
     data = mujoco.MjData(model)
     rng = np.random.default_rng(0)
-    aba = jax.jit(mj.aba)
-    crba = jax.jit(mj.mass_matrix)
+    site_names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_SITE, s) for s in range(model.nsite)]
+
+    @jax.jit
+    def ours(modules, q, v, tau):
+        """Block-diagonal mass matrix, ABA per module and every site's placement, in one compiled program."""
+        sites = {}
+        for m, qk in zip(modules, q):
+            kin = mj.forward_kinematics(m, qk)
+            sites.update({f: mj.frame_placement(m, kin, f) for f in site_names if f in m.topology.frame_names})
+        return (jax.scipy.linalg.block_diag(*[mj.mass_matrix(m, qk) for m, qk in zip(modules, q)]),
+                [mj.aba(*args) for args in zip(modules, q, v, tau)], [sites[f] for f in site_names])
+
     for _ in range(4):
         qpos = random_qpos(model, rng)
         qvel = rng.uniform(-2, 2, model.nv)
@@ -92,19 +103,165 @@ def test_tree_mass_matrix_dynamics_and_sites_equal_mujoco(tree):
         data.qpos[:], data.qvel[:] = mapping.to_mujoco(state)
         data.qfrc_applied[:] = mapping.to_mujoco(S.SystemState(state.q, tau))[1]
         mujoco.mj_forward(model, data)
+        M, qdd, sites = ours(system.modules, state.q, state.v, tau)
         # mass matrix: qvel = T v, so ours is Tᵀ M_mujoco T (block-diagonal over the modules)
         M_mj = np.zeros((model.nv, model.nv))
         mujoco.mj_fullM(model, data, M_mj)
         T = velocity_map(mapping, state, model.nv)
-        ours = jax.scipy.linalg.block_diag(*[crba(m, q) for m, q in zip(system.modules, state.q)])
-        np.testing.assert_allclose(ours, T.T @ M_mj @ T, atol=1e-10)
-        expected = mapping.acceleration_from_mujoco(state, data.qacc)
-        for m, q, v, t, e in zip(system.modules, state.q, state.v, tau, expected):
-            np.testing.assert_allclose(aba(m, q, v, t), e, atol=1e-9, rtol=1e-9)
-        for s in range(model.nsite):
-            name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_SITE, s)
-            k = next(k for k, m in enumerate(system.modules) if name in m.topology.frame_names)
-            kin = mj.forward_kinematics(system.modules[k], state.q[k])
-            R, p = mj.frame_placement(system.modules[k], kin, name)
+        np.testing.assert_allclose(M, T.T @ M_mj @ T, atol=1e-10)
+        for a, e in zip(qdd, mapping.acceleration_from_mujoco(state, data.qacc)):
+            np.testing.assert_allclose(a, e, atol=1e-9, rtol=1e-9)
+        for s, (R, p) in enumerate(sites):
             np.testing.assert_allclose(p, data.site_xpos[s], atol=1e-12)
             np.testing.assert_allclose(R, data.site_xmat[s].reshape(3, 3), atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------- loops
+def mujoco_loop_checks(model, mapping, state, qdd, tau, h=1e-4):
+    """(nullspace residual, constraint second difference, MuJoCo's unconstrained qacc_smooth) of our q̈
+    against MuJoCo: see the module docstring. Both residuals are ~0 only for the exact constrained
+    acceleration. ``qdd=None``: check qacc_smooth itself (MuJoCo's coordinates)."""
+    data = mujoco.MjData(model)
+    qpos, qvel = mapping.to_mujoco(state)
+    _, qfrc = mapping.to_mujoco(S.SystemState(state.q, tau))
+    data.qpos[:], data.qvel[:], data.qfrc_applied[:] = qpos, qvel, qfrc
+    mujoco.mj_forward(model, data)
+    eq_rows = np.flatnonzero(data.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
+    J = data.efc_J.reshape(-1, model.nv)[eq_rows]
+    M = np.zeros((model.nv, model.nv))
+    mujoco.mj_fullM(model, data, M)
+    _, s, Vt = np.linalg.svd(J)
+    N = Vt[int(np.sum(s > 1e-9 * s.max())):].T          # basis of the nullspace of MuJoCo's J
+    # our q̈ in MuJoCo's coordinates: qacc = d/dt qvel (free joints: v̇_world = R(v̇_body + ω × v_body))
+    acc = np.array(data.qacc_smooth) if qdd is None else np.asarray(qdd_to_mujoco(mapping, state, qdd))
+    nullspace = N.T @ M @ (acc - data.qacc)
+    assert np.abs(data.efc_pos[eq_rows]).max() < 1e-9, "state is not consistent for MuJoCo's constraints"
+    g = []
+    for t in (-h, 0.0, h):
+        q_t = qpos.copy()
+        mujoco.mj_integratePos(model, q_t, qvel + 0.5 * t * acc, t)
+        data.qpos[:] = q_t
+        mujoco.mj_forward(model, data)
+        g.append(np.array(data.efc_pos[eq_rows]))
+    return nullspace, (g[0] - 2 * g[1] + g[2]) / h ** 2
+
+
+def qdd_to_mujoco(mapping, state, qdd):
+    """Inverse of MjcfMapping.acceleration_from_mujoco."""
+    nv = sum(len(i) for i in mapping.dof_index)
+    out = np.zeros(nv)
+    for di, free, q, v, a in zip(mapping.dof_index, mapping.free, state.q, state.v, qdd):
+        a = np.array(a)
+        for fq, fv in free:
+            R = np.asarray(mj.spatial.quat_to_rotation(jnp.asarray(q[fq + 3:fq + 7])))
+            w, vb = np.asarray(v[fv:fv + 3]), np.asarray(v[fv + 3:fv + 6])
+            a[fv:fv + 6] = np.concatenate([R @ (a[fv + 3:fv + 6] + np.cross(w, vb)), a[fv:fv + 3]])
+        out[di] = a
+    return out
+
+
+def consistent_states(model, mapping, rng, n, spread=0.3):
+    """n states near MuJoCo's reference configuration that satisfy MuJoCo's equality constraints (Gauss-Newton
+    on its residual efc_pos with its Jacobian efc_J; velocities projected on the nullspace of efc_J), as
+    our states. Our constraints must then hold too: load_mjcf's contacts mean what MuJoCo's equalities mean."""
+    data = mujoco.MjData(model)
+    out = []
+    for _ in range(n):
+        qpos = np.array(model.qpos0)
+        mujoco.mj_integratePos(model, qpos, rng.uniform(-spread, spread, model.nv), 1.0)
+        for _ in range(30):
+            data.qpos[:] = qpos
+            mujoco.mj_forward(model, data)
+            rows = np.flatnonzero(data.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
+            r, J = data.efc_pos[rows], data.efc_J.reshape(-1, model.nv)[rows]
+            if np.abs(r).max() < 1e-13:
+                break
+            mujoco.mj_integratePos(model, qpos, -np.linalg.lstsq(J, r, rcond=1e-10)[0], 1.0)
+        assert np.abs(r).max() < 1e-12
+        qvel = rng.uniform(-1, 1, model.nv)
+        qvel -= np.linalg.pinv(J, rcond=1e-10) @ (J @ qvel)
+        out.append(mapping.state(qpos, qvel))
+    return out
+
+
+# Planar four-bar in the xy plane (gravity along −y), closed at the reference configuration: crank and
+# coupler at absolute angles A1, A2; the rocker joins G to the coupler's tip.
+A1, A2, L1, L2, G = 1.1, 0.2, 0.4, 1.1, np.array([1.0, -0.1, 0.0])
+TIP = L1 * np.array([np.cos(A1), np.sin(A1), 0]) + L2 * np.array([np.cos(A2), np.sin(A2), 0])
+L3, A3 = float(np.linalg.norm(TIP - G)), float(np.arctan2(*(TIP - G)[1::-1]))
+BARS = dict(crank=(0.8, (L1 / 2, 0.01, 0), (0.002, 0.011, 0.012)), coupler=(1.5, (L2 / 2, -0.02, 0.0), (0.012, 0.15, 0.155)),
+            rocker=(1.1, (L3 / 2, 0.0, 0.01), (0.002, 0.045, 0.047)))
+
+
+def fourbar_xml():
+    def inertial(name):
+        m, c, d = BARS[name]
+        return f'<inertial pos="{c[0]} {c[1]} {c[2]}" mass="{m}" diaginertia="{d[0]} {d[1]} {d[2]}"/>'
+    return f"""<mujoco model="fourbar">
+  <compiler angle="radian"/>
+  <option gravity="0 -9.81 0"/>
+  <worldbody>
+    <body name="crank" euler="0 0 {A1!r}">
+      <joint name="j1" axis="0 0 1"/> {inertial("crank")}
+      <body name="coupler" pos="{L1!r} 0 0" euler="0 0 {A2 - A1!r}">
+        <joint name="j2" axis="0 0 1"/> {inertial("coupler")}
+      </body>
+    </body>
+    <body name="rocker" pos="{float(G[0])!r} {float(G[1])!r} 0" euler="0 0 {A3!r}">
+      <joint name="j3" axis="0 0 1"/> {inertial("rocker")}
+    </body>
+  </worldbody>
+  <equality><connect name="loop" body1="coupler" body2="rocker" anchor="{L2!r} 0 0"/></equality>
+</mujoco>"""
+
+
+def fourbar_by_hand():
+    """The same mechanism through our builders and contact library. Its names (joints, operational
+    points) are those load_mjcf gives, so both systems share one compiled forward_dynamics; the numbers
+    are independent."""
+    def rz(a):
+        return np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
+
+    def add(b, name, joint, parent, pos, angle):
+        m, c, d = BARS[name]
+        b.add_link(name, parent, "revolute", joint_name=joint, axis=(0, 0, 1), position=pos, rotation=rz(angle),
+                   mass=m, com=c, inertia=np.diag(d))
+        b.add_frame(name, name)
+    left, right = ModuleBuilder(gravity=(0, -9.81, 0)), ModuleBuilder(gravity=(0, -9.81, 0))
+    add(left, "crank", "j1", None, (0, 0, 0), A1)
+    add(left, "coupler", "j2", "crank", (L1, 0, 0), A2 - A1)
+    left.add_frame("loop:E", "coupler", position=(L2, 0, 0))
+    add(right, "rocker", "j3", None, G, A3)
+    right.add_frame("loop:P", "rocker", position=(L3, 0, 0))
+    return S.build_system({"crank": left.build(), "rocker": right.build()},
+                          [C.spherical("loop", ("crank", "loop:E"), ("rocker", "loop:P"))])
+
+
+@pytest.fixture(scope="module")
+def fourbar():
+    xml = fourbar_xml()
+    system, mapping = load_mjcf(xml, return_mapping=True)
+    return system, mapping, mujoco.MjModel.from_xml_string(xml), fourbar_by_hand()
+
+
+def test_fourbar_connect_equals_hand_built_and_mujoco(fourbar):
+    system, mapping, model, by_hand = fourbar
+    assert [c.kind for c in system.contacts] == ["spherical"] and system.module_names == ("crank", "rocker")
+    fd = jax.jit(S.forward_dynamics)
+    rng = np.random.default_rng(1)
+    for state in consistent_states(model, mapping, rng, 3):
+        tau = tuple(jnp.asarray(rng.uniform(-2, 2, m.nv)) for m in system.modules)
+        out, ref = fd(system, state, tau), fd(by_hand, state, tau)
+        for a, b in zip(out.qdd, ref.qdd):
+            np.testing.assert_allclose(a, b, atol=1e-10)
+        np.testing.assert_allclose(out.F_c[0], ref.F_c[0], atol=1e-9)
+        assert_mujoco_agrees(model, mapping, state, out.qdd, tau)
+
+
+def assert_mujoco_agrees(model, mapping, state, qdd, tau):
+    nullspace, second_difference = mujoco_loop_checks(model, mapping, state, qdd, tau)
+    assert np.abs(nullspace).max() < 1e-10
+    assert np.abs(second_difference).max() < 1e-6
+    # the second check has teeth: MuJoCo's unconstrained accelerations pass the first, not it
+    nullspace, second_difference = mujoco_loop_checks(model, mapping, state, None, tau)
+    assert np.abs(nullspace).max() < 1e-10 and np.abs(second_difference).max() > 1e-2

@@ -365,14 +365,14 @@ class _Importer:
         if int(m.jnt_type[j1]) not in (J.mjJNT_HINGE, J.mjJNT_SLIDE) or kind not in ("revolute", "prismatic"):
             self.fail(f"{where}: joint {self.joint_names[j1]!r} is not a lone hinge or slide joint of its body; "
                       "only those can be locked")
-        if data[0] != 0:
-            self.warn(f"{where}: the lock holds the joint's velocity at zero; its position target "
-                      f"{data[0]} (offset from ref) is not enforced (start from a state that meets it)")
         mod, parent = self.module_of[b], int(m.body_weldid[m.body_parentid[b]])
-        T = self.links[b]
+        axis = np.array(m.jnt_axis[j1], dtype=float)
+        axis = axis / np.linalg.norm(axis)
+        target = m.qpos0[m.jnt_qposadr[j1]] + data[0]     # MuJoCo: qpos − ref = polycoef[0]
+        # E: the joint frame turned (or moved) to the target, so that the pose error vanishes there
+        T = self.links[b] * (_Pose(R=_axis_rotation(axis, target)) if kind == "revolute" else _Pose(p=target * axis))
         E = None if parent == 0 else (mod, self.add_frame(mod, f"{name}:E", parent, T))
         P = (mod, self.add_frame(mod, f"{name}:P", b, _Pose()))
-        axis = np.array(m.jnt_axis[j1], dtype=float)
         col = np.concatenate([axis, np.zeros(3)] if kind == "revolute" else [np.zeros(3), axis])[:, None]
         free = np.linalg.svd(col.T)[2][1:].T   # orthonormal complement of the locked direction
         return make_contact(name, E, P, free, col, kind="joint_lock",
