@@ -29,6 +29,12 @@ from mrds_jax.model.mjcf import load_mjcf
 DATA = Path(__file__).parent / "data"
 
 
+@jax.jit
+def dynamics_and_errors(system, state, tau):
+    """Forward dynamics and our position-level constraint errors, one compiled program per system."""
+    return S.forward_dynamics(system, state, tau), S.constraint_errors(system, state).position
+
+
 def random_qpos(model, rng):
     """A random configuration in MuJoCo's layout (unit quaternions for ball and free joints)."""
     qpos = np.array(model.qpos0)
@@ -117,7 +123,7 @@ def test_tree_mass_matrix_dynamics_and_sites_equal_mujoco(tree):
 
 
 # ----------------------------------------------------------------------------------------------- loops
-def mujoco_loop_checks(model, mapping, state, qdd, tau, h=1e-4):
+def mujoco_loop_checks(model, mapping, state, qdd, tau, h=2e-4):
     """(nullspace residual, constraint second difference, MuJoCo's unconstrained qacc_smooth) of our q̈
     against MuJoCo: see the module docstring. Both residuals are ~0 only for the exact constrained
     acceleration. ``qdd=None``: check qacc_smooth itself (MuJoCo's coordinates)."""
@@ -136,14 +142,18 @@ def mujoco_loop_checks(model, mapping, state, qdd, tau, h=1e-4):
     acc = np.array(data.qacc_smooth) if qdd is None else np.asarray(qdd_to_mujoco(mapping, state, qdd))
     nullspace = N.T @ M @ (acc - data.qacc)
     assert np.abs(data.efc_pos[eq_rows]).max() < 1e-9, "state is not consistent for MuJoCo's constraints"
-    g = []
-    for t in (-h, 0.0, h):
-        q_t = qpos.copy()
-        mujoco.mj_integratePos(model, q_t, qvel + 0.5 * t * acc, t)
-        data.qpos[:] = q_t
-        mujoco.mj_forward(model, data)
-        g.append(np.array(data.efc_pos[eq_rows]))
-    return nullspace, (g[0] - 2 * g[1] + g[2]) / h ** 2
+
+    def second_difference(h):
+        g = []
+        for t in (-h, 0.0, h):
+            q_t = qpos.copy()
+            mujoco.mj_integratePos(model, q_t, qvel + 0.5 * t * acc, t)
+            data.qpos[:] = q_t
+            mujoco.mj_forward(model, data)
+            g.append(np.array(data.efc_pos[eq_rows]))
+        return (g[0] - 2 * g[1] + g[2]) / h ** 2
+    # Richardson: the O(h²) truncation error cancels (accelerations reach 1e3 here)
+    return nullspace, (4 * second_difference(h / 2) - second_difference(h)) / 3
 
 
 def qdd_to_mujoco(mapping, state, qdd):
@@ -184,13 +194,16 @@ def consistent_states(model, mapping, rng, n, spread=0.3):
     return out
 
 
-# Planar four-bar in the xy plane (gravity along −y), closed at the reference configuration: crank and
-# coupler at absolute angles A1, A2; the rocker joins G to the coupler's tip.
+# Four-bar in the xy plane (gravity along −y) as one chain crank → coupler → rocker, the rocker's tip
+# connected to the fixed pivot G (a contact with the ground), closed at the reference configuration: crank
+# and coupler at absolute angles A1, A2, the rocker pointing from the coupler's tip back to G.
 A1, A2, L1, L2, G = 1.1, 0.2, 0.4, 1.1, np.array([1.0, -0.1, 0.0])
 TIP = L1 * np.array([np.cos(A1), np.sin(A1), 0]) + L2 * np.array([np.cos(A2), np.sin(A2), 0])
-L3, A3 = float(np.linalg.norm(TIP - G)), float(np.arctan2(*(TIP - G)[1::-1]))
+L3, A3 = float(np.linalg.norm(G - TIP)), float(np.arctan2(*(G - TIP)[1::-1]))
 BARS = dict(crank=(0.8, (L1 / 2, 0.01, 0), (0.002, 0.011, 0.012)), coupler=(1.5, (L2 / 2, -0.02, 0.0), (0.012, 0.15, 0.155)),
-            rocker=(1.1, (L3 / 2, 0.0, 0.01), (0.002, 0.045, 0.047)))
+            rocker=(1.1, (L3 / 2, 0.0, 0.01), (0.002, 0.045, 0.047)), flag=(0.3, (0, 0.05, 0.02), (0.001, 0.001, 0.0015)))
+# a flag hinged on the crank (about its x axis, ref 0.1 rad) and locked by a joint equality at ref + 0.3 rad
+FLAG_REF, FLAG_LOCK = 0.1, 0.3
 
 
 def fourbar_xml():
@@ -205,36 +218,52 @@ def fourbar_xml():
       <joint name="j1" axis="0 0 1"/> {inertial("crank")}
       <body name="coupler" pos="{L1!r} 0 0" euler="0 0 {A2 - A1!r}">
         <joint name="j2" axis="0 0 1"/> {inertial("coupler")}
+        <body name="rocker" pos="{L2!r} 0 0" euler="0 0 {A3 - A2!r}">
+          <joint name="j3" axis="0 0 1"/> {inertial("rocker")}
+        </body>
+      </body>
+      <body name="flag" pos="{L1 / 2!r} 0 0.05">
+        <joint name="jf" axis="1 0 0" ref="{FLAG_REF!r}"/> {inertial("flag")}
       </body>
     </body>
-    <body name="rocker" pos="{float(G[0])!r} {float(G[1])!r} 0" euler="0 0 {A3!r}">
-      <joint name="j3" axis="0 0 1"/> {inertial("rocker")}
-    </body>
+    <body name="pivot" pos="{float(G[0])!r} {float(G[1])!r} 0"/>
   </worldbody>
-  <equality><connect name="loop" body1="coupler" body2="rocker" anchor="{L2!r} 0 0"/></equality>
+  <equality>
+    <connect name="loop" body1="rocker" body2="pivot" anchor="{L3!r} 0 0"/>
+    <joint name="lock" joint1="jf" polycoef="{FLAG_LOCK!r} 0 0 0 0"/>
+  </equality>
 </mujoco>"""
 
 
 def fourbar_by_hand():
     """The same mechanism through our builders and contact library. Its names (joints, operational
-    points) are those load_mjcf gives, so both systems share one compiled forward_dynamics; the numbers
+    points) are those load_mjcf gives, so both systems share one compiled program; the numbers
     are independent."""
     def rz(a):
         return np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
 
-    def add(b, name, joint, parent, pos, angle):
+    def rx(a):
+        return np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
+
+    b = ModuleBuilder(gravity=(0, -9.81, 0))
+    for name, joint, parent, pos, R, axis in (("crank", "j1", None, (0, 0, 0), rz(A1), (0, 0, 1)),
+                                              ("coupler", "j2", "crank", (L1, 0, 0), rz(A2 - A1), (0, 0, 1)),
+                                              ("rocker", "j3", "coupler", (L2, 0, 0), rz(A3 - A2), (0, 0, 1)),
+                                              # our q is MuJoCo's qpos: the ref turns the placement back
+                                              ("flag", "jf", "crank", (L1 / 2, 0, 0.05), rx(-FLAG_REF), (1, 0, 0))):
         m, c, d = BARS[name]
-        b.add_link(name, parent, "revolute", joint_name=joint, axis=(0, 0, 1), position=pos, rotation=rz(angle),
+        b.add_link(name, parent, "revolute", joint_name=joint, axis=axis, position=pos, rotation=R,
                    mass=m, com=c, inertia=np.diag(d))
+    for name in BARS:
         b.add_frame(name, name)
-    left, right = ModuleBuilder(gravity=(0, -9.81, 0)), ModuleBuilder(gravity=(0, -9.81, 0))
-    add(left, "crank", "j1", None, (0, 0, 0), A1)
-    add(left, "coupler", "j2", "crank", (L1, 0, 0), A2 - A1)
-    left.add_frame("loop:E", "coupler", position=(L2, 0, 0))
-    add(right, "rocker", "j3", None, G, A3)
-    right.add_frame("loop:P", "rocker", position=(L3, 0, 0))
-    return S.build_system({"crank": left.build(), "rocker": right.build()},
-                          [C.spherical("loop", ("crank", "loop:E"), ("rocker", "loop:P"))])
+    b.add_frame("loop:E", "rocker", position=(L3, 0, 0))
+    # the lock: the flag's rotation about x relative to the crank, held where the flag is turned by FLAG_LOCK
+    b.add_frame("lock:E", "crank", position=(L1 / 2, 0, 0.05), rotation=rx(FLAG_LOCK))
+    b.add_frame("lock:P", "flag")
+    locked = np.array([[1.0, 0, 0, 0, 0, 0]]).T
+    lock = C.make_contact("lock", ("crank", "lock:E"), ("crank", "lock:P"), np.eye(6)[:, 1:], locked, kind="joint_lock")
+    return S.build_system({"crank": b.build()},
+                          [C.spherical("loop", ("crank", "loop:E"), None, ground_position=G), lock])
 
 
 @pytest.fixture(scope="module")
@@ -244,17 +273,20 @@ def fourbar():
     return system, mapping, mujoco.MjModel.from_xml_string(xml), fourbar_by_hand()
 
 
-def test_fourbar_connect_equals_hand_built_and_mujoco(fourbar):
+def test_fourbar_connect_and_joint_lock_equal_hand_built_and_mujoco(fourbar):
     system, mapping, model, by_hand = fourbar
-    assert [c.kind for c in system.contacts] == ["spherical"] and system.module_names == ("crank", "rocker")
-    fd = jax.jit(S.forward_dynamics)
+    assert [c.kind for c in system.contacts] == ["spherical", "joint_lock"] and system.module_names == ("crank",)
+    assert system.contacts[0].P is None      # the pivot is fixed: a contact with the ground
     rng = np.random.default_rng(1)
     for state in consistent_states(model, mapping, rng, 3):
         tau = tuple(jnp.asarray(rng.uniform(-2, 2, m.nv)) for m in system.modules)
-        out, ref = fd(system, state, tau), fd(by_hand, state, tau)
+        (out, errors), (ref, _) = dynamics_and_errors(system, state, tau), dynamics_and_errors(by_hand, state, tau)
+        # MuJoCo's constraints hold at this state, so ours must (the pivot, and the lock at its target)
+        assert max(float(jnp.abs(e).max()) for e in errors) < 1e-10
         for a, b in zip(out.qdd, ref.qdd):
             np.testing.assert_allclose(a, b, atol=1e-10)
-        np.testing.assert_allclose(out.F_c[0], ref.F_c[0], atol=1e-9)
+        for a, b in zip(out.F_c, ref.F_c):
+            np.testing.assert_allclose(a, b, atol=1e-9)
         assert_mujoco_agrees(model, mapping, state, out.qdd, tau)
 
 
@@ -265,3 +297,132 @@ def assert_mujoco_agrees(model, mapping, state, qdd, tau):
     # the second check has teeth: MuJoCo's unconstrained accelerations pass the first, not it
     nullspace, second_difference = mujoco_loop_checks(model, mapping, state, None, tau)
     assert np.abs(nullspace).max() < 1e-10 and np.abs(second_difference).max() > 1e-2
+
+
+@pytest.fixture(scope="module")
+def weld_loop():
+    system, mapping = load_mjcf(DATA / "mjcf_weld_loop.xml", return_mapping=True)
+    return system, mapping, mujoco.MjModel.from_xml_path(str(DATA / "mjcf_weld_loop.xml"))
+
+
+def test_weld_loop_equals_mujoco(weld_loop):
+    """Body weld (anchor, relative pose from qpos0), site weld; a free body, ball joints (one off the body
+    origin), a hinge ref, jointless bodies merged or fixed."""
+    system, mapping, model = weld_loop
+    assert system.module_names == ("left1", "plate", "right1")
+    assert [c.kind for c in system.contacts] == ["weld", "weld"]
+    rng = np.random.default_rng(2)
+    for state in consistent_states(model, mapping, rng, 2):
+        tau = tuple(jnp.asarray(rng.uniform(-2, 2, m.nv)) for m in system.modules)
+        out, position_errors = dynamics_and_errors(system, state, tau)
+        # MuJoCo's constraints hold at this state, so ours must (positions: same anchors and targets)
+        assert max(float(jnp.abs(e).max()) for e in position_errors) < 1e-10
+        assert max(float(jnp.abs(e).max()) for e in out.constraint_velocity) < 1e-10
+        assert float(out.residual) < 1e-10
+        assert_mujoco_agrees(model, mapping, state, out.qdd, tau)
+
+
+def test_round_trip_export_then_load(weld_loop):
+    """to_mjcf (our exporter) then load_mjcf: the same system, the same dynamics to 1e-10."""
+    system, mapping, model = weld_loop
+    back = load_mjcf(mj.export.to_mjcf(system))
+    assert [m.nv for m in back.modules] == [m.nv for m in system.modules]
+    assert [(c.name, c.kind) for c in back.contacts] == [(c.name, c.kind) for c in system.contacts]
+    rng = np.random.default_rng(3)
+    for state in consistent_states(model, mapping, rng, 2):
+        tau = tuple(jnp.asarray(rng.uniform(-2, 2, m.nv)) for m in system.modules)
+        a, b = dynamics_and_errors(system, state, tau)[0], dynamics_and_errors(back, state, tau)[0]
+        for x, y in zip(a.qdd, b.qdd):
+            np.testing.assert_allclose(x, y, atol=1e-10)
+        for x, y in zip(a.F_c, b.F_c):
+            np.testing.assert_allclose(x, y, atol=1e-9)
+
+# ----------------------------------------------------------------------------------------------- errors
+def arm_xml(extra="", body_extra="", equality="", default='<geom contype="0" conaffinity="0"/>'):
+    """A two-body arm (hinge, then ``body_extra`` in the second body) with optional extra elements."""
+    return f"""<mujoco>
+  <default>{default}</default>
+  <worldbody>
+    <site name="anchor" pos="0 0 -1"/><site name="anchor2" pos="0 0 -2"/>
+    <body name="a">
+      <joint name="ja" axis="0 1 0"/><geom name="ga" size="0.1"/>
+      <body name="b" pos="0 0 -0.5">
+        <joint name="jb" axis="0 1 0"/><geom name="gb" size="0.1"/><site name="tip" pos="0 0 -0.5"/>{body_extra}
+      </body>
+    </body>
+  </worldbody>{extra}
+  <equality>{equality}</equality>
+</mujoco>"""
+
+
+def test_missing_file_and_malformed_xml_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere.xml"):
+        load_mjcf(tmp_path / "nowhere.xml")
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<mujoco><worldbody><body></worldbody></mujoco>")
+    with pytest.raises(ValueError, match=r"bad\.xml: MuJoCo could not load the MJCF: .*XML"):
+        load_mjcf(bad)
+    with pytest.raises(ValueError, match=r"<MJCF string>: MuJoCo could not load the MJCF: .*unrecognized"):
+        load_mjcf("<mujoco><worldbody><bogus/></worldbody></mujoco>")
+
+
+@pytest.mark.parametrize("equality, match", [
+    ('<tendon tendon1="t"/>', r"equality tendon 'equality0': tendon equalities are not supported"),
+    ('<joint name="gear" joint1="ja" joint2="jb" polycoef="0 2 0 0 0"/>', r"'gear'.*couples joints 'ja' and 'jb'"),
+    ('<joint name="lk" joint1="u1"/>', r"'lk'.*'u1' is not a lone hinge or slide"),
+    ('<weld name="w" body1="b" torquescale="0"/>', r"weld 'w': torquescale 0.0 leaves the rotation free"),
+    ('<connect name="c" site1="anchor" site2="anchor2"/>', r"connect 'c': both sides are fixed to the world"),
+])
+def test_unsupported_equalities_raise_naming_them(equality, match):
+    xml = arm_xml(extra='<tendon><fixed name="t"><joint joint="ja" coef="1"/></fixed></tendon>',
+                  body_extra='<body name="c"><joint name="u1" axis="1 0 0"/><joint name="u2"/><geom size="0.05"/></body>',
+                  equality=equality)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # the tendon itself is reported by a warning
+        with pytest.raises(ValueError, match=match):
+            load_mjcf(xml)
+
+
+def test_unsupported_joint_combination_raises_naming_the_body():
+    xml = arm_xml(body_extra='<body name="c"><joint name="h" axis="1 0 0"/><joint name="s" type="slide"/>'
+                             '<geom size="0.05"/></body>')
+    with pytest.raises(ValueError, match=r"body 'c': joints \['h', 's'\] of types \['hinge', 'slide'\]"):
+        load_mjcf(xml)
+
+
+def test_ignored_elements_are_named_in_warnings():
+    xml = arm_xml(body_extra='<body name="c"><joint name="jlim" axis="1 0 0" range="-1 1" damping="0.1" '
+                             'armature="0.01"/><geom size="0.05"/></body>',
+                  extra='<actuator><motor name="m1" joint="ja"/></actuator><sensor><jointpos name="s1" joint="ja"/>'
+                        '</sensor><tendon><fixed name="t"><joint joint="ja" coef="1"/></fixed></tendon>', default="")
+    with pytest.warns(UserWarning) as record:
+        system = load_mjcf(xml)
+    text = "\n".join(str(w.message) for w in record)
+    for expected in ("actuators (m1) are ignored", "tendons (t) are ignored", "joint limits of jlim",
+                     "joint damping of jlim", "joint armature of jlim", "sensors (s1) are ignored",
+                     "contacts between geoms are ignored (collidable geoms: ga, gb"):
+        assert expected in text, (expected, text)
+    assert system.module_names == ("a",) and system.modules[0].topology.link_names == ("a", "b", "c")
+
+
+def test_missing_mujoco_gives_install_hint(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "mujoco", None)
+    with pytest.raises(ImportError, match="pip install mujoco"):
+        load_mjcf("<mujoco/>")
+
+
+# ----------------------------------------------------------------------------------------------- top level
+def test_top_level_api_is_discoverable_and_lazy():
+    import subprocess
+    import sys
+    assert mj.load_mjcf is load_mjcf and mj.System is S.System and mj.forward_dynamics is S.forward_dynamics
+    assert mj.load_urdf is mj.model.urdf.load_urdf and mj.ModuleBuilder is ModuleBuilder
+    assert callable(mj.examples.dual_arm_grasp) and mj.to_mjcf is mj.export.to_mjcf
+    assert {"load_mjcf", "load_urdf", "simulate", "build_system", "examples"} <= set(dir(mj))
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        mj.nonexistent
+    # importing the package loads neither MuJoCo nor the URDF parser nor the examples
+    code = ("import sys, mrds_jax; print(sorted(m for m in ('mujoco', 'yourdfpy', 'mrds_jax.examples', "
+            "'mrds_jax.model.mjcf') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
