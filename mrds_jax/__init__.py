@@ -1,11 +1,65 @@
 """mrds_jax: GPU-batched, differentiable closed-chain multibody dynamics in JAX.
 
-Layers (docs/DESIGN.md), one subpackage each: ``spatial`` → ``model`` → ``dynamics`` (module level,
-Bonaventura Step 2) → ``contacts`` (general joint model) → ``system`` (global level, Steps 3-4) →
-``integrate`` (rollouts) → applications (``montecarlo``, ``ckcm``).
+Modules are rigid kinematic trees; contacts close loops between their operational points (or the ground)
+and are solved exactly (Bonaventura's MRDS, Lilly & Orin's fast path). Every function takes one scenario;
+batch with ``jax.vmap``, differentiate with ``jax.grad``; enable ``jax_enable_x64`` for closed chains.
+
+Start here (all available as ``mrds_jax.<name>``)::
+
+    import jax; jax.config.update("jax_enable_x64", True)
+    import mrds_jax as mj
+
+    system, state = mj.examples.dual_arm_grasp()          # or mj.load_mjcf("robot.xml"), or build it:
+    #   arm = mj.load_urdf("arm.urdf") / mj.ModuleBuilder() ... .build();  mj.contacts.weld(...)
+    #   system = mj.build_system({"arm": arm, ...}, [contact, ...])
+    out = mj.forward_dynamics(system, state)               # q̈ per module, constraint forces per contact
+    traj = mj.simulate(system, state, dt=1e-3, n_steps=1000)
+
+* building: :class:`ModuleBuilder`, :func:`load_urdf` (one module per URDF), :func:`load_mjcf` (MuJoCo MJCF:
+  one module per kinematic tree, ``<equality connect/weld>`` → contacts), :mod:`contacts` (the contact
+  library), :func:`build_system`, :func:`make_state`, :func:`make_consistent`, :mod:`examples`;
+* dynamics: :func:`forward_dynamics`, :func:`lilly_forward_dynamics`, :func:`inverse_dynamics`,
+  :func:`simulate`; per module (tree) ``aba``, ``rnea``, ``mass_matrix``, Jacobians, … (:mod:`dynamics`,
+  also exported here);
+* out: :func:`to_mjcf` (MuJoCo/MJX comparisons and viewing).
+
+Layers, one subpackage each: ``spatial`` → ``model`` → ``dynamics`` (module level, Bonaventura Step 2) →
+``contacts`` (general joint model) → ``system`` (global level, Steps 3-4) → ``integrate`` (rollouts) →
+applications (``montecarlo``, ``ckcm``). They are described in the repository's README.md; the design
+document is ``DESIGN.md`` in the ``shared/docs`` folder beside the repository, and ``docs/algorithm_notes.md``
+digests the papers' algorithms with the errata found.
 """
+import importlib
+
 from . import contacts, dynamics, export, integrate, model, montecarlo, spatial, system
 from .dynamics import *  # noqa: F401,F403
 from .model import Module, ModuleBuilder
 
 __version__ = "0.1.0"
+
+# Loaded on first use (PEP 562), so `import mrds_jax` stays as fast as its layers: name -> (module, attribute)
+_LAZY = {
+    "load_urdf": (".model.urdf", "load_urdf"),
+    "load_mjcf": (".model.mjcf", "load_mjcf"),
+    "MjcfMapping": (".model.mjcf", "MjcfMapping"),
+    "examples": (".examples", None),
+    "ckcm": (".ckcm", None),
+    "to_mjcf": (".export", "to_mjcf"),
+    **{name: (".system", name) for name in (
+        "System", "SystemState", "build_system", "make_state", "forward_dynamics", "lilly_forward_dynamics",
+        "inverse_dynamics", "simulate", "make_consistent", "check_initial_state")},
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'mrds_jax' has no attribute {name!r}")
+    where, attr = _LAZY[name]
+    module = importlib.import_module(where, __name__)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
