@@ -31,9 +31,9 @@ digests the papers' algorithms with the errata found.
 """
 import importlib
 
-from . import contacts, dynamics, export, integrate, model, montecarlo, spatial, system
+from . import contacts, dynamics, export, integrate, model, montecarlo, spatial, system  # noqa: F401
 from .dynamics import *  # noqa: F401,F403
-from .model import Module, ModuleBuilder
+from .model import Module, ModuleBuilder  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -5,9 +5,12 @@
   dynamics (mj_forward's qacc) at random states, site placements.
 * Loops: MuJoCo's constraints are soft, so its qacc differs from the exact one by M⁻¹Jᵀ Δf with J its
   constraint Jacobian (efc_J). Projected on the nullspace N of J, Nᵀ M q̈ does not depend on the constraint
-  force: Nᵀ M (q̈_ours − q̈_mujoco) = 0 up to MuJoCo's solver tolerance. Together with the constraint
-  holding exactly (MuJoCo's own residual efc_pos, differentiated twice along the motion), this determines
-  q̈ — so both parts are checked against MuJoCo. The four-bar also equals the same mechanism built by hand.
+  force: Nᵀ M (q̈_ours − q̈_mujoco) = 0 whatever force MuJoCo's soft solver found (to rounding). Together
+  with the constraint holding exactly (MuJoCo's own residual efc_pos, differentiated twice along the
+  motion), this determines q̈ — so both parts are checked against MuJoCo, at states that satisfy MuJoCo's
+  constraints (where ours must hold too). Models: a four-bar closed by ``connect`` at a fixed pivot with a
+  hinge locked by a ``joint`` equality (also equal to the same mechanism built by hand), and an arm
+  welded to a free plate that is pinned to the ground (body ``weld``, site ``connect``).
 * Round trip: export → load_mjcf gives the same dynamics to 1e-10.
 * Unsupported elements: errors and warnings that name them.
 """
@@ -52,7 +55,7 @@ def random_qpos(model, rng):
     return qpos
 
 
-def velocity_map(mapping, state, nv):
+def velocity_map(mapping, state):
     """T with qvel = T v (v: all modules' velocities stacked), at state's configuration."""
     sizes = [len(v) for v in state.v]
     cols = []
@@ -113,7 +116,7 @@ def test_tree_mass_matrix_dynamics_and_sites_equal_mujoco(tree):
         # mass matrix: qvel = T v, so ours is Tᵀ M_mujoco T (block-diagonal over the modules)
         M_mj = np.zeros((model.nv, model.nv))
         mujoco.mj_fullM(model, data, M_mj)
-        T = velocity_map(mapping, state, model.nv)
+        T = velocity_map(mapping, state)
         np.testing.assert_allclose(M, T.T @ M_mj @ T, atol=1e-10)
         for a, e in zip(qdd, mapping.acceleration_from_mujoco(state, data.qacc)):
             np.testing.assert_allclose(a, e, atol=1e-9, rtol=1e-9)
@@ -124,9 +127,9 @@ def test_tree_mass_matrix_dynamics_and_sites_equal_mujoco(tree):
 
 # ----------------------------------------------------------------------------------------------- loops
 def mujoco_loop_checks(model, mapping, state, qdd, tau, h=2e-4):
-    """(nullspace residual, constraint second difference, MuJoCo's unconstrained qacc_smooth) of our q̈
-    against MuJoCo: see the module docstring. Both residuals are ~0 only for the exact constrained
-    acceleration. ``qdd=None``: check qacc_smooth itself (MuJoCo's coordinates)."""
+    """(nullspace residual, constraint second difference) of our q̈ against MuJoCo: see the module
+    docstring. Both are ~0 only for the exact constrained acceleration. ``qdd=None``: check MuJoCo's
+    unconstrained acceleration qacc_smooth instead (which passes the first and fails the second)."""
     data = mujoco.MjData(model)
     qpos, qvel = mapping.to_mujoco(state)
     _, qfrc = mapping.to_mujoco(S.SystemState(state.q, tau))
@@ -200,8 +203,10 @@ def consistent_states(model, mapping, rng, n, spread=0.3):
 A1, A2, L1, L2, G = 1.1, 0.2, 0.4, 1.1, np.array([1.0, -0.1, 0.0])
 TIP = L1 * np.array([np.cos(A1), np.sin(A1), 0]) + L2 * np.array([np.cos(A2), np.sin(A2), 0])
 L3, A3 = float(np.linalg.norm(G - TIP)), float(np.arctan2(*(G - TIP)[1::-1]))
-BARS = dict(crank=(0.8, (L1 / 2, 0.01, 0), (0.002, 0.011, 0.012)), coupler=(1.5, (L2 / 2, -0.02, 0.0), (0.012, 0.15, 0.155)),
-            rocker=(1.1, (L3 / 2, 0.0, 0.01), (0.002, 0.045, 0.047)), flag=(0.3, (0, 0.05, 0.02), (0.001, 0.001, 0.0015)))
+BARS = dict(crank=(0.8, (L1 / 2, 0.01, 0), (0.002, 0.011, 0.012)),        # mass, centre of mass, inertia
+            coupler=(1.5, (L2 / 2, -0.02, 0.0), (0.012, 0.15, 0.155)),
+            rocker=(1.1, (L3 / 2, 0.0, 0.01), (0.002, 0.045, 0.047)),
+            flag=(0.3, (0, 0.05, 0.02), (0.001, 0.001, 0.0015)))
 # a flag hinged on the crank (about its x axis, ref 0.1 rad) and locked by a joint equality at ref + 0.3 rad
 FLAG_REF, FLAG_LOCK = 0.1, 0.3
 
@@ -376,8 +381,8 @@ def test_missing_file_and_malformed_xml_are_named(tmp_path):
 ])
 def test_unsupported_equalities_raise_naming_them(equality, match):
     xml = arm_xml(extra='<tendon><fixed name="t"><joint joint="ja" coef="1"/></fixed></tendon>',
-                  body_extra='<body name="c"><joint name="u1" axis="1 0 0"/><joint name="u2"/><geom size="0.05"/></body>',
-                  equality=equality)
+                  body_extra='<body name="c"><joint name="u1" axis="1 0 0"/><joint name="u2"/>'
+                             '<geom size="0.05"/></body>', equality=equality)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # the tendon itself is reported by a warning
         with pytest.raises(ValueError, match=match):
@@ -426,4 +431,5 @@ def test_top_level_api_is_discoverable_and_lazy():
     # importing the package loads neither MuJoCo nor the URDF parser nor the examples
     code = ("import sys, mrds_jax; print(sorted(m for m in ('mujoco', 'yourdfpy', 'mrds_jax.examples', "
             "'mrds_jax.model.mjcf') if m in sys.modules))")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "[]"

@@ -27,12 +27,16 @@ Mapping:
   ours are exact, so those parameters (and a weld's positive ``torquescale``, a weight of the soft residual)
   have no counterpart and are not used.
 
+A joint lock holds the joint's velocity at zero; its position target (``ref + polycoef[0]``, MuJoCo's
+``qpos − ref = polycoef[0]``) is where the lock's pose error vanishes (used by projection and stabilisation).
+
 Not modelled, and said so (``UserWarning`` unless stated): actuators, tendons, joint limits, damping,
 armature, friction loss and joint stiffness, contacts between geoms and explicit contact pairs, sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
-them), inactive equalities (skipped). Errors (``ValueError`` naming the element): ``joint`` equalities that
-couple two joints, equality ``tendon``/``flex``/``distance``, flexes, a free joint below a moving body, a
-body with a joint combination other than the above.
+them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
+equalities that couple two joints, equality ``tendon``/``flex``/``distance``, flexes, a free joint below a
+moving body, a body with a joint combination other than the above. Not physics, so not read: the time step
+and integrator, keyframes (pass a key's qpos to ``MjcfMapping.state``), visual elements.
 
 State conversions (free joints: MuJoCo's qvel is [v_world; ω_body], ours [ω_body; v_body]) come with
 ``load_mjcf(..., return_mapping=True)`` as an :class:`MjcfMapping`.
@@ -319,8 +323,9 @@ class _Importer:
         m, mj = self.m, self.mj
         EQ, OBJ = mj.mjtEq, mj.mjtObj
         out = []
-        if m.neq and m.opt.disableflags & mj.mjtDisableBit.mjDSBL_EQUALITY:
-            self.warn(f"equality constraints are disabled (option flag equality=\"disable\"): "
+        off = m.opt.disableflags & (mj.mjtDisableBit.mjDSBL_EQUALITY | mj.mjtDisableBit.mjDSBL_CONSTRAINT)
+        if m.neq and off:
+            self.warn(f"equality constraints are disabled (option flag equality or constraint=\"disable\"): "
                       f"{m.neq} equalities skipped")
             return out
         for k in range(m.neq):
