@@ -49,7 +49,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..spatial import inertia_parameters, spatial_inertia, transform_inertia
 from .builder import ModuleBuilder
 
 
@@ -294,15 +293,20 @@ class _Importer:
         return name
 
     def lumped_inertia(self, b):
+        """(mass, centre of mass, inertia about it) of moving body b and the bodies welded to it, link frame
+        (numpy: parallel-axis theorem, Featherstone §2.13)."""
         m = self.m
-        total = np.zeros((6, 6))
+        parts = []
         for c in range(b, m.nbody):
-            if m.body_weldid[c] != b or m.body_mass[c] <= 0:
-                continue
-            T = self.in_link(c)[1] * _Pose(_quat_to_matrix(m.body_iquat[c]), m.body_ipos[c])
-            I_c = spatial_inertia(float(m.body_mass[c]), jnp.zeros(3), jnp.diag(jnp.asarray(m.body_inertia[c])))
-            total = total + np.asarray(transform_inertia(jnp.asarray(T.R), jnp.asarray(T.p), I_c))
-        mass, com, inertia = (np.asarray(x) for x in inertia_parameters(jnp.asarray(total)))
+            if m.body_weldid[c] == b and m.body_mass[c] > 0:
+                T = self.in_link(c)[1] * _Pose(_quat_to_matrix(m.body_iquat[c]), m.body_ipos[c])
+                parts.append((float(m.body_mass[c]), T.p, T.R @ np.diag(m.body_inertia[c]) @ T.R.T))
+        if not parts:
+            return 0.0, np.zeros(3), np.zeros((3, 3))
+        mass = sum(p[0] for p in parts)
+        com = sum(p[0] * p[1] for p in parts) / mass
+        inertia = sum(I + mi * (np.dot(c - com, c - com) * np.eye(3) - np.outer(c - com, c - com))
+                      for mi, c, I in parts)
         return mass, com, 0.5 * (inertia + inertia.T)
 
     # ---------------------------------------------------------------------------------------- contacts
