@@ -176,7 +176,7 @@ class _Importer:
         self.body_names = [_name(m, mj, mj.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
         self.joint_names = [_name(m, mj, mj.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
         self.offset = {0: np.zeros(3)}   # link origin in the moving body's frame (its joint position)
-        self.joints = {}                 # moving body -> (kind, axis, axis2, joint ids)
+        self.joints = {}                 # moving body -> (our joint kind, MuJoCo joint ids)
 
     def fail(self, msg):
         raise ValueError(f"{self.where}: {msg}")
@@ -210,7 +210,7 @@ class _Importer:
         names = [self.joint_names[j] for j in ids]
         where = f"body {self.body_names[b]!r}"
         if types == [J.mjJNT_FREE]:
-            if m.body_weldid[m.body_parentid[b]] != 0:
+            if m.body_weldid[m.body_parentid[b]] != 0:   # MuJoCo 3-4 refuse this themselves
                 self.fail(f"{where}: free joint {names[0]!r} below a moving body is not supported")
             return "free", np.zeros(3), np.array([0, 0, 1.0]), None, ids
         if len(ids) == 1 and types[0] in (J.mjJNT_HINGE, J.mjJNT_SLIDE, J.mjJNT_BALL):
