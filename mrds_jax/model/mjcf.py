@@ -114,7 +114,7 @@ def _mujoco():
         import mujoco
     except ImportError:
         raise ImportError("load_mjcf needs the MuJoCo Python package: pip install mujoco "
-                          "(or pip install 'mrds_jax[mjcf]')") from None
+                          "(or pip install 'mrds-jax[mjcf]')") from None
     return mujoco
 
 
