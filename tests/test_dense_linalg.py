@@ -1,0 +1,113 @@
+"""spatial.dense (LAPACK-free LU solve and Jacobi singular values, used by the vmapped CKCM and inverse-dynamics
+paths) against numpy.linalg in float64: well- and ill-conditioned matrices, both the unrolled (n <= 12) and the
+looped (n > 12) code, gradients against central differences, and no LAPACK call when lowered under vmap."""
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+from mrds_jax.spatial import dense
+
+jax.config.update("jax_enable_x64", True)
+EPS = np.finfo(np.float64).eps
+LAPACK = re.compile(r"custom_call\s*@\w*(lapack|cusolver|hipsolver|potrf|getrf|gesdd|gesvd|syevd|geqrf)",
+                    re.IGNORECASE)
+SIZES = [1, 2, 3, 6, 12, 13, 24]
+solve = jax.jit(dense.solve)                      # compiled once per shape (op-by-op dispatch is slow)
+singular_values = jax.jit(dense.singular_values)
+condition_number = jax.jit(dense.condition_number)
+
+
+def matrix_with_condition(rng, n, cond, m=None):
+    """(m, n) matrix with singular values spread log-uniformly from 1 to 1/cond."""
+    m = n if m is None else m
+    U = np.linalg.qr(rng.standard_normal((m, m)))[0][:, :n]
+    V = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    return U @ np.diag(np.logspace(0, -np.log10(cond), n)) @ V.T
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("cond", [10.0, 1e6, 1e10])
+def test_solve_equals_numpy(n, cond):
+    rng = np.random.default_rng(n)
+    A = matrix_with_condition(rng, n, cond)
+    for b in (rng.standard_normal(n), rng.standard_normal((n, 3))):
+        x, ref = np.asarray(solve(A, b)), np.linalg.solve(A, b)
+        # both are backward stable: forward errors within cond * eps (times a small factor) of each other
+        assert np.max(np.abs(x - ref)) <= 50 * n * cond * EPS * np.max(np.abs(ref)), (n, cond)
+        assert np.max(np.abs(A @ x - b)) <= 50 * n * EPS * np.max(np.abs(A)) * np.max(np.abs(x))
+
+
+@pytest.mark.parametrize("n", [4, 13])
+def test_solve_pivots(n):
+    """A zero leading diagonal (needs row exchanges) and a permutation matrix."""
+    rng = np.random.default_rng(3)
+    P = np.eye(n)[rng.permutation(n)]
+    A = rng.standard_normal((n, n))
+    A[0, 0] = 0.0
+    b = rng.standard_normal(n)
+    np.testing.assert_allclose(solve(P, b), P.T @ b, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(solve(A, b), np.linalg.solve(A, b), rtol=1e-10, atol=1e-12)
+
+
+def test_singular_matrix_gives_non_finite():
+    A = np.ones((3, 3))
+    assert not np.all(np.isfinite(solve(A, np.ones(3))))
+
+
+@pytest.mark.parametrize("n", [6, 13])
+def test_solve_gradients(n):
+    rng = np.random.default_rng(7)
+    A = matrix_with_condition(rng, n, 30.0)
+    b = rng.standard_normal(n)
+    check_grads(solve, (A, b), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6, eps=1e-6)
+    gA, gb = jax.grad(lambda A, b: jnp.sum(jnp.sin(solve(A, b))), argnums=(0, 1))(A, b)
+    rA, rb = jax.grad(lambda A, b: jnp.sum(jnp.sin(jnp.linalg.solve(A, b))), argnums=(0, 1))(A, b)
+    np.testing.assert_allclose(gA, rA, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gb, rb, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (6, 6), (9, 6), (13, 13)])
+@pytest.mark.parametrize("cond", [3.0, 1e4, 1e8])
+def test_singular_values_equal_numpy(shape, cond):
+    m, n = shape
+    rng = np.random.default_rng(m * 100 + n)
+    A = matrix_with_condition(rng, n, cond, m)
+    s, ref = np.asarray(singular_values(A)), np.linalg.svd(A, compute_uv=False)
+    np.testing.assert_allclose(s, ref, rtol=0, atol=20 * n * EPS * ref[0])
+    # one-sided Jacobi is accurate in the relative sense for matrices of this kind (graded columns aside)
+    np.testing.assert_allclose(condition_number(A), np.linalg.cond(A), rtol=1e3 * n * EPS * cond)
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (8, 5)])
+def test_singular_value_gradients(shape):
+    rng = np.random.default_rng(11)
+    A = matrix_with_condition(rng, shape[1], 20.0, shape[0])
+    check_grads(singular_values, (A,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6, eps=1e-6)
+    check_grads(condition_number, (A,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6, eps=1e-6)
+    np.testing.assert_allclose(jax.grad(condition_number)(A), jax.grad(jnp.linalg.cond)(A),
+                               rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [6, 24])
+def test_vmapped_code_has_no_lapack_call_and_matches(n):
+    rng = np.random.default_rng(5)
+    A = np.stack([matrix_with_condition(rng, n, 100.0) for _ in range(16)])
+    b = rng.standard_normal((16, n))
+    vsolve = jax.jit(jax.vmap(dense.solve))
+    vcond = jax.jit(jax.vmap(dense.condition_number))
+    text = vsolve.lower(A, b).as_text() + vcond.lower(A).as_text()
+    text += jax.jit(jax.vmap(jax.grad(lambda a, v: jnp.sum(dense.solve(a, v)) + dense.condition_number(a))))\
+        .lower(A, b).as_text()
+    assert LAPACK.search(text) is None
+    assert "custom_call" not in text
+    np.testing.assert_allclose(vsolve(A, b), np.linalg.solve(A, b[..., None])[..., 0], rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(vcond(A), np.linalg.cond(A), rtol=1e-10)
+
+
+def test_lowering_check_sees_lapack():
+    a = jnp.eye(6)[None] + jnp.zeros((4, 6, 6))
+    assert LAPACK.search(jax.jit(jax.vmap(jnp.linalg.solve)).lower(a, a[..., 0]).as_text())
