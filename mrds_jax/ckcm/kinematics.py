@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from ..pytree import pytree_dataclass
+from ..spatial import dense
 from .errors import ForwardKinematicsError, SingularConfigurationError, StrokeError, WorkspaceError
 from .params import CKCMParams, base_points, payload_points
 
@@ -170,9 +171,9 @@ def angular_acceleration_matrices(pose):
 
 
 def condition_number(C):
-    """2-norm condition number σ_max/σ_min of a square matrix (inf when singular)."""
-    s = jnp.linalg.svd(C, compute_uv=False)
-    return s[0] / s[-1]
+    """2-norm condition number σ_max/σ_min of a square matrix (inf when singular), by one-sided Jacobi
+    (``spatial.dense``: no LAPACK call under vmap)."""
+    return dense.condition_number(C)
 
 
 # --- workspace -------------------------------------------------------------------------------------------
@@ -306,13 +307,13 @@ def forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAU
 
     def newton(f, x0):
         def body(_, x):
-            step = jnp.linalg.solve(jacobian(params, x), f(x))
+            step = dense.solve(jacobian(params, x), f(x))
             ok = jnp.all(jnp.isfinite(step))
             return jnp.where(ok, x - jnp.where(ok, step, 0.0), x)
         return jax.lax.fori_loop(0, iterations, body, x0)
 
     def tangent_solve(g, y):
-        return jnp.linalg.solve(jax.jacfwd(g)(y), y)
+        return dense.solve(jax.jacfwd(g)(y), y)
 
     pose = jax.lax.custom_root(f, x0, newton, tangent_solve)
     p0 = jax.lax.stop_gradient(pose)

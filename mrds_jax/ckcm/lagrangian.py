@@ -67,6 +67,7 @@ import jax
 import jax.numpy as jnp
 
 from ..pytree import pytree_dataclass
+from ..spatial import dense
 from .kinematics import angular_velocity_matrix, home_pose, jacobian, leg_vectors, rotation
 from .params import CKCMParams
 
@@ -205,13 +206,13 @@ def actuator_forces(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER) 
     the three terms of eq. 45 mapped separately (they add up to the total)."""
     F = cartesian_forces(params, q, qd, qdd, model)
     CT = jacobian(params, q).T
-    return jax.tree_util.tree_map(lambda f: jnp.linalg.solve(CT, f), F)
+    return jax.tree_util.tree_map(lambda f: dense.solve(CT, f), F)
 
 
 def actuator_forces_total(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER):
     """The total leg forces τ = C⁻ᵀ (D Φ̈ + H Φ̇Φ̇ + G) (eq. 45, 56 corrected) alone: equal, bit for bit, to
     ``actuator_forces(...).total`` with one linear solve instead of four (what the design optimiser needs)."""
-    return jnp.linalg.solve(jacobian(params, q).T, cartesian_forces(params, q, qd, qdd, model).total)
+    return dense.solve(jacobian(params, q).T, cartesian_forces(params, q, qd, qdd, model).total)
 
 
 # --- the path of Section 4, eq. 55 -----------------------------------------------------------------------

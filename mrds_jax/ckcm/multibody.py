@@ -79,6 +79,7 @@ from .. import contacts as C
 from ..integrate import rollout
 from ..model.tree import Module, Topology, TreeParams
 from ..pytree import pytree_dataclass
+from ..spatial import dense
 from ..spatial.rotation import quat_to_rotation
 from ..system import SystemState, build_system, forward_dynamics, inverse_dynamics
 from .errors import CKCMInputError, WorkspaceError
@@ -309,7 +310,7 @@ def pose_from_state(state: SystemState):
     R = quat_to_rotation(q[3:])
     pose = jnp.concatenate([q[:3], euler_from_rotation(R)])
     Vr = angular_velocity_matrix(pose)[:, 3:]
-    return pose, jnp.concatenate([R @ v[3:], jnp.linalg.solve(Vr, R @ v[:3])])
+    return pose, jnp.concatenate([R @ v[3:], dense.solve(Vr, R @ v[:3])])
 
 
 def leg_lengths(params: CKCMParams, state: SystemState):
@@ -534,7 +535,7 @@ def tracking_forces(system, params: CKCMParams, state: SystemState, t, path, con
     tau = _actuator_total(system, params, pose_c, rate_c, acc_c).tau_actuated
     D0 = jnp.concatenate([jnp.broadcast_to(params.M, (3,)), params.I_payload])
     F = D0 * (controller.kp * e + controller.kd * ed)
-    return tau + controller.pd_force * jnp.linalg.solve(jacobian(params, pose).T, F)
+    return tau + controller.pd_force * dense.solve(jacobian(params, pose).T, F)
 
 
 class TrackingResult(NamedTuple):

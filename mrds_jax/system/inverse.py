@@ -13,9 +13,12 @@ the unknowns (τₐ, Fᶜ) satisfy one linear system, Σ nvₖ equations in n_a 
     [Sᵀ | Jᵀ Aᵀ ψᶜ] [τₐ; Fᶜ] = RNEA(q, v, q̈) − Jᵀ Aᵀ ψᵘ Fᵘ.
 
 For a parallel mechanism with one actuator per independent loop (the CKCM: 24 equations, 6 actuators,
-18 spherical-contact force components) the matrix is square and regular away from singularities. It is
-solved in the least-squares sense (exact when square), and the residual is returned so that a prescribed
-motion that violates the constraints, or too few actuators, shows up as a non-zero residual.
+18 spherical-contact force components) the matrix is square and regular away from singularities. A square
+matrix is solved by LU with partial pivoting without LAPACK (``spatial.dense.solve``: this function is vmapped
+by the CKCM design and Monte Carlo code, and batched LAPACK calls can deadlock jax 0.10.x on 2-core CPUs, see
+README); a non-square one in the least-squares sense (``jnp.linalg.lstsq``, LAPACK). The residual is returned
+so that a prescribed motion that violates the constraints, or too few actuators, shows up as a non-zero
+residual (a singular square matrix gives non-finite forces).
 """
 from typing import NamedTuple
 
@@ -24,6 +27,7 @@ import numpy as np
 
 from ..dynamics import rnea, task_jacobian
 from .dynamics import _block_diag, constraint_system
+from ..spatial import dense
 from ..spatial.linalg import matmul
 
 
@@ -77,7 +81,7 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
         S[offsets[k] + dof, j] = 1.0
     M = jnp.concatenate([jnp.asarray(S, dtype), jnp.concatenate(rows_G)], axis=1)
     b = jnp.concatenate(rhs)
-    x = jnp.linalg.lstsq(M, b)[0]
+    x = dense.solve(M, b) if M.shape[0] == M.shape[1] else jnp.linalg.lstsq(M, b)[0]
     residual = jnp.linalg.norm(matmul(M, x) - b) / jnp.maximum(jnp.linalg.norm(b), 1.0)
     tau_a, F_c = x[:len(pairs)], x[len(pairs):]
     taus = [jnp.zeros(m.nv, dtype) for m in system.modules]

@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics import kinetic_energy, potential_energy, spatial_momentum
+from ..dynamics.interface import (integrate_configuration, kinetic_energy, normalize_configuration,
+                                  potential_energy, spatial_momentum)
 from ..integrate import SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
-from ..model.configuration import integrate_configuration, normalize_configuration
 from .build import SystemError, SystemState
 from .dynamics import _taus, forward_dynamics
 from .lilly import lilly_forward_dynamics, simple_closed_chain_reference
@@ -263,7 +263,10 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
     """Gauss-Newton on Φ_p(q) = 0 with a fixed number of ``iterations``: q ← q ⊕ Δ with the least-norm
     Δ = −J⁺ Φ_p, J = ∂Φ_p/∂Δ (exact, by forward-mode autodiff through the configuration update, so
     quaternions stay unit). Returns (state with projected q and the given v, residual max |Φ_p|).
-    Pure and jit-able. Redundant constraints are fine (least squares with cut-off ``rcond``)."""
+    Pure and jit-able. Redundant constraints are fine (least squares with cut-off ``rcond``, by LAPACK's
+    ``jnp.linalg.lstsq``, kept because its rank cut-off has no cheap exact LAPACK-free equivalent): to project
+    a large batch of states on jax 0.10.x on a 2-core CPU, where batched LAPACK calls in ``jit(vmap)`` can
+    deadlock (README "Known trap"), map it in chunks, ``jax.lax.map(f, states, batch_size=64)``."""
     dtype = state.q[0].dtype
     nv = sum(m.nv for m in system.modules)
     zeros_v = tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)
@@ -284,7 +287,8 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
 
 def project_velocities(system, state, t=0.0, rcond=1e-10):
     """Least-norm change of v that satisfies the velocity constraints J v = ẋᶜ (eq. 105, Φ_v = 0):
-    v ← v − J⁺ Φ_v(v). Returns (state, residual max |Φ_v|). Pure and jit-able."""
+    v ← v − J⁺ Φ_v(v). Returns (state, residual max |Φ_v|). Pure and jit-able. LAPACK ``lstsq`` with cut-off
+    ``rcond``: see :func:`project_positions` about batching it."""
     dtype = state.q[0].dtype
     J = constraint_jacobian(system, state, t)
     v = _flat(tuple(state.v), dtype)
@@ -318,13 +322,14 @@ class StateReport(NamedTuple):
 def constraint_matrix(system, state, t=0.0):
     """Bᶜ = Σₖ Jₖ Hₖ⁻¹ Jₖᵀ with Jₖ the module-k columns of the constraint Jacobian (eq. 109-111): the
     matrix of the solve (eq. 88, Bᶜ = ψᶜᵀ B ψᶜ), from kinematics and mass matrices only."""
-    from ..dynamics import mass_matrix
+    from ..dynamics.interface import mass_matrix
+    from ..spatial.linalg import spd_solve
     J = constraint_jacobian(system, state, t)
     Bc, s = jnp.zeros((J.shape[0], J.shape[0]), dtype=J.dtype), 0
     for m, q in zip(system.modules, state.q):
         Jk = J[:, s:s + m.nv]
         s += m.nv
-        Bc = Bc + Jk @ jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(m, q)), Jk.T)
+        Bc = Bc + Jk @ spd_solve(mass_matrix(m, q), Jk.T)     # no LAPACK call (spatial.linalg)
     return Bc
 
 
