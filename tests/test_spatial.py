@@ -84,6 +84,16 @@ def test_spatial_inertia(pose, rng):
     np.testing.assert_allclose(cA, R @ com + p, atol=1e-12)
 
 
+def test_transform_inertia_blocks_equal_force_transform_product(pose, rng):
+    """The 3x3-block form of transform_inertia equals ᴬX_B* I (ᴬX_B*)ᵀ with the 6x6 matrix, for any symmetric
+    6x6 (articulated inertias are not rigid-body inertias)."""
+    R, p = pose
+    M = rng.normal(size=(6, 6))
+    M = jnp.asarray(M + M.T)
+    Xf = np.asarray(sp.force_transform(R, p))
+    np.testing.assert_allclose(sp.transform_inertia(R, p, M), Xf @ np.asarray(M) @ Xf.T, atol=1e-12)
+
+
 def test_bonaventura_rigid_body_transform_and_rotation(pose, rng):
     """eq. 20: S maps a twist at j to the twist of the point k = j + r of the same body; Sᵀ moves a force
     at k to j. Equivalent to a pure-translation Plücker transform. eq. 18: diag(R, R)."""

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from ..model.tree import task_slice
-from ..spatial import skew
+from ..spatial import cross, skew
 from ..spatial.linalg import matmul
 
 
@@ -79,13 +79,13 @@ def universal_modes(contact, R_EP, r_EP):
     """
     a1, a2 = contact.phi_u[:3, 0], contact.phi_u[:3, 1]
     b = matmul(R_EP, a2)
-    c = jnp.cross(a1, b)
+    c = cross(a1, b)
     cc = matmul(c, c)
     z = jnp.zeros(3, dtype=b.dtype)
     ang = lambda v: jnp.concatenate([v, z])  # noqa: E731
     lin = [jnp.concatenate([z, e]) for e in jnp.eye(3, dtype=b.dtype)]
     phi_u = _cols(ang(a1), ang(b))
     phi_c = _cols(ang(c), *lin)
-    psi_u = _cols(ang(jnp.cross(b, c) / cc), ang(jnp.cross(c, a1) / cc))
+    psi_u = _cols(ang(cross(b, c) / cc), ang(cross(c, a1) / cc))
     psi_c = _cols(ang(c / cc), *lin)
     return phi_u, phi_c, psi_u, psi_c

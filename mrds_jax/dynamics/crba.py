@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model.tree import check_state
-from ..spatial import transform_inertia
+from ..spatial import act_force, transform_inertia
 from .common import link_inertias
 from .kinematics import forward_kinematics, is_stacked, world_motion_subspaces
 from .levels import subtree_totals
@@ -41,10 +41,44 @@ def assemble_mass_matrix(topology, S0, Ic0):
 def mass_matrix(module, q):
     """H(q), serial CRBA: composite inertias by the backward recursion, then assembly."""
     check_state(module, q, None, "mass_matrix")
-    kin = forward_kinematics(module, q)
+    return mass_matrix_from_kinematics(module, forward_kinematics(module, q))
+
+
+def mass_matrix_from_kinematics(module, kin):
+    """H(q) from the placements and motion subspaces of ``kin`` (CRBA's backward pass and assembly).
+
+    Unrolled route: Featherstone Table 6.2 in link frames — Fᵢ = Iᶜᵢ Sᵢ, Hᵢᵢ = Sᵢᵀ Fᵢ, then Fᵢ is carried up the
+    ancestors j by ʲX*ᵢ (a force transform per column) and H_ji = S_jᵀ F. Level-scan route: the composite
+    inertias are moved to the support frame and H assembled from world-frame subspaces in one product
+    (:func:`assemble_mass_matrix`), which vectorises over a level but costs a 6x6 inertia transform per link."""
     Ic = composite_inertias(module, kin)
     if is_stacked(kin):
         Ic0 = jax.vmap(transform_inertia)(kin.world_R, kin.world_p, Ic)
-    else:
-        Ic0 = jnp.stack([transform_inertia(R, p, I) for R, p, I in zip(kin.world_R, kin.world_p, Ic)])
-    return assemble_mass_matrix(module.topology, world_motion_subspaces(kin), Ic0)
+        return assemble_mass_matrix(module.topology, world_motion_subspaces(kin), Ic0)
+    return _mass_matrix_link_frames(module.topology, kin, Ic)
+
+
+def _mass_matrix_link_frames(t, kin, Ic):
+    nv = t.nv
+    dtype = kin.local_p[0].dtype
+    blocks = {}
+    carry_up = jax.vmap(act_force, in_axes=(None, None, 1), out_axes=1)     # ʲX*ᵢ on each column
+    for i, vs in enumerate(t.v_slices):
+        if vs.stop == vs.start:
+            continue
+        F = matmul(Ic[i], kin.S[i])
+        blocks[(i, i)] = matmul(kin.S[i].T, F)
+        j = i
+        while t.parents[j] >= 0:
+            F = carry_up(kin.local_R[j], kin.local_p[j], F)
+            j = t.parents[j]
+            if t.v_slices[j].stop > t.v_slices[j].start:
+                blocks[(j, i)] = matmul(kin.S[j].T, F)
+    for (j, i), b in list(blocks.items()):
+        blocks[(i, j)] = b.T
+    links = [i for i, vs in enumerate(t.v_slices) if vs.stop > vs.start]
+    if not links:
+        return jnp.zeros((nv, nv), dtype=dtype)
+    width = {i: t.v_slices[i].stop - t.v_slices[i].start for i in links}
+    return jnp.concatenate([jnp.concatenate([blocks.get((j, i), jnp.zeros((width[j], width[i]), dtype))
+                                             for i in links], axis=1) for j in links], axis=0)

@@ -20,7 +20,7 @@ import jax
 
 from ..model.joints import velocity_product
 from ..model.tree import PLANAR_ROWS
-from ..spatial import act_motion, compose, cross_motion, inv_act_motion, motion_transform, skew
+from ..spatial import act_motion, compose, cross, cross_motion, inv_act_motion, motion_transform, skew
 from ..spatial.linalg import matmul
 from .levels import outward, uses_level_scan
 from .stacked_joints import joint_motions, joint_velocity_products, link_coordinates
@@ -251,7 +251,7 @@ def frame_acceleration(module, kin, link_acc, frame, reference="world_aligned"):
     R_f, p_f = frame_placement(module, kin, frame)
     if reference == "world_aligned":
         v_local = inv_act_motion(par.frame_R[f], par.frame_p[f], kin.velocity[link])
-        classical = jnp.concatenate([a_local[:3], a_local[3:] + jnp.cross(v_local[:3], v_local[3:])])
+        classical = jnp.concatenate([a_local[:3], a_local[3:] + cross(v_local[:3], v_local[3:])])
         return jnp.concatenate([matmul(R_f, classical[:3]), matmul(R_f, classical[3:])])
     return _express(reference, R_f, p_f, a_local, lambda: act_motion(R_f, p_f, a_local))
 

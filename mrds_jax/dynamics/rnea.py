@@ -20,12 +20,18 @@ def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_accelerat
     check_state(module, q, v, "rnea")
     kin = forward_kinematics(module, q, v, support_velocity)
     acc = link_accelerations(module, kin, qdd, gravity_acceleration(module, support_acceleration))
+    return joint_forces(module, kin, acc, link_external_forces(module, f_ext, q.dtype))
+
+
+def joint_forces(module, kin, acc, f_ext):
+    """RNEA's force passes (Featherstone Table 5.1, lines 9-15) on given kinematics: body forces
+    fᵢᴮ = Iᵢ aᵢ + vᵢ ×* Iᵢ vᵢ − f_ext,i, summed inward over subtrees, τᵢ = Sᵢᵀ fᵢ. ``acc``: link
+    accelerations with gravity as a fictitious support acceleration."""
     inertias = link_inertias(module)
-    fext = link_external_forces(module, f_ext, q.dtype)
     if is_stacked(kin):
-        return _joint_forces_levels(module, kin, jax.vmap(_body_force)(inertias, acc, kin.velocity) - fext)
+        return _joint_forces_levels(module, kin, jax.vmap(_body_force)(inertias, acc, kin.velocity) - f_ext)
     t = module.topology
-    forces = [_body_force(inertias[i], acc[i], kin.velocity[i]) - fext[i] for i in range(t.n_links)]
+    forces = [_body_force(inertias[i], acc[i], kin.velocity[i]) - f_ext[i] for i in range(t.n_links)]
     tau = [None] * t.n_links
     for i in reversed(range(t.n_links)):
         tau[i] = matmul(kin.S[i].T, forces[i])
@@ -49,6 +55,14 @@ def _joint_forces_levels(module, kin, body_forces):
 def nonlinear_effects(module, q, v, **kw):
     """C(q, v) v + G(q)."""
     return rnea(module, q, v, jnp.zeros_like(v), **kw)
+
+
+def nonlinear_effects_from_kinematics(module, kin):
+    """C(q, v) v + G(q) from kinematics already computed with v (no support motion): RNEA at q̈ = 0."""
+    dtype = kin.local_p[0].dtype
+    nv = module.nv
+    acc = link_accelerations(module, kin, jnp.zeros(nv, dtype), gravity_acceleration(module))
+    return joint_forces(module, kin, acc, link_external_forces(module, None, dtype))
 
 
 def generalized_gravity(module, q):

@@ -13,7 +13,7 @@ through q̇ = ½ q ⊗ ω and renormalised after every step.
 import jax
 import jax.numpy as jnp
 
-from ..model.configuration import configuration_derivative, integrate_configuration, normalize_configuration
+from ..dynamics.interface import configuration_derivative, integrate_configuration, normalize_configuration
 
 
 def _map(f, *trees):

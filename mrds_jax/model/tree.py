@@ -146,6 +146,20 @@ class Module:
     def nv(self):
         return self.topology.nv
 
+    @property
+    def task_dim(self):
+        """Rows per operational point in the task space: 6, or 3 for planar modules (module interface)."""
+        return self.topology.task_dim
+
+    @property
+    def frame_names(self):
+        """The operational points (module interface)."""
+        return self.topology.frame_names
+
+    def frame_index(self, name):
+        """Index of an operational point given by name or index; KeyError/IndexError naming it otherwise."""
+        return self.topology.frame_index(name)
+
     def with_params(self, **changes):
         return replace(self, params=replace(self.params, **changes))
 

@@ -8,7 +8,7 @@ Motion vectors ``m = [ω; v]`` and force vectors ``f = [n; f]``. ``act`` maps B-
 """
 import jax.numpy as jnp
 
-from .rotation import skew
+from .rotation import cross, skew
 from .linalg import matmul
 
 
@@ -37,24 +37,24 @@ def inverse(R, p):
 def act_motion(R, p, m):
     """Motion vector given in B, expressed in A (Featherstone ᴬX_B m)."""
     w = rotate(R, m[:3])
-    return jnp.concatenate([w, rotate(R, m[3:]) + jnp.cross(p, w)])
+    return jnp.concatenate([w, rotate(R, m[3:]) + cross(p, w)])
 
 
 def inv_act_motion(R, p, m):
     """Motion vector given in A, expressed in B (ᴮX_A m)."""
     w = m[:3]
-    return jnp.concatenate([rotate_transpose(R, w), rotate_transpose(R, m[3:] - jnp.cross(p, w))])
+    return jnp.concatenate([rotate_transpose(R, w), rotate_transpose(R, m[3:] - cross(p, w))])
 
 
 def act_force(R, p, f):
     """Force vector given in B, expressed in A (ᴬX_B* f)."""
     lin = rotate(R, f[3:])
-    return jnp.concatenate([rotate(R, f[:3]) + jnp.cross(p, lin), lin])
+    return jnp.concatenate([rotate(R, f[:3]) + cross(p, lin), lin])
 
 
 def inv_act_force(R, p, f):
     """Force vector given in A, expressed in B (ᴮX_A* f)."""
-    return jnp.concatenate([rotate_transpose(R, f[:3] - jnp.cross(p, f[3:])), rotate_transpose(R, f[3:])])
+    return jnp.concatenate([rotate_transpose(R, f[:3] - cross(p, f[3:])), rotate_transpose(R, f[3:])])
 
 
 def motion_transform(R, p):

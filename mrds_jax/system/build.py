@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..contacts.model import Contact, ContactError, validate_contact
-from ..model.tree import Module
+from ..dynamics.interface import implements_interface
 from ..pytree import pytree_dataclass, static
 
 
@@ -106,11 +106,12 @@ def global_connectivity(sides):
 
 
 def identical_module_groups(modules, points):
-    """Module indices grouped by equal (topology, contact points, parameter shapes), first-seen order."""
+    """Module indices grouped by equal (pytree structure — for a rigid tree its topology —, contact points,
+    parameter shapes), first-seen order."""
     groups = {}
     for k, (m, pts) in enumerate(zip(modules, points)):
         shapes = tuple((np.shape(x), str(jnp.asarray(x).dtype)) for x in jax.tree.leaves(m))
-        groups.setdefault((m.topology, pts, shapes), []).append(k)
+        groups.setdefault((jax.tree.structure(m), pts, shapes), []).append(k)
     return tuple(tuple(g) for g in groups.values())
 
 
@@ -131,12 +132,13 @@ def build_system(modules, contacts, names=None):
     if len(names) != len(modules) or len(set(names)) != len(names):
         raise SystemError(f"module names must be unique, one per module; got {names}")
     for name, m in zip(names, modules):
-        if not isinstance(m, Module):
-            raise SystemError(f"module {name!r} is not a Module (got {type(m).__name__})")
-    dims = {m.topology.task_dim for m in modules}
+        if not implements_interface(m):
+            raise SystemError(f"module {name!r} is not a module (got {type(m).__name__}: neither a "
+                              "mrds_jax.model.Module nor a type registered with mrds_jax.dynamics.interface)")
+    dims = {m.task_dim for m in modules}
     if len(dims) > 1:
         raise SystemError("all modules of a system must share one task space: mixing planar and spatial modules "
-                          f"({dict(zip(names, (m.topology.task_dim for m in modules)))})")
+                          f"({dict(zip(names, (m.task_dim for m in modules)))})")
     contacts = tuple(contacts)
     if len({c.name for c in contacts}) != len(contacts):
         raise SystemError(f"contact names must be unique: {[c.name for c in contacts]}")
@@ -160,11 +162,11 @@ def build_system(modules, contacts, names=None):
                 continue
             k = _module_index(names, s[0], f"contact {c.name!r} side {label}")
             try:
-                modules[k].topology.frame_index(s[1])
+                modules[k].frame_index(s[1])
             except (KeyError, IndexError) as e:
                 raise SystemError(f"contact {c.name!r} side {label}: module {names[k]!r} has no operational point "
                                   f"{s[1]!r} ({e.args[0]})") from None
-            frame = modules[k].topology.frame_names[modules[k].topology.frame_index(s[1])]
+            frame = modules[k].frame_names[modules[k].frame_index(s[1])]
             if frame not in points[k]:
                 points[k].append(frame)
             side += [k, points[k].index(frame)]

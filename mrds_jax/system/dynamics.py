@@ -1,9 +1,9 @@
 """Forward dynamics of a system of modules and contacts: Bonaventura's MRDS Steps 2-4 (Tables 18-20).
 
-Step 2 (per module, :func:`module_terms`): q̈ᵒᵖᵉⁿ, placements, velocities and open-chain (classical)
-accelerations ᴵẍᵒᵖᵉⁿ_IO of the module's contact points, Ψ = H⁻¹ Jᵀ (eq. 75) and the multi-point
-Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (eq. 69-70, Table 9) from the library (``cross_space_inertia``, "direct" or
-"recursive").
+Step 2 (per module, :func:`~mrds_jax.dynamics.interface.module_terms`, the module interface): q̈ᵒᵖᵉⁿ,
+placements, velocities and open-chain (classical) accelerations ᴵẍᵒᵖᵉⁿ_IO of the module's contact points,
+Ψ = H⁻¹ Jᵀ (eq. 75) and the multi-point Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (eq. 69-70, Table 9). This file never
+looks inside a module: a rigid tree, or any module type that implements :mod:`mrds_jax.dynamics.interface`.
 
 Step 3 (global, :func:`constraint_system`): for each contact i, Sᵢ = ᴵS_EiPi (eq. 20), the spatial
 rotation ℜᵢ = ᴵℜ_Ei, ζᵢ (eq. 81) and ᴱẍᵒᵖᵉⁿ_EP (eq. 83). The operator that takes the module's point
@@ -34,26 +34,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..dynamics import (aba, cross_space_inertia, forward_kinematics, link_accelerations, mass_matrix,
-                        task_jacobian)
 from ..contacts.variable import contact_modes
-from ..dynamics.kinematics import frame_acceleration, frame_placement, frame_velocity
+from ..dynamics.interface import ModuleTerms, module_terms, open_chain_acceleration  # noqa: F401 (re-export)
 from ..model.tree import task_slice
-from ..spatial import skew, spatial_rotation
+from ..spatial import cross, skew, spatial_rotation
 from .solve import SolverSettings, solve_constraint_system
 from .stabilisation import stabilisation_terms
 from ..spatial.linalg import matmul, spd_solve
-
-
-class ModuleTerms(NamedTuple):
-    """Step 2 results of one module for its contact points (Table 18); n points, d task rows."""
-    qdd_open: jnp.ndarray   # (nv,)
-    R: jnp.ndarray          # (n, 3, 3) point orientations in the world
-    p: jnp.ndarray          # (n, 3) point positions
-    xd: jnp.ndarray         # (n, 6) ᴵẋ_IO = [ω; ṗ], world axes
-    xdd_open: jnp.ndarray   # (n, 6) classical open-chain accelerations, world axes
-    Psi: jnp.ndarray        # (nv, n·d) Ψ = H⁻¹ Jᵀ (eq. 75)
-    Lam_inv: jnp.ndarray    # (n·d, n·d) Λ⁻¹_{OiOj} (eq. 69-70)
 
 
 class ConstraintSystem(NamedTuple):
@@ -77,26 +64,6 @@ class SystemDynamics(NamedTuple):
     constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (eq. 105), 0 at a consistent state
     Bc: jnp.ndarray   # the constraint-space matrix of the solve (eq. 88; dropped by jit when unused)
     yc: jnp.ndarray   # its right-hand side (eq. 89)
-
-
-def module_terms(module, q, v, tau, points, method="direct"):
-    """Bonaventura Step 2 (Table 18) for one module and its contact points ``points`` (frame names)."""
-    qdd = aba(module, q, v, tau)
-    kin = forward_kinematics(module, q, v)
-    acc = link_accelerations(module, kin, qdd)
-    Rs, ps, xds, xdds = [], [], [], []
-    for f in points:
-        R, p = frame_placement(module, kin, f)
-        Rs.append(R)
-        ps.append(p)
-        xds.append(frame_velocity(module, kin, f, "world_aligned"))
-        xdds.append(frame_acceleration(module, kin, acc, f, "world_aligned"))
-    J = task_jacobian(module, q, points, "world_aligned", kin)
-    if method == "direct":   # = cross_space_inertia(..., "direct"), reusing this function's kinematics and J
-        Psi = spd_solve(mass_matrix(module, q), J.T)
-    else:
-        Psi = cross_space_inertia(module, q, points, "world_aligned", method)
-    return ModuleTerms(qdd, jnp.stack(Rs), jnp.stack(ps), jnp.stack(xds), jnp.stack(xdds), Psi, matmul(J, Psi))
 
 
 def _stack(trees):
@@ -149,13 +116,13 @@ def contact_kinematics(contact, side_E, side_P):
     T_E = -spatial_rotation(RT).at[3:, :3].set(-matmul(RT, skew(r)))     # −ℜᵀS = −[[Rᵀ, 0], [−Rᵀr̃, Rᵀ]]
     rel = xd_P - rigid_body_motion(r, xd_E)
     w = xd_E[:3]
-    zeta = jnp.concatenate([jnp.cross(w, rel[:3]), jnp.cross(w, jnp.cross(w, r)) + 2.0 * jnp.cross(w, rel[3:])])
+    zeta = jnp.concatenate([cross(w, rel[:3]), cross(w, cross(w, r)) + 2.0 * cross(w, rel[3:])])
     return T_E, RfT, _rotate6(RT, rel), _rotate6(RT, xdd_P - rigid_body_motion(r, xdd_E) - zeta)
 
 
 def rigid_body_motion(r, x):
     """ᴵS_EP x (eq. 20) without forming S: [ω; v − r̃ω] = [ω; v + ω × r] for x = [ω; v]."""
-    return jnp.concatenate([x[:3], x[3:] + jnp.cross(x[:3], r)])
+    return jnp.concatenate([x[:3], x[3:] + cross(x[:3], r)])
 
 
 def _rotate6(R, x):
@@ -277,6 +244,6 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
         qdd.append(tk.qdd_open + matmul(tk.Psi, matmul(Ak.T, F_stack)))                         # eq. 74 (95-96)
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
-    qdd = tuple(aba(m, q, v, tq) if a is None else a
+    qdd = tuple(open_chain_acceleration(m, q, v, tq) if a is None else a
                 for a, m, q, v, tq in zip(qdd, system.modules, state.q, state.v, taus))
     return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), residual, tuple(phi_v), cs.Bc, cs.yc)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..model.tree import PLANAR_ROWS
 from ..pytree import pytree_dataclass, static
-from ..spatial import skew
+from ..spatial import cross, skew
 from .build import SystemError, _module_index
 from ..spatial.linalg import matmul
 
@@ -162,7 +162,7 @@ def _point(system, side, where):
         return None
     k = _module_index(system.module_names, side[0], where)
     try:
-        system.modules[k].topology.frame_index(side[1])
+        system.modules[k].frame_index(side[1])
     except (KeyError, IndexError) as e:
         raise SystemError(f"{where}: module {system.module_names[k]!r} has no operational point {side[1]!r} "
                           f"({e.args[0]})") from None
@@ -171,41 +171,34 @@ def _point(system, side, where):
 
 # ----------------------------------------------------------------------------- evaluation
 class _Points:
-    """Lazily computed per-module kinematics of force attachment points during one evaluation."""
+    """Kinematics of force attachment points during one evaluation, through the module interface
+    (:func:`~mrds_jax.dynamics.interface.point_motion`, :func:`~mrds_jax.dynamics.interface.point_jacobians`)."""
 
     def __init__(self, system, state):
-        self.system, self.state, self.kin = system, state, {}
+        self.system, self.state = system, state
 
-    def _kin(self, k):
-        if k not in self.kin:
-            from ..dynamics import forward_kinematics
-            m = self.system.modules[k]
-            self.kin[k] = forward_kinematics(m, self.state.q[k], self.state.v[k])
-        return self.kin[k]
+    def _motion(self, k, frame, jacobian):
+        from ..dynamics.interface import point_jacobians, point_motion
+        m, q = self.system.modules[k], self.state.q[k]
+        pm = point_motion(m, q, self.state.v[k], (frame,))
+        J = point_jacobians(m, q, (frame,))[0] if jacobian else None
+        return pm.R[0], pm.p[0], pm.xd[0], J
 
     def point(self, side, offset, jacobian=True):
         """(module index or −1, p, ṗ, J_ω (3, nv), J_v (3, nv)) of an attachment point, world axes."""
-        from ..dynamics.kinematics import frame_jacobian, frame_placement, frame_velocity
         if side is None:
             return -1, offset, jnp.zeros(3, dtype=offset.dtype), None, None
         k = _module_index(self.system.module_names, side[0], "force element")
-        m = self.system.modules[k]
-        kin = self._kin(k)
-        R, p = frame_placement(m, kin, side[1])
-        xd = frame_velocity(m, kin, side[1], "world_aligned")
+        R, p, xd, J = self._motion(k, side[1], jacobian)
         arm = matmul(R, offset)
-        pos, vel = p + arm, xd[3:] + jnp.cross(xd[:3], arm)
+        pos, vel = p + arm, xd[3:] + cross(xd[:3], arm)
         if not jacobian:
             return k, pos, vel, None, None
-        J = frame_jacobian(m, self.state.q[k], side[1], "world_aligned", kin)
         return k, pos, vel, J[:3], J[3:] - matmul(skew(arm), J[:3])
 
     def placement(self, k, frame):
-        from ..dynamics.kinematics import frame_jacobian, frame_placement
-        m = self.system.modules[k]
-        kin = self._kin(k)
-        R, p = frame_placement(m, kin, frame)
-        return R, p, frame_jacobian(m, self.state.q[k], frame, "world_aligned", kin)
+        R, p, _, J = self._motion(k, frame, True)
+        return R, p, J
 
 
 def _safe_norm(d):
@@ -284,7 +277,7 @@ def _contact_force(system, el, state, t, pts, Q, dtype):
         Q[mP_] = Q[mP_] + matmul(JP.T, jnp.concatenate([n_P, f_P]))
     mE_, JE = side["E"][0], side["E"][3]
     if mE_ >= 0:
-        Q[mE_] = Q[mE_] - matmul(JE.T, jnp.concatenate([n_P + jnp.cross(p_P - p_E, f_P), f_P]))
+        Q[mE_] = Q[mE_] - matmul(JE.T, jnp.concatenate([n_P + cross(p_P - p_E, f_P), f_P]))
 
 
 def _sum_over_springs(system, forces, state, term):

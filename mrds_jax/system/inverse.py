@@ -25,7 +25,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics import rnea, task_jacobian
+from ..dynamics.interface import inverse_dynamics as module_inverse_dynamics, task_jacobian
 from .dynamics import _block_diag, constraint_system
 from ..spatial import dense
 from ..spatial.linalg import matmul
@@ -68,7 +68,7 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
     n_eq = int(offsets[-1])
     rows_G, rhs = [], []
     for k, (module, Ak) in enumerate(zip(system.modules, cs.A)):
-        b = rnea(module, state.q[k], state.v[k], qdd[k])
+        b = module_inverse_dynamics(module, state.q[k], state.v[k], qdd[k])
         if conn.points[k]:
             JtAt = matmul(task_jacobian(module, state.q[k], conn.points[k]).T, Ak.T)
             rows_G.append(matmul(JtAt, psi_c))

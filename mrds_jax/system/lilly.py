@@ -29,7 +29,7 @@ the standard pair (B eq. 80) is affine in a₀ and in the contact force F_k = �
 Table 1, as implemented (ψ, the dual basis, replaces Lilly's orthonormal φᶜ so that non-orthogonal modes
 such as the screw are exact, notes §8.4; n_c ≤ 6 per tip, any N_k):
   Step 1 (per chain, identical chains stacked and ``vmap``ped): q̈ₖᵒᵖᵉⁿ, ẍₖᵒᵖᵉⁿ, Ω_k = H_k⁻¹J_kᵀ and
-     Λ_k⁻¹ (eq. 9-12; :func:`.dynamics.module_terms`).
+     Λ_k⁻¹ (eq. 9-12; :func:`~mrds_jax.dynamics.interface.module_terms`, the module interface: any module type).
   Step 2: α_k = ẍᶜ + ψᶜᵀ(φ̇ᵘẋᵘ + φ̇ᶜẋᶜ) (the constrained relative acceleration, with the mode-rate terms
      of B eq. 85 that Lilly's eq. 23 omits, notes §8.4);
      S_k = α_k − ψᶜᵀ(c_k + L_k ψᵘ Fᵘ)                 (eq. 35)
@@ -57,11 +57,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..contacts.variable import contact_modes
-from ..dynamics import aba, forward_kinematics, link_accelerations, mass_matrix, nonlinear_effects
-from ..dynamics.kinematics import frame_acceleration, frame_jacobian, frame_placement, frame_velocity
+from ..dynamics.interface import module_terms, open_chain_acceleration, reference_terms
 from ..pytree import replace
 from .build import SystemError
-from .dynamics import _taus, contact_kinematics, module_terms
+from .dynamics import _taus, contact_kinematics
 from ..model.tree import task_slice
 from ..spatial.linalg import matmul, spd_solve
 
@@ -167,20 +166,6 @@ def _stack(trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-def _reference_points(module, q, v, points, rows):
-    """Placements, velocities, bias accelerations J̇v (classical, world axes) and Jacobians J_r (task rows)
-    of the reference member's contact points."""
-    kin = forward_kinematics(module, q, v)
-    acc0 = link_accelerations(module, kin, jnp.zeros_like(v))
-    out = []
-    for f in points:
-        R, p = frame_placement(module, kin, f)
-        out.append((R, p, frame_velocity(module, kin, f, "world_aligned"),
-                    frame_acceleration(module, kin, acc0, f, "world_aligned"),
-                    frame_jacobian(module, q, f, "world_aligned", kin)[rows]))
-    return tuple(jnp.stack(x) for x in zip(*out))
-
-
 def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, point, rows, method):
     """Table 1 Steps 1-2 for one chain (vmapped over identical chains), in the contact's constrained subspace.
 
@@ -236,12 +221,18 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
         reference = common.pop()
     st = chain_structure(system, reference)
     ref = st.reference
+    for k, i, _, _ in st.chains:
+        if system.modules[k].nv < conn.n_c[i]:
+            raise SystemError(f"simple closed chain: chain {conn.module_names[k]!r} has {system.modules[k].nv} joint "
+                              f"velocities for the {conn.n_c[i]} constrained directions of contact "
+                              f"{system.contact_names[i]!r}: M_k⁻¹ of eq. 36 is singular; use another reference "
+                              "member or the general path")
     d = conn.dim
     rows = task_slice(d)
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
-    ref_module, q0, v0 = system.modules[ref], state.q[ref], state.v[ref]
-    ref_pts = _reference_points(ref_module, q0, v0, conn.points[ref], rows)
+    ref_terms = reference_terms(system.modules[ref], state.q[ref], state.v[ref], conn.points[ref])
+    ref_pts = (ref_terms.R, ref_terms.p, ref_terms.xd, ref_terms.xdd_bias, ref_terms.J)
 
     group_outs = []
     for group in st.groups:
@@ -265,9 +256,8 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
             tuple(x[slots] for x in ref_pts), jnp.stack([e[0] for e in exc]), jnp.stack([e[1] for e in exc]), F_u))
 
     # Step 2 (reference member): eq. 45/46, one Cholesky of the symmetric positive-definite N₀ x N₀ matrix
-    H0 = mass_matrix(ref_module, q0)
-    K = H0 + sum(o["XtR"].sum(axis=0) for o in group_outs)
-    rhs = taus[ref] - nonlinear_effects(ref_module, q0, v0) + sum(o["XtP"].sum(axis=0) for o in group_outs)
+    K = ref_terms.H + sum(o["XtR"].sum(axis=0) for o in group_outs)
+    rhs = taus[ref] - ref_terms.bias + sum(o["XtP"].sum(axis=0) for o in group_outs)
     a0 = spd_solve(K, rhs[:, None])[:, 0]
 
     # Steps 3-4 (per chain, stacked): tip forces (eq. 47), constraint components (eq. 38), q̈ (eq. 48)
@@ -282,6 +272,6 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
             k, i = st.chains[g][0], st.chains[g][1]
             qdd[k], F_EP[i], F_c[i], phi_v[i] = q_dd[j], F[j], Fc[j], o["phi_v"][j]
     for k in st.free:
-        qdd[k] = aba(system.modules[k], state.q[k], state.v[k], taus[k])
+        qdd[k] = open_chain_acceleration(system.modules[k], state.q[k], state.v[k], taus[k])
     return ChainDynamics(tuple(qdd), tuple(F_c), tuple(F_EP), a0, K, rhs, tuple(phi_v))
 

@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics import kinetic_energy, potential_energy, spatial_momentum
+from ..dynamics.interface import (integrate_configuration, kinetic_energy, normalize_configuration,
+                                  potential_energy, spatial_momentum)
 from ..integrate import SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
-from ..model.configuration import integrate_configuration, normalize_configuration
 from .build import SystemError, SystemState
 from .dynamics import _taus, forward_dynamics
 from .lilly import lilly_forward_dynamics, simple_closed_chain_reference
@@ -322,7 +322,7 @@ class StateReport(NamedTuple):
 def constraint_matrix(system, state, t=0.0):
     """Bᶜ = Σₖ Jₖ Hₖ⁻¹ Jₖᵀ with Jₖ the module-k columns of the constraint Jacobian (eq. 109-111): the
     matrix of the solve (eq. 88, Bᶜ = ψᶜᵀ B ψᶜ), from kinematics and mass matrices only."""
-    from ..dynamics import mass_matrix
+    from ..dynamics.interface import mass_matrix
     from ..spatial.linalg import spd_solve
     J = constraint_jacobian(system, state, t)
     Bc, s = jnp.zeros((J.shape[0], J.shape[0]), dtype=J.dtype), 0

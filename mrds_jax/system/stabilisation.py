@@ -54,6 +54,7 @@ import numpy as np
 from ..model.tree import task_slice
 from ..pytree import pytree_dataclass, static
 from ..spatial.linalg import matmul
+from ..spatial import cross
 
 
 # ----------------------------------------------------------------------------- rotation errors
@@ -77,7 +78,7 @@ def swing_twist_error(R, a):
     angle about the unit axis ``a`` in (−π, π]. To first order e equals the rotation vector of R, and on
     the set R = R_twist(a, ·) its derivative along Ṙ = [ω]× R is the component of ω across a (plus the
     twist rate along a)."""
-    s = jnp.cross(a, matmul(R, a))
+    s = cross(a, matmul(R, a))
     v = 0.5 * jnp.stack([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
     tau = 2.0 * jnp.arctan2(matmul(a, v), 0.5 * (1.0 + jnp.trace(R)))       # 2 atan2(sin θ (a·n), 1 + cos θ)
     return s + tau * a
@@ -104,7 +105,7 @@ def pose_error(contact, R_EP, r_EP):
     if contact.kind == "universal" and getattr(contact, "modes", None) is not None:
         a1, a2 = contact.phi_u[:3, 0], contact.phi_u[:3, 1]
         b = matmul(R_EP, a2)
-        c = jnp.cross(a1, b)
+        c = cross(a1, b)
         e_w = -(matmul(a1, b) - matmul(a1, a2)) * c / jnp.maximum(matmul(c, c), jnp.finfo(c.dtype).tiny)
         return jnp.concatenate([e_w, r_EP])
     has, a = _free_rotation_axis(contact.phi_u)
@@ -136,7 +137,7 @@ def relative_velocity(side_E, side_P):
     p_P, xd_P = side_P[1], side_P[2]
     w = xd_E[:3]
     rel_w = xd_P[:3] - w
-    rel_v = xd_P[3:] - xd_E[3:] - jnp.cross(w, p_P - p_E)
+    rel_v = xd_P[3:] - xd_E[3:] - cross(w, p_P - p_E)
     return jnp.concatenate([matmul(R_E.T, rel_w), matmul(R_E.T, rel_v)])
 
 
@@ -232,21 +233,16 @@ class ConstraintErrors(NamedTuple):
 
 
 def point_kinematics(system, state):
-    """Per module: (R, p, ẋ) of its contact points (``Connectivity.points``), world axes; forward kinematics
-    only (no dynamics)."""
-    from ..dynamics import forward_kinematics
-    from ..dynamics.kinematics import frame_placement, frame_velocity
+    """Per module: (R, p, ẋ) of its contact points (``Connectivity.points``), world axes; kinematics only
+    (:func:`~mrds_jax.dynamics.interface.point_motion`)."""
+    from ..dynamics.interface import point_motion
     out = []
     for module, pts, q, v in zip(system.modules, system.connectivity.points, state.q, state.v):
         if not pts:
             out.append(None)
             continue
-        kin = forward_kinematics(module, q, v)
-        sides = []
-        for f in pts:
-            R, p = frame_placement(module, kin, f)
-            sides.append((R, p, frame_velocity(module, kin, f, "world_aligned")))
-        out.append(sides)
+        pm = point_motion(module, q, v, pts)
+        out.append([(pm.R[i], pm.p[i], pm.xd[i]) for i in range(len(pts))])
     return out
 
 

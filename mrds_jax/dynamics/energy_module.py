@@ -1,0 +1,155 @@
+"""A module given by its energies (DESIGN.md layer 3: "a Lagrangian module whose H, C, G, J come from
+``jax`` autodiff"), implementing the module interface (:mod:`.interface`) — the proof that a module need
+not be a rigid tree, and the base for modules such as flexible links by assumed modes (Bonaventura
+Appendix A), whose kinetic energy is ½ q̇ᵀ H(q) q̇ and whose potential includes the elastic energy.
+
+The user supplies, as functions of a parameter pytree and q (nq = nv: no quaternion coordinates):
+
+* ``mass_matrix(params, q)`` → H(q) (nv x nv, symmetric positive definite), T = ½ vᵀ H(q) v;
+* ``potential(params, q)`` → V(q) (gravity, springs, elastic energy);
+* ``points(params, q)`` → (R (n, 3, 3), p (n, 3)): the placements of the operational points ``frame_names``
+  in the world.
+
+Everything else follows from Lagrange's equations H q̈ + b(q, v) = τ with
+    b = Ḣ v − ∂T/∂q + ∂V/∂q,   Ḣ v = (∂H/∂q · v) v           (Coriolis, centrifugal and potential forces)
+and from the point placements: the Jacobian column of coordinate i is [unskew(∂R/∂qᵢ Rᵀ); ∂p/∂qᵢ]
+(world axes), and J̇v is the derivative of J(q) v along q̇ = v — all by forward-mode differentiation.
+Step 2 then is the same closed form as the rigid tree's "direct" route: one Cholesky of H for
+q̈ᵒᵖᵉⁿ = H⁻¹(τ − b) and Ψ = H⁻¹ Jᵀ, Λ⁻¹ = J Ψ, ẍᵒᵖᵉⁿ = J q̈ᵒᵖᵉⁿ + J̇ v.
+"""
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from ..model.tree import PLANAR_ROWS, _lookup
+from ..pytree import pytree_dataclass, static
+from ..spatial import unskew
+from ..spatial.linalg import matmul, spd_solve
+from . import interface
+
+
+@pytree_dataclass
+class EnergyModule:
+    """A module described by H(q), V(q) and its operational points' placements (module docstring).
+
+    ``params``: any pytree of arrays (differentiable, vmappable); ``mass_matrix``, ``potential``,
+    ``points``: functions of (params, q); ``frame_names``: the names of the points, in the order ``points``
+    returns them; ``nv``: the number of coordinates; ``planar``: task space [ω_z, v_x, v_y]."""
+    params: Any
+    mass_matrix: Callable = static()
+    potential: Callable = static()
+    points: Callable = static()
+    frame_names: tuple = static()
+    nv: int = static()
+    planar: bool = static(default=False)
+
+    @property
+    def nq(self):
+        return self.nv
+
+    @property
+    def task_dim(self):
+        return 3 if self.planar else 6
+
+    def frame_index(self, name):
+        return _lookup(self.frame_names, name, "operational point")
+
+
+def _rows(module):
+    return slice(0, 6) if not module.planar else slice(PLANAR_ROWS[0], PLANAR_ROWS[-1] + 1)
+
+
+def _placements(module, q, points):
+    R, p = module.points(module.params, q)
+    idx = [module.frame_index(f) for f in points]
+    return R[jnp.asarray(idx)], p[jnp.asarray(idx)]
+
+
+def _motion(R, p, dR, dp):
+    """[ω; ṗ] of a placement moving with derivative (dR, dp): ω̃ = Ṙ Rᵀ."""
+    return jnp.concatenate([unskew(matmul(dR, R.T)), dp])
+
+
+def _jacobians(module, q, points):
+    """(n, 6, nv) world-aligned Jacobians of the points (forward mode, one column per coordinate)."""
+    def column(e):
+        (R, p), (dR, dp) = jax.jvp(lambda x: _placements(module, x, points), (q,), (e,))
+        return jax.vmap(_motion)(R, p, dR, dp)
+    cols = jax.vmap(column)(jnp.eye(module.nv, dtype=q.dtype))       # (nv, n, 6)
+    return jnp.moveaxis(cols, 0, -1)
+
+
+def _bias(module, q, v):
+    """b = Ḣ v − ∂T/∂q + ∂V/∂q (Lagrange's equations)."""
+    H = lambda x: module.mass_matrix(module.params, x)                               # noqa: E731
+    Hdot = jax.jvp(H, (q,), (v,))[1]
+    dT = jax.grad(lambda x: 0.5 * matmul(v, matmul(H(x), v)))(q)
+    dV = jax.grad(lambda x: module.potential(module.params, x))(q)
+    return matmul(Hdot, v) - dT + dV
+
+
+@interface.module_terms.register(EnergyModule)
+def module_terms(module, q, v, tau, points, method="direct"):
+    """Step 2 (Table 18) from H, b and the point kinematics (module docstring); ``method`` is ignored (the
+    closed form is the only route)."""
+    rows = _rows(module)
+    H = module.mass_matrix(module.params, q)
+    J6 = _jacobians(module, q, points)
+    J = J6[:, rows].reshape(-1, module.nv)
+    X = spd_solve(H, jnp.concatenate([(tau - _bias(module, q, v))[:, None], J.T], axis=1))
+    qdd, Psi = X[:, 0], X[:, 1:]
+    R, p = _placements(module, q, points)
+    xd = matmul(J6, v)
+    Jdot_v = jax.jvp(lambda x: matmul(_jacobians(module, x, points), v), (q,), (v,))[1]
+    return interface.ModuleTerms(qdd, R, p, xd, matmul(J6, qdd) + Jdot_v, Psi, matmul(J, Psi))
+
+
+@interface.open_chain_acceleration.register(EnergyModule)
+def open_chain_acceleration(module, q, v, tau):
+    return spd_solve(module.mass_matrix(module.params, q), tau - _bias(module, q, v))
+
+
+@interface.inverse_dynamics.register(EnergyModule)
+def inverse_dynamics(module, q, v, qdd):
+    return matmul(module.mass_matrix(module.params, q), qdd) + _bias(module, q, v)
+
+
+@interface.point_motion.register(EnergyModule)
+def point_motion(module, q, v, points):
+    R, p = _placements(module, q, points)
+    return interface.PointMotion(R, p, matmul(_jacobians(module, q, points), v))
+
+
+@interface.point_jacobians.register(EnergyModule)
+def point_jacobians(module, q, points):
+    return _jacobians(module, q, points)
+
+
+@interface.reference_terms.register(EnergyModule)
+def reference_terms(module, q, v, points):
+    R, p = _placements(module, q, points)
+    J6 = _jacobians(module, q, points)
+    Jdot_v = jax.jvp(lambda x: matmul(_jacobians(module, x, points), v), (q,), (v,))[1]
+    return interface.ReferenceTerms(module.mass_matrix(module.params, q), _bias(module, q, v), R, p,
+                                    matmul(J6, v), Jdot_v, J6[:, _rows(module)])
+
+
+@interface.mass_matrix.register(EnergyModule)
+def mass_matrix(module, q):
+    return module.mass_matrix(module.params, q)
+
+
+@interface.kinetic_energy.register(EnergyModule)
+def kinetic_energy(module, q, v):
+    return 0.5 * matmul(v, matmul(module.mass_matrix(module.params, q), v))
+
+
+@interface.potential_energy.register(EnergyModule)
+def potential_energy(module, q):
+    return module.potential(module.params, q)
+
+
+interface.configuration_derivative.register(EnergyModule)(lambda module, q, v: v)
+interface.integrate_configuration.register(EnergyModule)(lambda module, q, v, dt: q + v * dt)
+interface.normalize_configuration.register(EnergyModule)(lambda module, q: q)
