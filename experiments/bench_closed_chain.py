@@ -26,6 +26,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # Pinocchio twins of our systems live with the tests
+# tests/conftest.py (imported through tests/robots.py for the URDF paths) lowers XLA's backend optimisation
+# level for the test suite's many one-off compilations; a benchmark must run fully optimised (at level 0 the
+# Stewart rollout is about 10x slower). Set it before jax initialises its backend.
+os.environ.setdefault("XLA_FLAGS", "")
 
 import jax  # noqa: E402
 

@@ -55,12 +55,14 @@ def best_of(f, *args, repeats=3):
 
 
 def rollout_fn(system, taus, integrator, path):
-    acc = S.system_acceleration(system, tau=taus, path=path)
+    """A 20-step rollout through the public ``S.simulate`` (as ``../shared/bench/stewart_speed.py``): the
+    system and forces enter its jitted core as arguments. (Closing over them instead, as this script first
+    did, bakes every parameter into the program as a constant: about 10x slower on this CPU.)"""
     dt = jnp.asarray(BG.DT, taus[0].dtype)
 
     def roll(state):
-        from mrds_jax.integrate import rollout
-        tr = rollout(system.modules, acc, state.q, state.v, dt, STEPS, STEPS, integrator)
+        tr = S.simulate(system, state, dt, STEPS, decimation=STEPS, integrator=integrator, tau=taus, check=False,
+                        path=path)
         return tuple(q[-1] for q in tr.q), tuple(v[-1] for v in tr.v)
     return roll
 
@@ -88,13 +90,8 @@ def mujoco_steps_per_s(n=4000):
 
 def step_costs():
     system, state, _, taus, _ = BG.stewart_setup(jnp.float32)
-    acc = S.system_acceleration(system, tau=taus)
-
-    def step(s):
-        from mrds_jax.integrate import rollout
-        tr = rollout(system.modules, acc, s.q, s.v, jnp.asarray(BG.DT, jnp.float32), 1, 1, "euler")
-        return tuple(q[-1] for q in tr.q)
-    c, _ = BG.compile_aot(jax, step, state)
+    c, _ = BG.compile_aot(jax, lambda s: S.simulate(system, s, jnp.asarray(BG.DT, jnp.float32), 1, integrator="euler",
+                                                    tau=taus, check=False).q, state)
     return BG.compiled_costs(c)
 
 
