@@ -22,7 +22,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from ..model.tree import PLANAR_ROWS, _lookup
+from ..model.tree import _lookup, task_slice
 from ..pytree import pytree_dataclass, static
 from ..spatial import unskew
 from ..spatial.linalg import matmul, spd_solve
@@ -56,10 +56,6 @@ class EnergyModule:
         return _lookup(self.frame_names, name, "operational point")
 
 
-def _rows(module):
-    return slice(0, 6) if not module.planar else slice(PLANAR_ROWS[0], PLANAR_ROWS[-1] + 1)
-
-
 def _placements(module, q, points):
     R, p = module.points(module.params, q)
     idx = [module.frame_index(f) for f in points]
@@ -80,6 +76,11 @@ def _jacobians(module, q, points):
     return jnp.moveaxis(cols, 0, -1)
 
 
+def _jdot_v(module, q, v, points):
+    """J̇ v (n, 6): the derivative of J(q) v along q̇ = v."""
+    return jax.jvp(lambda x: matmul(_jacobians(module, x, points), v), (q,), (v,))[1]
+
+
 def _bias(module, q, v):
     """b = Ḣ v − ∂T/∂q + ∂V/∂q (Lagrange's equations)."""
     H = lambda x: module.mass_matrix(module.params, x)                               # noqa: E731
@@ -93,7 +94,7 @@ def _bias(module, q, v):
 def module_terms(module, q, v, tau, points, method="direct"):
     """Step 2 (Table 18) from H, b and the point kinematics (module docstring); ``method`` is ignored (the
     closed form is the only route)."""
-    rows = _rows(module)
+    rows = task_slice(module.task_dim)
     H = module.mass_matrix(module.params, q)
     J6 = _jacobians(module, q, points)
     J = J6[:, rows].reshape(-1, module.nv)
@@ -101,8 +102,7 @@ def module_terms(module, q, v, tau, points, method="direct"):
     qdd, Psi = X[:, 0], X[:, 1:]
     R, p = _placements(module, q, points)
     xd = matmul(J6, v)
-    Jdot_v = jax.jvp(lambda x: matmul(_jacobians(module, x, points), v), (q,), (v,))[1]
-    return interface.ModuleTerms(qdd, R, p, xd, matmul(J6, qdd) + Jdot_v, Psi, matmul(J, Psi))
+    return interface.ModuleTerms(qdd, R, p, xd, matmul(J6, qdd) + _jdot_v(module, q, v, points), Psi, matmul(J, Psi))
 
 
 @interface.open_chain_acceleration.register(EnergyModule)
@@ -130,9 +130,8 @@ def point_jacobians(module, q, points):
 def reference_terms(module, q, v, points):
     R, p = _placements(module, q, points)
     J6 = _jacobians(module, q, points)
-    Jdot_v = jax.jvp(lambda x: matmul(_jacobians(module, x, points), v), (q,), (v,))[1]
     return interface.ReferenceTerms(module.mass_matrix(module.params, q), _bias(module, q, v), R, p,
-                                    matmul(J6, v), Jdot_v, J6[:, _rows(module)])
+                                    matmul(J6, v), _jdot_v(module, q, v, points), J6[:, task_slice(module.task_dim)])
 
 
 @interface.mass_matrix.register(EnergyModule)

@@ -17,12 +17,15 @@ from .rnea import nonlinear_effects_from_kinematics, rnea
 
 
 def _points_kinematics(module, kin, link_acc, points):
-    """(R, p, ẋ, ẍ) of the points, stacked; ẍ from the link accelerations ``link_acc`` (classical)."""
+    """(R, p, ẋ) of the points, stacked, and ẍ (classical) from the link accelerations ``link_acc`` unless
+    that is None."""
     out = []
     for f in points:
         R, p = frame_placement(module, kin, f)
-        out.append((R, p, frame_velocity(module, kin, f, "world_aligned"),
-                    frame_acceleration(module, kin, link_acc, f, "world_aligned")))
+        row = (R, p, frame_velocity(module, kin, f, "world_aligned"))
+        if link_acc is not None:
+            row += (frame_acceleration(module, kin, link_acc, f, "world_aligned"),)
+        out.append(row)
     return tuple(jnp.stack(x) for x in zip(*out))
 
 
@@ -56,12 +59,7 @@ def open_chain_acceleration(module, q, v, tau):
 
 @interface.point_motion.register(Module)
 def point_motion(module, q, v, points):
-    kin = forward_kinematics(module, q, v)
-    out = []
-    for f in points:
-        R, p = frame_placement(module, kin, f)
-        out.append((R, p, frame_velocity(module, kin, f, "world_aligned")))
-    return interface.PointMotion(*(jnp.stack(x) for x in zip(*out)))
+    return interface.PointMotion(*_points_kinematics(module, forward_kinematics(module, q, v), None, points))
 
 
 @interface.point_jacobians.register(Module)
