@@ -8,7 +8,10 @@ The user supplies, as functions of a parameter pytree and q (nq = nv: no quatern
 * ``mass_matrix(params, q)`` → H(q) (nv x nv, symmetric positive definite), T = ½ vᵀ H(q) v;
 * ``potential(params, q)`` → V(q) (gravity, springs, elastic energy);
 * ``points(params, q)`` → (R (n, 3, 3), p (n, 3)): the placements of the operational points ``frame_names``
-  in the world.
+  in the world;
+* optionally ``bias(params, q, v)`` → b(q, v) below, when the module has a cheaper route to it than
+  differentiating H (e.g. d'Alembert over mass points, b = Σ mᵢ Jᵢᵀ J̇ᵢ v + ∂V/∂q, :mod:`mrds_jax.flexible`);
+  it must equal the Lagrange form (the flexible links' test checks the two routes against each other).
 
 Everything else follows from Lagrange's equations H q̈ + b(q, v) = τ with
     b = Ḣ v − ∂T/∂q + ∂V/∂q,   Ḣ v = (∂H/∂q · v) v           (Coriolis, centrifugal and potential forces)
@@ -43,6 +46,7 @@ class EnergyModule:
     frame_names: tuple = static()
     nv: int = static()
     planar: bool = static(default=False)
+    bias: Callable = static(default=None)
 
     @property
     def nq(self):
@@ -82,7 +86,14 @@ def _jdot_v(module, q, v, points):
 
 
 def _bias(module, q, v):
-    """b = Ḣ v − ∂T/∂q + ∂V/∂q (Lagrange's equations)."""
+    """b = Ḣ v − ∂T/∂q + ∂V/∂q (Lagrange's equations), or the module's own ``bias`` when it has one."""
+    if module.bias is not None:
+        return module.bias(module.params, q, v)
+    return lagrange_bias(module, q, v)
+
+
+def lagrange_bias(module, q, v):
+    """b = Ḣ v − ∂T/∂q + ∂V/∂q by differentiating H(q) and V(q) (Lagrange's equations)."""
     H = lambda x: module.mass_matrix(module.params, x)                               # noqa: E731
     Hdot = jax.jvp(H, (q,), (v,))[1]
     dT = jax.grad(lambda x: 0.5 * matmul(v, matmul(H(x), v)))(q)

@@ -143,7 +143,7 @@ def validate_forces(system, forces):
         elif isinstance(f, JointTorque):
             k = _module_index(system.module_names, f.module, where)
             nv = system.modules[k].nv
-            dtype = system.modules[k].params.mass.dtype
+            dtype = jax.tree.leaves(system.modules[k])[0].dtype          # any module type's float dtype
             spec = jax.ShapeDtypeStruct((nv,), dtype)
             out = jax.eval_shape(lambda p: f.fn(jnp.zeros((), dtype), jnp.zeros(system.modules[k].nq, dtype),
                                                 jnp.zeros(nv, dtype), p), f.params)
