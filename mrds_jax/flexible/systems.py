@@ -128,6 +128,19 @@ def system_2c(n_modes=2, **kw):
     return _scenario("2c", {"robot": robot}, [slide], [_q(th1, -th1, np.zeros(robot.nv - 2))], forces)
 
 
+def system_2a_in_series(n_modes=2, **kw):
+    """System 2a built from two modules (Ch. 6.6, §8.2): a fixed-base one-link module (1 m) and a mobile
+    one-link module (0.5 m) joined by a revolute contact whose free direction carries motor 2's torque —
+    the same physical system as :func:`system_2a`, so the same motion."""
+    link1 = flexible_chain([1.0], n_modes, **kw)
+    link2 = flexible_chain([0.5], n_modes, mobile_base=True, **kw)
+    (A1, A2), (T1, T2) = TORQUES["2a"]
+    contacts = [planar_revolute("joint2", ("link1", "tip"), ("link2", "base"))]
+    forces = [motor_torques("motor1", "link1", link1, [A1], [T1]), actuated_joint("motor2", "joint2", A2, T2)]
+    return _scenario("2a", {"link1": link1, "link2": link2}, contacts,
+                     [_q(0.0, np.zeros(link1.nv - 1)), _q(1.0, 0.0, np.pi / 2, np.zeros(link2.nv - 3))], forces)
+
+
 def excited_base(t):
     """System 3's base motion, eq. 135: (ẋᶜ, ẍᶜ) of the base revolute's constrained [x, y] = (0.1 sin(2π t/5), 0)."""
     w = 2.0 * jnp.pi / 5.0
