@@ -31,6 +31,10 @@ NOTEBOOK_SETUP = {
         images=4,                                   # task path, history, forces, geometry
         files={fast: {"run/design.json": 5_000, "history.png": 5_000, "forces.png": 5_000, "geometry.png": 5_000}
                for fast in (True, False)}),
+    "flexible_links.ipynb": dict(
+        fast_env="FLEX_NOTEBOOK_FAST", out_env="FLEX_NOTEBOOK_OUT",
+        images=4,                                   # modes, System 2a, System 6a, animation
+        files={True: {"flexible_fast.gif": 10_000}, False: {"flexible.gif": 10_000}}),
 }
 
 

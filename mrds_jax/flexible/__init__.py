@@ -8,7 +8,7 @@
 * :mod:`.segmented` — the lumped reference: each link as rigid segments joined by rotational springs (the
   Working Model approach of Appendix B), built with our rigid modules and as MuJoCo MJCF.
 """
-from .chain import (TABLE_22, ChainLayout, FlexibleModelError, chain_layout, elastic_energy, flexible_chain,
+from .chain import (TABLE_22, ChainLayout, FlexibleModelError, beam_shapes, chain_layout, elastic_energy, flexible_chain,
                     link_outputs, motor_map, motor_torques)
 from .modes import clamped_free_roots, mode_shape, mode_tables
 from .systems import TABLE_21, FlexibleScenario, bonaventura_system

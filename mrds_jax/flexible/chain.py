@@ -281,6 +281,15 @@ def link_outputs(module, q):
     return angles, links[-1][3], defl
 
 
+def beam_shapes(module, q, exaggerate=1.0):
+    """Points along every link for drawing, (n_links, N_QUAD + 2, 2): root, quadrature nodes, tip; the modal
+    coordinates scaled by ``exaggerate`` (deflections are millimetres on metre-long links)."""
+    layout = chain_layout(module)
+    scale = jnp.ones(layout.nv, q.dtype).at[layout.n_base + layout.n_links:].set(exaggerate)
+    links = _links(layout, module.params, q * scale)
+    return jnp.stack([jnp.concatenate([o[None], nodes, tip[None]]) for (o, _, nodes, tip, _) in links])
+
+
 def elastic_energy(module, q):
     """½ Σ EI ∫ w''² dx (the module's potential energy without gravity)."""
     return ChainPotential(chain_layout(module))(dict(module.params, gravity=jnp.zeros(2, q.dtype)), q)
