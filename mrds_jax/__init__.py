@@ -21,6 +21,7 @@ Start here (all available as ``mrds_jax.<name>``)::
 * dynamics: :func:`forward_dynamics`, :func:`lilly_forward_dynamics`, :func:`inverse_dynamics`,
   :func:`simulate`; per module (tree) ``aba``, ``rnea``, ``mass_matrix``, Jacobians, … (:mod:`dynamics`,
   also exported here);
+* flexible links: :mod:`flexible` (assumed-modes beams, Bonaventura Ch. 7-8; ``examples.bonaventura_system``);
 * out: :func:`to_mjcf` (MuJoCo/MJX comparisons and viewing).
 
 Layers, one subpackage each: ``spatial`` → ``model`` → ``dynamics`` (module level, Bonaventura Step 2) →
@@ -44,6 +45,7 @@ _LAZY = {
     "MjcfMapping": (".model.mjcf", "MjcfMapping"),
     "examples": (".examples", None),
     "ckcm": (".ckcm", None),
+    "flexible": (".flexible", None),
     "to_mjcf": (".export", "to_mjcf"),
     **{name: (".system", name) for name in (
         "System", "SystemState", "build_system", "make_state", "forward_dynamics", "lilly_forward_dynamics",

@@ -6,6 +6,9 @@
 * :func:`multi_arm_grasp` — m such arms of N links holding one free object at point contacts (spherical,
   n_c = 3; Lilly & Orin Type 0, the case of their Tables 2-3), with a consistent initial state: the system
   family for cost-versus-m and cost-versus-N studies.
+* :func:`bonaventura_system` — Bonaventura's six validation systems of flexible robots (Ch. 8.3, Tables 21-33:
+  "1", "2a"-"2c", "3", "4", "5a"-"5c", "6a", "6b"), built from assumed-modes flexible-link modules
+  (:mod:`mrds_jax.flexible`), with their motor torques and a consistent initial state.
 The CKCM Stewart platform lives in :mod:`mrds_jax.ckcm`.
 """
 import jax.numpy as jnp
@@ -13,6 +16,7 @@ import numpy as np
 
 from . import contacts as C
 from .dynamics import forward_kinematics, frame_placement
+from .flexible.systems import bonaventura_system  # noqa: F401
 from .model import ModuleBuilder
 from .spatial import compose, inverse, rotation_to_quat
 from .system import SystemState, build_system
