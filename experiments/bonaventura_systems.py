@@ -43,6 +43,7 @@ from mrds_jax import system as S  # noqa: E402
 from mrds_jax.flexible import TABLE_22, bonaventura_system, link_outputs  # noqa: E402
 from mrds_jax.flexible import segmented as SG  # noqa: E402
 from mrds_jax.flexible.systems import TORQUES  # noqa: E402
+from mrds_jax.dynamics.interface import point_motion  # noqa: E402
 from mrds_jax.system.forces import JointTorque  # noqa: E402
 from mrds_jax.system.stabilisation import pd_suppression  # noqa: E402
 
@@ -111,14 +112,26 @@ def run_assumed_modes(key, duration=None, stabilisation=None, n_modes=None, kine
 
 
 def motor_work(sc, traj, dt):
-    """∫ Σ Qᵀ v dt of the module motor torques and of the actuated contacts (composite Simpson on every
-    stored step; the contact torques' power is τ times the relative angular rate of P and E)."""
+    """∫ P dt of every joint torque (composite Simpson over the stored steps): P = Qᵀ v for the motors on a
+    module's joints, and τ (ω_P − ω_E) for a torque in an actuated revolute contact (its free direction),
+    with ω the world angular rates of the contact's two points."""
     P = np.zeros(len(traj.t))
+    system = sc.system
     for f in sc.forces:
         if isinstance(f, JointTorque):
-            k = sc.system.module_names.index(f.module)
+            k = system.module_names.index(f.module)
             Q = jax.vmap(lambda t, q, v: f.fn(t, q, v, f.params))(traj.t, traj.q[k], traj.v[k])
             P += np.einsum("ti,ti->t", np.asarray(Q), np.asarray(traj.v[k]))
+        else:
+            c = system.contacts[system.contact_names.index(f.contact)]
+            w = []
+            for side in (c.E, c.P):
+                k = system.module_names.index(side[0])
+                m = system.modules[k]
+                xd = jax.vmap(lambda q, v: point_motion(m, q, v, (side[1],)).xd[0])(traj.q[k], traj.v[k])
+                w.append(np.asarray(xd)[:, 2])
+            tau = jax.vmap(lambda t: f.fn(t, None, f.params))(traj.t)[:, 0]
+            P += np.asarray(tau) * (w[1] - w[0])
     return np.concatenate([[0.0], np.cumsum(dt / 3 * (P[0:-2:2] + 4 * P[1:-1:2] + P[2::2]))])
 
 
@@ -237,9 +250,9 @@ def main(argv=None):
         lines.append(f"| {key} | {r['t'][-1]:.0f} | {np.degrees(np.abs(r['angles'] - r['angles'][0]).max()):.1f} | "
                      f"{np.abs(r['deflections']).max():.3e} | {cv:.1e} | {bal:.1e} | {float(r['seconds']):.0f} |")
         print(lines[-1], flush=True)
-    lines += ["", "Energy balance: |E(t) − E(0) − W(t)| / max |W| with W the work of the motor torques on the "
-              "modules' joints (Systems 3-5 also have torques in actuated contacts, not counted in W, so their "
-              "column is not a balance).", ""]
+    lines += ["", "Energy balance: |E(t) − E(0) − W(t)| / max |W|, W the work of all joint torques (module motors "
+              "and actuated revolute contacts). System 3's moving base also does work on the robot, not in W, so "
+              "its column is not a balance.", ""]
 
     # 2. segmented references
     Ns = (4, 8) if quick else (4, 8, 16, 32)
