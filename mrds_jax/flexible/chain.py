@@ -119,13 +119,17 @@ def _links(layout, params, q, foreshortening=True):
     return out
 
 
-def _mass_points(layout, params, q):
-    """Positions (P, 2) and masses (P,) of the quadrature points (ρ L w_g) and the tip mass."""
+def _mass_positions(layout, params, q):
+    """Positions (P, 2) of the mass points: every link's quadrature nodes, then the tip mass."""
     links = _links(layout, params, q)
-    pos = jnp.concatenate([nodes for (_, _, nodes, _, _) in links] + [links[-1][3][None]])
-    masses = [params["rho"][k] * params["length"][k] * jnp.asarray(mode_tables(n).w, dtype=q.dtype)
+    return jnp.concatenate([nodes for (_, _, nodes, _, _) in links] + [links[-1][3][None]])
+
+
+def _point_masses(layout, params, dtype):
+    """Masses (P,) of the points of :func:`_mass_positions`: ρ L w_g per node, then the tip mass."""
+    masses = [params["rho"][k] * params["length"][k] * jnp.asarray(mode_tables(n).w, dtype=dtype)
               for k, n in enumerate(layout.n_modes)]
-    return pos, jnp.concatenate(masses + [jnp.reshape(params["tip_mass"], (1,))])
+    return jnp.concatenate(masses + [jnp.reshape(params["tip_mass"], (1,)).astype(dtype)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,9 +138,8 @@ class ChainMassMatrix:
     layout: ChainLayout
 
     def __call__(self, params, q):
-        J = jax.jacfwd(lambda x: _mass_points(self.layout, params, x)[0])(q)           # (P, 2, nv)
-        m = _mass_points(self.layout, params, q)[1]
-        return jnp.einsum("p,pai,paj->ij", m, J, J)
+        J = jax.jacfwd(lambda x: _mass_positions(self.layout, params, x))(q)           # (P, 2, nv)
+        return jnp.einsum("p,pai,paj->ij", _point_masses(self.layout, params, q.dtype), J, J)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,10 +149,10 @@ class ChainBias:
     layout: ChainLayout
 
     def __call__(self, params, q, v):
-        pos = lambda x: _mass_points(self.layout, params, x)[0]                        # noqa: E731
+        pos = lambda x: _mass_positions(self.layout, params, x)                        # noqa: E731
         J = jax.jacfwd(pos)(q)
         acc = jax.jvp(lambda x: jax.jvp(pos, (x,), (v,))[1], (q,), (v,))[1]           # J̇ v at every point
-        m = _mass_points(self.layout, params, q)[1]
+        m = _point_masses(self.layout, params, q.dtype)
         return jnp.einsum("p,pai,pa->i", m, J, acc) + jax.grad(lambda x: ChainPotential(self.layout)(params, x))(q)
 
 
@@ -164,7 +167,7 @@ class ChainPotential:
             qf = q[self.layout.modal_slice(k)]
             K = jnp.asarray(mode_tables(n).K, dtype=q.dtype) * params["EI"][k] / params["length"][k] ** 3
             V = V + 0.5 * qf @ K @ qf
-        pos, m = _mass_points(self.layout, params, q)
+        pos, m = _mass_positions(self.layout, params, q), _point_masses(self.layout, params, q.dtype)
         return V - jnp.sum(m * (pos @ params["gravity"]))
 
 
