@@ -57,7 +57,8 @@ from mrds_jax import system as S  # noqa: E402
 from mrds_jax.examples import dual_arm_grasp  # noqa: E402
 from mrds_jax.export import mujoco_state, to_mjcf  # noqa: E402
 from mrds_jax.integrate import rollout  # noqa: E402
-from system_models import C3, C6, Merged, ckcm_leg_q, ckcm_modules, constraint_model, from_se3  # noqa: E402
+from mrds_jax.export import to_pinocchio  # noqa: E402
+from system_models import ckcm_leg_q, ckcm_modules, from_se3  # noqa: E402
 
 DT = 1e-3
 LINES = []
@@ -104,16 +105,16 @@ def stewart():
     A_world = [pose.act(np.asarray(payload.params.frame_p[i])) for i in range(6)]
     q = [ckcm_leg_q(legs[i], A_world[i]) for i in range(6)] + [from_se3(pose)]
     state = S.SystemState(tuple(jnp.asarray(x) for x in q), tuple(jnp.zeros(m.nv) for m in legs + [payload]))
-    merged = Merged(legs + [payload])
-    cms = [constraint_model(merged, C3, (6, f"A{i + 1}"), (i, "tip")) for i in range(6)]
+    merged = to_pinocchio(system)      # six CONTACT_3D (joint1 = payload point, joint2 = leg tip)
+    cms = merged.constraints
     mj_model = mujoco.MjModel.from_xml_path(str(ROOT.parent / "shared" / "bench" / "ckcm_stewart_mjx.xml"))
     return system, state, merged, cms, mj_model, None
 
 
 def dual_arm():
     system, state = dual_arm_grasp()
-    merged = Merged(list(system.modules))
-    cms = [constraint_model(merged, C6, (2, "g1"), (0, "tip")), constraint_model(merged, C6, (2, "g2"), (1, "tip"))]
+    merged = to_pinocchio(system)      # two CONTACT_6D (joint1 = box grasp frame, joint2 = arm tip)
+    cms = merged.constraints
     mj_model = mujoco.MjModel.from_xml_string(to_mjcf(system))
     return system, state, merged, cms, mj_model, system
 

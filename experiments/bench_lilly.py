@@ -19,8 +19,8 @@ import pinocchio as pin  # noqa: E402
 
 from mrds_jax import contacts as C  # noqa: E402
 from mrds_jax import system as S  # noqa: E402
-from system_models import (C3, Merged, ckcm_leg_q, ckcm_modules, constraint_model, from_se3,  # noqa: E402
-                           null_space_velocity, pin_constraint_dynamics)
+from mrds_jax.export import to_pinocchio  # noqa: E402
+from system_models import ckcm_leg_q, ckcm_modules, from_se3, null_space_velocity  # noqa: E402
 
 BATCH = 256
 REPEAT = 20
@@ -31,15 +31,15 @@ def stewart(dtype):
     names = [f"leg{i + 1}" for i in range(6)]
     contacts = [C.spherical(f"ball{i + 1}", (names[i], "tip"), ("payload", f"A{i + 1}")) for i in range(6)]
     system = S.build_system(dict(zip(names + ["payload"], legs + [payload])), contacts)
+    merged = to_pinocchio(system)      # six CONTACT_3D (joint1 = payload point, joint2 = leg tip)
+    cms = merged.constraints
     system = jax.tree.map(lambda x: jnp.asarray(x, dtype), system)
-    merged = Merged(legs + [payload])
-    cms = [constraint_model(merged, C3, (6, f"A{i + 1}"), (i, "tip")) for i in range(6)]
     rng = np.random.default_rng(0)
     pose = pin.SE3(pin.exp3(rng.uniform(-0.1, 0.1, 3)), np.array([0, 0, 1.0]))
     A = [pose.act(np.asarray(payload.params.frame_p[i])) for i in range(6)]
     q = [ckcm_leg_q(legs[i], A[i]) for i in range(6)] + [from_se3(pose)]
     qp = merged.q(q)
-    _, _, J = pin_constraint_dynamics(merged.model, qp, np.zeros(24), np.zeros(24), cms)
+    _, _, J = merged.constraint_dynamics(qp, np.zeros(24), np.zeros(24))
     vp = null_space_velocity(J, rng, 24)
     tau = [np.array([1.0, -2.0, 300.0])] * 6 + [np.zeros(6)]
     state = S.SystemState(tuple(jnp.asarray(x, dtype) for x in q), tuple(jnp.asarray(x, dtype) for x in merged.split_v(vp)))

@@ -22,13 +22,18 @@ Start here (all available as ``mrds_jax.<name>``)::
   :func:`simulate`; per module (tree) ``aba``, ``rnea``, ``mass_matrix``, Jacobians, … (:mod:`dynamics`,
   also exported here);
 * flexible links: :mod:`flexible` (assumed-modes beams, Bonaventura Ch. 7-8; ``examples.bonaventura_system``);
-* out: :func:`to_mjcf` (MuJoCo/MJX comparisons and viewing).
+* system files: :func:`load_system_file` (TOML: modules, contacts, forces, initial state, settings; the
+  ``mrds-jax check`` / ``mrds-jax simulate FILE`` commands), :mod:`sysfile`;
+* out: :func:`to_mjcf` (MuJoCo/MJX comparisons and viewing), :func:`to_pinocchio` (a Pinocchio model with
+  ``RigidConstraintModel`` loops), :mod:`viz` (animations, stick-figure scenes);
+* precision: :mod:`console` (a one-time warning when a system is built in float32 without asking for it).
 
 Layers, one subpackage each: ``spatial`` → ``model`` → ``dynamics`` (module level, Bonaventura Step 2) →
 ``contacts`` (general joint model) → ``system`` (global level, Steps 3-4) → ``integrate`` (rollouts) →
-applications (``montecarlo``, ``ckcm``). They are described in the repository's README.md; the design
-document is ``DESIGN.md`` in the ``shared/docs`` folder beside the repository, and ``docs/algorithm_notes.md``
-digests the papers' algorithms with the errata found.
+applications (``montecarlo``, ``ckcm``). The documentation site is built from the repository's ``docs/``
+folder (``mkdocs build``; getting started, a guide per layer, the API reference from these docstrings); the
+design document is ``DESIGN.md`` in the ``shared/docs`` folder beside the repository, and
+``docs/algorithm_notes.md`` digests the papers' algorithms with the errata found.
 """
 import importlib
 
@@ -47,6 +52,11 @@ _LAZY = {
     "ckcm": (".ckcm", None),
     "flexible": (".flexible", None),
     "to_mjcf": (".export", "to_mjcf"),
+    "load_system_file": (".sysfile", "load_system_file"),
+    "sysfile": (".sysfile", None),
+    "viz": (".viz", None),
+    "console": (".console", None),
+    "to_pinocchio": (".export", "to_pinocchio"),
     **{name: (".system", name) for name in (
         "System", "SystemState", "build_system", "make_state", "forward_dynamics", "lilly_forward_dynamics",
         "inverse_dynamics", "simulate", "make_consistent", "check_initial_state")},

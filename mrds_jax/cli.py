@@ -6,6 +6,8 @@ import sysconfig
 import time
 from pathlib import Path
 
+from .sysfile import cli as sysfile_cli
+
 EXAMPLE_ROBOTS = {
     "ur5": "ur_description/urdf/ur5_robot.urdf",
     "panda": "panda_description/urdf/panda.urdf",
@@ -108,10 +110,8 @@ def _compilation_cache(args):
     """Keep XLA's compiled programs on disk between runs (``--cache-dir``; off with ``--no-cache``)."""
     if args.no_cache:
         return
-    import jax
-    path = Path(args.cache_dir).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", str(path))
+    from .console import enable_compilation_cache
+    enable_compilation_cache(args.cache_dir)     # one sub-folder per machine type: no cross-machine loader errors
 
 
 def cmd_optimize(args):
@@ -173,7 +173,11 @@ def cmd_optimize(args):
 
 
 def cmd_simulate(args):
-    """Forward simulation of a saved design on its task under computed torque."""
+    """Simulate a system file (``mrds_jax.sysfile``), or fly a saved design on its task under computed torque."""
+    if args.system_file:
+        return sysfile_cli.cmd_simulate_file(args)
+    if not args.design:
+        sys.exit("mrds-jax simulate: give a SYSTEM_FILE or --design design.json")
     import jax
     jax.config.update("jax_enable_x64", True)
     _compilation_cache(args)
@@ -235,11 +239,13 @@ def main(argv=None):
     _cache_options(p)
     p.set_defaults(func=cmd_optimize)
 
-    p = sub.add_parser("simulate", help="forward-simulate a saved design on its task")
-    p.add_argument("--design", required=True, help="design.json written by `mrds-jax optimize`")
+    p = sub.add_parser("simulate", help="simulate a system file, or a saved design on its task")
+    sysfile_cli.add_simulate_arguments(p)
+    p.add_argument("--design", help="design.json written by `mrds-jax optimize`")
     p.add_argument("--dt", type=float, default=1e-3)
     _cache_options(p)
     p.set_defaults(func=cmd_simulate)
+    sysfile_cli.register(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,4 +1,5 @@
-"""Test models: real robots from example-robot-data, random trees, and their Pinocchio twins."""
+"""Test models: real robots from example-robot-data and random trees (their Pinocchio twins:
+``mrds_jax.export.to_pinocchio``)."""
 import numpy as np
 import pinocchio as pin
 
@@ -68,71 +69,8 @@ def robot_model(name):
     return load_urdf(URDFS[name])
 
 
-def _pin_joint(kind, axis, axis2, pitch):
-    if kind == "revolute":
-        return pin.JointModelRevoluteUnaligned(*axis)
-    if kind == "prismatic":
-        return pin.JointModelPrismaticUnaligned(*axis)
-    if kind == "screw":
-        return pin.JointModelHelicalUnaligned(np.asarray(axis), float(pitch))
-    if kind == "universal":
-        return pin.JointModelUniversal(np.asarray(axis), np.asarray(axis2))
-    if kind == "spherical":
-        return pin.JointModelSpherical()
-    if kind == "free":
-        return pin.JointModelFreeFlyer()
-    raise ValueError(kind)
-
-
-def to_pinocchio(module):
-    """Pinocchio model mirroring a module joint for joint (fixed joints not supported here)."""
-    t, p = module.topology, module.params
-    m = pin.Model()
-    m.gravity.linear = np.asarray(p.gravity)
-    jids = []
-    for i in range(t.n_links):
-        parent = 0 if t.parents[i] < 0 else jids[t.parents[i]]
-        placement = pin.SE3(np.asarray(p.joint_R[i]), np.asarray(p.joint_p[i]))
-        jid = m.addJoint(parent, _pin_joint(t.joint_kinds[i], np.asarray(p.axis[i]), np.asarray(p.axis2[i]),
-                                            np.asarray(p.pitch[i])), placement, t.joint_names[i])
-        m.appendBodyToJoint(jid, pin.Inertia(float(p.mass[i]), np.asarray(p.com[i]), np.asarray(p.inertia[i])),
-                            pin.SE3.Identity())
-        jids.append(jid)
-    for f, name in enumerate(t.frame_names):
-        jid = jids[t.frame_links[f]]
-        m.addFrame(pin.Frame(name, jid, pin.SE3(np.asarray(p.frame_R[f]), np.asarray(p.frame_p[f])),
-                             pin.FrameType.OP_FRAME))
-    return m
-
-
 def pin_urdf_model(name):
     return pin.buildModelFromUrdf(str(URDFS[name]))
-
-
-class Conversion:
-    """Maps our (q, v) to Pinocchio's: quaternions (w,x,y,z) -> (x,y,z,w), free-joint velocity
-    [ω; v] -> [v; ω]. ``P`` is the velocity permutation (v_pin = P v)."""
-
-    def __init__(self, module):
-        t = module.topology
-        qperm, vperm = [], []
-        for kind, qs, vs in zip(t.joint_kinds, t.q_slices, t.v_slices):
-            qi, vi = list(range(qs.start, qs.stop)), list(range(vs.start, vs.stop))
-            if kind == "spherical":
-                qi = qi[1:] + qi[:1]
-            elif kind == "free":
-                qi = qi[:3] + qi[4:] + qi[3:4]
-                vi = vi[3:] + vi[:3]
-            qperm += qi
-            vperm += vi
-        self.qperm, self.vperm = np.array(qperm, dtype=int), np.array(vperm, dtype=int)
-        self.P = np.eye(t.nv)[self.vperm]
-
-    def q(self, q):
-        return np.asarray(q)[self.qperm]
-
-    def v(self, v):
-        return np.asarray(v)[self.vperm]
 
 
 SIX_PERM = np.array([3, 4, 5, 0, 1, 2])  # [angular; linear] <-> [linear; angular]

@@ -29,7 +29,7 @@ from mrds_jax import system as S
 from mrds_jax.ckcm import kinematics as K
 from mrds_jax.ckcm import lagrangian as L
 from mrds_jax.ckcm import multibody as MB
-from system_models import C3, Merged, constraint_model, pin_constraint_dynamics
+from mrds_jax.export import to_pinocchio
 
 P = ckcm.nominal()
 HOME = np.array([0, 0, 1.0, 0, 0, 0])
@@ -76,15 +76,15 @@ def test_instantaneous_dynamics_equal_pinocchio_constraint_dynamics(paper):
     inverse dynamics in ``test_open_loop_inverse_dynamics_forces_reproduce_the_ellipse``.)"""
     rng = np.random.default_rng(11 + paper)
     system = MB.build_ckcm_system(P, "paper" if paper else "bench")
-    merged = Merged(list(system.modules))
-    cms = [constraint_model(merged, C3, (6, f"A{i + 1}"), (i, "tip")) for i in range(6)]
+    merged = to_pinocchio(system)          # six CONTACT_3D: joint1 = payload point A_i (P), joint2 = leg tip (E)
+    assert merged.constraint_names == system.contact_names
     for _ in range(6):
         pose, rate, acc = random_motion(rng)
         r = call(pose, rate, acc, paper)
         assert np.max(r["closure"]) < 1e-14
         qp, vp = merged.q(r["state"].q), merged.v(r["state"].v)
         tau = MB._taus(r["split"].total, jnp.float64)
-        ddq, lam, J = pin_constraint_dynamics(merged.model, qp, vp, merged.v(tau), cms)
+        ddq, lam, J = merged.constraint_dynamics(qp, vp, merged.v(tau))
         assert np.abs(J @ vp).max() < 1e-12                     # the state from leg kinematics is consistent
         expected = merged.v(r["qdd"])
         np.testing.assert_allclose(ddq, expected, atol=1e-8 * max(1.0, np.abs(expected).max()), rtol=0)

@@ -26,7 +26,8 @@ from mrds_jax.pytree import replace
 from mrds_jax.system.lilly import chain_structure, lilly_forward_dynamics
 from legged_models import (ROLL_TORQUE, leg_parameters, natural_module, natural_system, random_standing_state,
                            type1_system)
-from system_models import C3, Merged, constraint_model, null_space_velocity, pin_constraint_dynamics
+from mrds_jax.export import to_pinocchio
+from system_models import null_space_velocity
 from test_system_vs_pinocchio import N_STATES, TOL, equivalence_case, grasp_case, stewart_case
 
 TOL_PATHS = 1e-10   # Lilly fast path vs general MRDS path
@@ -102,9 +103,9 @@ def quadruped_case():
     rng = np.random.default_rng(13)
     legs = leg_parameters(rng)
     natural = natural_module(rng, legs)
-    merged = Merged([natural])
+    merged = to_pinocchio([natural])
     model = merged.model
-    shank = [merged.jids[0][3 + 3 * i] for i in range(4)]
+    shank = [merged.joint_ids[0][3 + 3 * i] for i in range(4)]
     nat_sys, typ_sys, nat_x, typ_x, expect = [], [], [], [], []
     for _ in range(N_STATES):
         q = random_standing_state(rng)
@@ -115,15 +116,15 @@ def quadruped_case():
         for i in range(4):
             jid, P = merged.frame(0, f"foot{i}")
             feet.append((d.oMi[jid] * P).translation.copy())
-        cms = [constraint_model(merged, C3, (0, f"foot{i}"), (None, pin.SE3(np.eye(3), feet[i]))) for i in range(4)]
-        _, _, J = pin_constraint_dynamics(model, qp, np.zeros(18), np.zeros(18), cms)
+        cms = [merged.constraint("3d", (0, f"foot{i}"), (None, pin.SE3(np.eye(3), feet[i]))) for i in range(4)]
+        _, _, J = merged.constraint_dynamics(qp, np.zeros(18), np.zeros(18), cms)
         vp = null_space_velocity(J, rng, 18)
         v = merged.split_v(vp)[0]
         tau = np.zeros(18)
         for i in range(4):
             tau[6 + 3 * i] = ROLL_TORQUE[i]
             tau[7 + 3 * i:9 + 3 * i] = rng.uniform(-8, 8, 2)
-        ddq, lam, J = pin_constraint_dynamics(model, qp, vp, merged.v([tau]), cms)
+        ddq, lam, J = merged.constraint_dynamics(qp, vp, merged.v([tau]), cms)
         assert np.abs(J @ vp).max() < 1e-12
         qdd = merged.split_v(ddq)[0]
         pin.forwardKinematics(model, d, qp, vp, ddq)

@@ -28,6 +28,7 @@ from mrds_jax import contacts as C
 from mrds_jax import system as S
 from mrds_jax.model import ModuleBuilder
 from mrds_jax.model.mjcf import load_mjcf
+from mujoco_states import consistent_states
 
 DATA = Path(__file__).parent / "data"
 
@@ -170,30 +171,6 @@ def qdd_to_mujoco(mapping, state, qdd):
             w, vb = np.asarray(v[fv:fv + 3]), np.asarray(v[fv + 3:fv + 6])
             a[fv:fv + 6] = np.concatenate([R @ (a[fv + 3:fv + 6] + np.cross(w, vb)), a[fv:fv + 3]])
         out[di] = a
-    return out
-
-
-def consistent_states(model, mapping, rng, n, spread=0.3):
-    """n states near MuJoCo's reference configuration that satisfy MuJoCo's equality constraints (Gauss-Newton
-    on its residual efc_pos with its Jacobian efc_J; velocities projected on the nullspace of efc_J), as
-    our states. Our constraints must then hold too: load_mjcf's contacts mean what MuJoCo's equalities mean."""
-    data = mujoco.MjData(model)
-    out = []
-    for _ in range(n):
-        qpos = np.array(model.qpos0)
-        mujoco.mj_integratePos(model, qpos, rng.uniform(-spread, spread, model.nv), 1.0)
-        for _ in range(30):
-            data.qpos[:] = qpos
-            mujoco.mj_forward(model, data)
-            rows = np.flatnonzero(data.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
-            r, J = data.efc_pos[rows], data.efc_J.reshape(-1, model.nv)[rows]
-            if np.abs(r).max() < 1e-13:
-                break
-            mujoco.mj_integratePos(model, qpos, -np.linalg.lstsq(J, r, rcond=1e-10)[0], 1.0)
-        assert np.abs(r).max() < 1e-12
-        qvel = rng.uniform(-1, 1, model.nv)
-        qvel -= np.linalg.pinv(J, rcond=1e-10) @ (J @ qvel)
-        out.append(mapping.state(qpos, qvel))
     return out
 
 
@@ -350,9 +327,10 @@ STEWART = Path(__file__).resolve().parents[2] / "shared" / "bench" / "ckcm_stewa
 @pytest.mark.skipif(not STEWART.exists(), reason="the shared benchmark MJCF is not beside the repository")
 def test_stewart_platform_mjcf_is_the_native_ckcm_build():
     """shared/bench's Stewart platform (six U-P legs, a free payload, six site connects) imports as the same
-    model as mrds_jax.ckcm's native build: every parameter and contact point to rounding, so the same
-    dynamics (checked separately at 10 consistent states: q̈ to 3e-14, Fᶜ to 2e-13; one compilation of each
-    seven-module system costs more than this file's time budget)."""
+    model as mrds_jax.ckcm's native build: every parameter and contact point to rounding. The same dynamics at
+    10 consistent states (q̈ and constraint forces to 1e-8) is checked by
+    test_system_vs_pinocchio.py::test_stewart_mjcf_import_has_the_native_ckcm_dynamics, next to the native
+    build's own Pinocchio comparison (its states and compiled program)."""
     from mrds_jax import ckcm
     with pytest.warns(UserWarning, match="actuators .*leg1_force.* are ignored"):
         system = load_mjcf(STEWART)

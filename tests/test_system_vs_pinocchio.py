@@ -12,6 +12,7 @@ Also: Bᶜ symmetric positive definite on non-redundant systems; bad input raise
 Each system is jitted once (lru_cache) and evaluated on all states with one vmap.
 """
 import functools
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -23,8 +24,8 @@ from mrds_jax import contacts as C
 from mrds_jax import system as S
 from mrds_jax.model import ModuleBuilder
 from robots import random_inertia, random_rotation, random_states, random_tree
-from system_models import (C3, C6, LWA, Merged, constraint_model, from_se3, null_space_velocity,
-                           pin_constraint_dynamics)
+from mrds_jax.export import to_pinocchio
+from system_models import LWA, from_se3, null_space_velocity
 
 N_STATES = 10
 TOL = 1e-8
@@ -80,12 +81,12 @@ def fourbar_case(planar):
     contact = (C.planar_revolute("loop", ("bar", "c1"), ("bar", "c2")) if planar
                else C.revolute("loop", ("bar", "c1"), ("bar", "c2"), axis=(0, 0, 1)))
     system = S.build_system({"bar": module}, [contact])
-    merged = Merged([module])
-    cm = constraint_model(merged, C3, (0, "c2"), (0, "c1"))       # joint1 = P side: λ = force on P
+    merged = to_pinocchio([module])
+    cm = merged.constraint("3d", (0, "c2"), (0, "c1"))       # joint1 = P side: λ = force on P
     states = []
     for _ in range(N_STATES):
         q = fourbar_q(rng.uniform(0.3, 2.5))
-        _, _, J = pin_constraint_dynamics(merged.model, q, np.zeros(3), np.zeros(3), [cm], PROX())
+        _, _, J = merged.constraint_dynamics(q, np.zeros(3), np.zeros(3), [cm], PROX())
         v = null_space_velocity(J[:2], rng, 3)
         states.append((q, v, rng.uniform(-2, 2, 3)))
     q, v, tau = map(np.array, zip(*states))
@@ -98,7 +99,7 @@ def test_fourbar_type_b(planar):
     system, merged, cm, (q, v, tau), out = fourbar_case(planar)
     assert system.connectivity.GC == (("BB",),) and system.connectivity.MC == (("EP",),)
     for k in range(N_STATES):
-        ddq, lam, J = pin_constraint_dynamics(merged.model, q[k], v[k], tau[k], [cm], PROX())
+        ddq, lam, J = merged.constraint_dynamics(q[k], v[k], tau[k], [cm], PROX())
         assert np.abs(J @ v[k]).max() < 1e-12                               # consistent state
         np.testing.assert_allclose(out.qdd[0][k], ddq, atol=TOL, rtol=0)
         # F_EP: force by E (c1) on P (c2), frame c1, at P; Pinocchio's λ: force on joint1 (= P), world axes
@@ -156,7 +157,7 @@ def slider_case():
     line = C.point_on_line("slide", None, ("arm", "tip"), direction=(1, 0, 0), planar=True,
                            ground_position=(0.0, Y0, 0.0), excitation=slider_excitation, applied=slider_force)
     system = S.build_system({"arm": arm}, [line])
-    model = Merged([arm]).model
+    model = to_pinocchio([arm]).model
     fid = model.addFrame(pin.Frame("tip", 2, pin.SE3(np.eye(3), np.array([A2, 0, 0])), pin.FrameType.OP_FRAME))
     states = []
     for _ in range(N_STATES):
@@ -214,23 +215,23 @@ def grasp_case():
     systems, states, pin_cases = [], [], []
     for _ in range(N_STATES):
         q1, q2 = rng.uniform(-1.5, 1.5, 6), rng.uniform(-1.5, 1.5, 6)
-        m0 = Merged([arm1, arm2, box])
+        m0 = to_pinocchio([arm1, arm2, box])
         d = m0.model.createData()
         pin.forwardKinematics(m0.model, d, np.concatenate([q1, q2, [0, 0, 0, 0, 0, 0, 1.0]]))
         j1, P1 = m0.frame(0, "op5")
         jg1, G1 = m0.frame(2, "g1")
         jg2, G2 = m0.frame(2, "g2")
         box_pose = d.oMi[j1] * P1 * G1.inverse()
-        j2 = m0.jids[1][5]
+        j2 = m0.joint_ids[1][5]
         E2 = d.oMi[j2].inverse() * box_pose * G2          # arm2's grasp frame: consistent by construction
         p2 = arm2.params
         arm2_k = arm2.with_params(frame_R=p2.frame_R.at[5].set(E2.rotation), frame_p=p2.frame_p.at[5].set(E2.translation))
         system = S.build_system({"arm1": arm1, "arm2": arm2_k, "box": box}, contacts)
-        merged = Merged([arm1, arm2_k, box])
-        cms = [constraint_model(merged, C6, (2, "g1"), (0, "op5")), constraint_model(merged, C6, (2, "g2"), (1, "op5"))]
+        merged = to_pinocchio(system)   # two CONTACT_6D: joint1 = the box's grasp frame (P), joint2 = the arm's (E)
+        cms = merged.constraints
         qs = [q1, q2, from_se3(box_pose)]
         qp = merged.q(qs)
-        _, _, J = pin_constraint_dynamics(merged.model, qp, np.zeros(18), np.zeros(18), cms)
+        _, _, J = merged.constraint_dynamics(qp, np.zeros(18), np.zeros(18))
         vp = null_space_velocity(J, rng, 18)
         vs = merged.split_v(vp)
         taus = [rng.uniform(-5, 5, 6), rng.uniform(-5, 5, 6), rng.uniform(-1, 1, 6)]
@@ -247,7 +248,7 @@ def grasp_case():
 def test_dual_arm_rigid_grasp():
     pin_cases, out = grasp_case()
     for k, (merged, cms, qp, vp, taup) in enumerate(pin_cases):
-        ddq, lam, J = pin_constraint_dynamics(merged.model, qp, vp, taup, cms)
+        ddq, lam, J = merged.constraint_dynamics(qp, vp, taup, cms)
         assert np.abs(J @ vp).max() < 1e-12
         ours = merged.v([out.qdd[m][k] for m in range(3)])
         np.testing.assert_allclose(ours, ddq, atol=TOL, rtol=0)
@@ -300,7 +301,7 @@ def equivalence_case():
         contacts.append(EQUIV[kind][0](kind, ("arm", f"E_{kind}"), (kind, "P"), np.asarray(p.axis[j]),
                                        float(p.pitch[j]), np.asarray(p.axis2[j])))
     system = S.build_system({"arm": arm_b.build(), **bodies}, contacts)
-    ptree = Merged([tree])
+    ptree = to_pinocchio([tree])
     q_t, v_t, tau_t, qs, vs, taus = [], [], [], [], [], []
     for _ in range(N_STATES):
         q, v, _, tau = random_states(tree, rng, 1)
@@ -312,8 +313,8 @@ def equivalence_case():
         q_t.append(qp), v_t.append(vp), tau_t.append(ptree.v([tau]))
         q_s, v_s = [q[:2]], [v[:2]]
         for j in range(2, 2 + len(kinds)):
-            body_v = d.v[ptree.jids[0][j]].vector          # body twist, local frame, [v; ω]
-            q_s.append(from_se3(d.oMi[ptree.jids[0][j]]))
+            body_v = d.v[ptree.joint_ids[0][j]].vector          # body twist, local frame, [v; ω]
+            q_s.append(from_se3(d.oMi[ptree.joint_ids[0][j]]))
             v_s.append(np.concatenate([body_v[3:], body_v[:3]]))
         qs.append(q_s), vs.append(v_s), taus.append([tau[:2]] + [np.zeros(6)] * len(kinds))
     fd = _batched(lambda q, v, tau: S.forward_dynamics(system, S.SystemState(q, v), tau))
@@ -334,7 +335,7 @@ def test_library_contacts_equal_rigid_tree():
         ddq = pin.aba(ptree.model, d, q[k], v[k], tau[k]).copy()
         pin.forwardKinematics(ptree.model, d, q[k], v[k], ddq)
         np.testing.assert_allclose(out.qdd[0][k], ddq[:2], atol=TOL, rtol=0)
-        for b, jid in enumerate(ptree.jids[0][2:], start=1):
+        for b, jid in enumerate(ptree.joint_ids[0][2:], start=1):
             a_body = d.a[jid].vector                   # body spatial acceleration, local, [lin; ang]
             np.testing.assert_allclose(out.qdd[b][k], np.concatenate([a_body[3:], a_body[:3]]), atol=TOL, rtol=0,
                                        err_msg=system.contact_names[b - 1])
@@ -378,8 +379,8 @@ def stewart_case():
     rng = np.random.default_rng(8)
     system = ckcm.multibody.build_ckcm_system(ckcm.nominal())   # the package builder: legs leg1..6, payload
     legs, payload = list(system.modules[:6]), system.modules[6]
-    merged = Merged(legs + [payload])
-    cms = [constraint_model(merged, C3, (6, f"A{i + 1}"), (i, "tip")) for i in range(6)]
+    merged = to_pinocchio(system)   # six CONTACT_3D: joint1 = payload point A_i (P), joint2 = leg tip (E)
+    cms = merged.constraints
     cases, qs, vs, taus = [], [], [], []
     for _ in range(N_STATES):
         small = pin.exp3(rng.uniform(-0.2, 0.2, 3))
@@ -387,7 +388,7 @@ def stewart_case():
         A_world = [pose.act(np.asarray(payload.params.frame_p[i])) for i in range(6)]
         q = [ckcm_leg_q(legs[i], A_world[i]) for i in range(6)] + [from_se3(pose)]
         qp = merged.q(q)
-        _, _, J = pin_constraint_dynamics(merged.model, qp, np.zeros(24), np.zeros(24), cms)
+        _, _, J = merged.constraint_dynamics(qp, np.zeros(24), np.zeros(24), cms)
         vp = null_space_velocity(J, rng, 24)
         tau = [np.concatenate([rng.uniform(-20, 20, 2), rng.uniform(-300, 300, 1)]) for _ in range(6)] + [np.zeros(6)]
         cases.append((merged, cms, qp, vp, merged.v(tau)))
@@ -401,7 +402,7 @@ def test_stewart_platform_ckcm():
     system, cases, out = stewart_case()
     assert system.connectivity.groups[0] == tuple(range(6))     # the six legs are stacked and vmapped
     for k, (merged, cms, qp, vp, taup) in enumerate(cases):
-        ddq, lam, J = pin_constraint_dynamics(merged.model, qp, vp, taup, cms)
+        ddq, lam, J = merged.constraint_dynamics(qp, vp, taup, cms)
         assert np.abs(J @ vp).max() < 1e-12
         np.testing.assert_allclose(merged.v([out.qdd[m][k] for m in range(7)]), ddq, atol=TOL, rtol=0)
         d = merged.model.createData()
@@ -471,3 +472,40 @@ def stewart_state(system, case):
     merged, _, qp, vp, _ = case
     return S.SystemState(tuple(jnp.asarray(q) for q in merged.split_q(qp)),
                          tuple(jnp.asarray(v) for v in merged.split_v(vp)))
+
+
+# ----------------------------------------------------------------------------- the same platform from MJCF
+STEWART_MJCF = Path(__file__).resolve().parents[2] / "shared" / "bench" / "ckcm_stewart_mjx.xml"
+
+
+@pytest.mark.skipif(not STEWART_MJCF.exists(), reason="the shared benchmark MJCF is not beside the repository")
+def test_stewart_mjcf_import_has_the_native_ckcm_dynamics():
+    """shared/bench's Stewart MJCF (six U-P legs, a free payload, six ``connect`` equalities) imported by
+    ``load_mjcf``: at ``stewart_case``'s 10 consistent states, Pinocchio's ``constraintDynamics`` on
+    ``to_pinocchio`` of the imported system gives the native CKCM build's q̈ and world-axes constraint forces
+    to 1e-8 (the native build's own equality with Pinocchio is test_stewart_platform_ckcm). Our engine on the
+    imported system itself: ``python experiments/mjcf_stewart_check.py`` (compiling that seven-module program
+    costs ~80 s at the suite's optimisation level, more than this file's budget)."""
+    from mrds_jax.model.mjcf import load_mjcf
+    system, cases, native = stewart_case()
+    with pytest.warns(UserWarning, match="actuators"):
+        imported = load_mjcf(STEWART_MJCF)
+    names = [f"leg{i + 1}_lower" for i in range(6)] + ["payload"]
+    order = [imported.module_names.index(n) for n in names]          # imported index of native module k
+    E_module = [names.index(c.E[0]) for c in imported.contacts]       # native leg of each imported contact
+    assert sorted(E_module) == list(range(6)) and all(c.kind == "spherical" for c in imported.contacts)
+    twin = to_pinocchio(imported)
+    for k, (merged, _, qp, vp, taup) in enumerate(cases):
+        per_module = [merged.split_q(qp), merged.split_v(vp), merged.split_v(taup)]
+        q, v, tau = ([x[names.index(imported.module_names[j])] for j in range(7)] for x in per_module)
+        ddq, lam, _ = twin.constraint_dynamics(twin.q(q), twin.v(v), twin.v(tau))
+        qdd = twin.split_v(ddq)
+        for m in range(7):
+            np.testing.assert_allclose(qdd[order[m]], native.qdd[m][k], atol=TOL, rtol=0)
+        d = merged.model.createData()
+        pin.forwardKinematics(merged.model, d, qp)
+        for i, leg in enumerate(E_module):
+            jid, P = merged.frame(leg, "tip")
+            expected = (d.oMi[jid] * P).rotation @ native.F_EP[leg][k][3:]
+            np.testing.assert_allclose(lam[3 * i:3 * i + 3], expected, atol=TOL * max(1.0, np.abs(expected).max()),
+                                       rtol=0)

@@ -11,7 +11,8 @@ import mrds_jax as mj
 from mrds_jax.model import ModuleBuilder
 from mrds_jax.model.urdf import load_urdf
 from mrds_jax.spatial import rot_z
-from robots import Conversion, random_states, random_tree, to_pinocchio, tree_model
+from mrds_jax.export import to_pinocchio
+from robots import random_states, random_tree, tree_model
 
 
 @functools.lru_cache(maxsize=None)
@@ -25,7 +26,8 @@ def test_vmap_over_64_states_matches_single_calls_and_pinocchio():
     f = jax.jit(lambda q, v, tau: (mj.aba(module, q, v, tau), mj.mass_matrix(module, q)))
     qdd, H = jax.jit(jax.vmap(f))(q, v, tau)
     assert qdd.shape == (64, module.nv) and H.shape == (64, module.nv, module.nv)
-    pm, conv = to_pinocchio(module), Conversion(module)
+    twin = to_pinocchio(module)
+    pm, conv = twin.model, twin.conversions[0]
     d = pm.createData()
     for k in range(0, 64, 9):
         np.testing.assert_allclose(qdd[k], f(q[k], v[k], tau[k])[0], atol=1e-12)
@@ -45,7 +47,8 @@ def test_vmap_over_8_parameter_sets():
     qdd = jax.jit(jax.vmap(lambda m: mj.aba(m, q, v, tau)))(batch)
     for k in range(8):
         mk = jax.tree.map(lambda x: x[k], batch)
-        pm, conv = to_pinocchio(mk), Conversion(mk)
+        twin = to_pinocchio(mk)
+        pm, conv = twin.model, twin.conversions[0]
         expected = conv.P.T @ pin.aba(pm, pm.createData(), conv.q(q), conv.v(v), conv.v(tau))
         np.testing.assert_allclose(qdd[k], expected, atol=1e-9)
 

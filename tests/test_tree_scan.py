@@ -23,7 +23,8 @@ from mrds_jax.dynamics.levels import LEVEL_SCAN_MIN_LINKS
 from mrds_jax.model.tree import level_schedule
 from mrds_jax.model.urdf import load_urdf
 from conftest import ROBOTS
-from robots import Conversion, random_states, random_tree, to_pinocchio
+from mrds_jax.export.pinocchio import PinocchioConversion, to_pinocchio
+from robots import random_states, random_tree
 from test_tree_properties import _central_difference as central_difference
 
 TOL = 1e-9
@@ -116,13 +117,13 @@ def test_talos_level_scan_matches_pinocchio(talos):
 def mixed_tree():
     rng = np.random.default_rng(11)
     module = random_tree(rng, random_spec(rng, 14, PIN_KINDS)).with_recursion("level_scan")
-    return module, to_pinocchio(module), random_states(module, np.random.default_rng(5), N_STATES)
+    return module, to_pinocchio(module).model, random_states(module, np.random.default_rng(5), N_STATES)
 
 
 def test_random_tree_level_scan_matches_pinocchio(mixed_tree):
     module, pm, states = mixed_tree
     frames = (module.topology.frame_names[-1], module.topology.frame_names[5])
-    conv = Conversion(module)
+    conv = PinocchioConversion.of(module)
     res = jax.tree.map(np.asarray, jax.jit(jax.vmap(quantities_vs_pinocchio(module, frames)))(*states))
     for k in range(N_STATES):
         q, v, a, tau = states[0][k], states[1][k], states[2][k], states[3][k]

@@ -9,8 +9,8 @@ import pinocchio as pin
 import pytest
 
 import mrds_jax as mj
-from robots import (SIX_PERM, TREE_SPECS, Conversion, pin_urdf_model, random_states, robot_model, to_pinocchio,
-                    tree_model)
+from mrds_jax.export.pinocchio import PinocchioConversion, to_pinocchio
+from robots import SIX_PERM, TREE_SPECS, pin_urdf_model, random_states, robot_model, tree_model
 
 N_STATES = 20
 TOL = 1e-9
@@ -29,7 +29,7 @@ def case(name):
         module, pmodel, frames = robot_model(name), pin_urdf_model(name), FRAMES[name]
     else:
         module = tree_model(name)
-        pmodel = to_pinocchio(module)
+        pmodel = to_pinocchio(module).model
         frames = (module.topology.frame_names[-1], module.topology.frame_names[2])
     q, v, a, tau = random_states(module, np.random.default_rng(7), N_STATES)
 
@@ -50,7 +50,7 @@ def case(name):
         return out
 
     res = jax.tree.map(np.asarray, jax.jit(jax.vmap(ours))(q, v, a, tau))
-    return module, pmodel, Conversion(module), frames, (q, v, a, tau), res
+    return module, pmodel, PinocchioConversion.of(module), frames, (q, v, a, tau), res
 
 
 def pin_states(name):

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..console import check_precision
 from ..contacts.model import Contact, ContactError, validate_contact
 from ..dynamics.interface import implements_interface
 from ..pytree import pytree_dataclass, static
@@ -123,7 +124,10 @@ def build_system(modules, contacts, names=None):
     ``(module, operational point)`` (module by name or index) or ``None`` for the ground.
     Raises :class:`SystemError` naming the contact for a missing module or operational point, a task
     dimension that does not match the modules' (planar vs spatial), or bases that are not dual.
+    Warns once (:class:`~mrds_jax.console.Float32Warning`) when ``jax_enable_x64`` is off and float32 was not
+    asked for (the precision policy, :mod:`mrds_jax.console`).
     """
+    check_precision("build_system")
     if isinstance(modules, dict):
         names, modules = tuple(modules), tuple(modules.values())
     else:

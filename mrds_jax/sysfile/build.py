@@ -1,0 +1,324 @@
+"""Read, validate and build a system file: TOML → :class:`~.schema.SystemFile` → a System, its initial state,
+force elements and settings. Every error is a :class:`SystemFileError` naming the file, the line and the key.
+"""
+import functools
+import re
+import tomllib
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from . import schema
+from .locate import key_lines, locate
+
+
+class SystemFileError(ValueError):
+    """A bad system file: ``file:line: key: message``."""
+
+    def __init__(self, file, line, key, message):
+        self.file, self.line, self.key, self.message = str(file), line, key, message
+        where = f"{file}:{line}" if line else str(file)
+        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+
+
+def key_name(path):
+    """("contact", 2, "P") → "contact[2].P"."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+@dataclass
+class Document:
+    """A parsed, validated system file and where its keys are."""
+    path: Path
+    spec: schema.SystemFile
+    lines: dict
+
+    def error(self, path, message):
+        """A :class:`SystemFileError` at ``path`` (its line, or its nearest located parent's)."""
+        line, _ = locate(self.lines, path)
+        return SystemFileError(self.path, line, key_name(path), message)
+
+    def resolve(self, name, path):
+        """A file named in the document, relative to the document's folder; must exist."""
+        p = Path(name)
+        p = p if p.is_absolute() else self.path.parent / p
+        if not p.exists():
+            raise self.error(path, f"file {name!r} not found (looked for {p})")
+        return p
+
+
+def read_system_file(path):
+    """Parse and validate a system file: a :class:`Document`, or :class:`SystemFileError`."""
+    path = Path(path)
+    if not path.exists():
+        raise SystemFileError(path, None, None, "no such system file")
+    text = path.read_text()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"at line (\d+)", str(e))
+        raise SystemFileError(path, int(m.group(1)) if m else None, None, f"not valid TOML: {e}") from None
+    lines = key_lines(text)
+    try:
+        spec = schema.SystemFile.model_validate(data)
+    except ValidationError as e:
+        errors = []
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            line, _ = locate(lines, loc)
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown key {loc[-1]!r}"
+            elif err["type"] == "missing":
+                msg = f"missing key {loc[-1]!r}"
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+            errors.append(SystemFileError(path, line, key_name(loc), msg))
+        first = errors[0]
+        if len(errors) > 1:
+            first.args = (str(first) + "".join(f"\n  also {x}" for x in errors[1:]),)
+        raise first from None
+    return Document(path, spec, lines)
+
+
+# ----------------------------------------------------------------------------------------------- building
+@dataclass
+class Built:
+    """What a system file describes, ready to simulate."""
+    document: Document
+    system: object
+    state: object
+    forces: tuple
+    tau: tuple
+    stabilisation: object
+    position_residual: float = 0.0
+    velocity_residual: float = 0.0
+
+
+def _rotation(rpy):
+    """R = R_z(yaw) R_y(pitch) R_x(roll), as URDF's rpy."""
+    from ..spatial import rpy_rotation
+    return np.asarray(rpy_rotation(np.asarray(rpy, dtype=float)))
+
+
+def _inertia(values):
+    v = list(values)
+    if len(v) == 3:
+        return np.diag(v)
+    if len(v) == 6:
+        ixx, iyy, izz, ixy, ixz, iyz = v
+        return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    raise ValueError(f"inertia needs 3 (diagonal) or 6 (ixx iyy izz ixy ixz iyz) values, got {len(v)}")
+
+
+def _built_module(doc, k, spec):
+    from ..model import ModuleBuilder
+    if spec.urdf is not None:
+        if spec.link or spec.frame:
+            raise doc.error(("module", k, "urdf"), "give either a URDF file or links/frames, not both")
+        from ..model.urdf import load_urdf
+        return load_urdf(doc.resolve(spec.urdf, ("module", k, "urdf")))
+    if not spec.link:
+        raise doc.error(("module", k), f"module {spec.name!r} has neither a URDF file nor links")
+    b = ModuleBuilder(planar=spec.planar, gravity=spec.gravity)
+    for j, link in enumerate(spec.link):
+        try:
+            b.add_link(link.name, link.parent, link.joint, axis=link.axis, axis2=link.axis2, pitch=link.pitch,
+                       position=link.position, rotation=_rotation(link.rpy), mass=link.mass, com=link.com,
+                       inertia=_inertia(link.inertia))
+        except (KeyError, ValueError) as e:
+            raise doc.error(("module", k, "link", j), str(e).strip("'\"")) from None
+    for j, frame in enumerate(spec.frame):
+        try:
+            b.add_frame(frame.name, frame.link, position=frame.position, rotation=_rotation(frame.rpy))
+        except (KeyError, ValueError) as e:
+            raise doc.error(("module", k, "frame", j, "link"), str(e).strip("'\"")) from None
+    try:
+        return b.build()
+    except (KeyError, ValueError) as e:
+        raise doc.error(("module", k), str(e)) from None
+
+
+def _imported(doc):
+    """(modules dict, contacts, q dict) of the file's ``mjcf`` and ``ckcm`` entries."""
+    modules, contacts, q0 = {}, [], {}
+    spec = doc.spec
+    if spec.mjcf is not None:
+        from ..model.mjcf import load_mjcf
+        path = doc.resolve(spec.mjcf, ("mjcf",))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                system, mapping = load_mjcf(path, return_mapping=True)
+            except ValueError as e:
+                raise doc.error(("mjcf",), str(e)) from None
+        for w in caught:
+            warnings.warn(f"{doc.path}: mjcf: {w.message}", w.category, stacklevel=3)
+        state = mapping.state()
+        modules.update(zip(system.module_names, system.modules))
+        contacts += list(system.contacts)
+        q0.update(zip(system.module_names, state.q))
+    if spec.ckcm is not None:
+        from .. import ckcm
+        c = spec.ckcm
+        overrides = {k: v for k, v in c.model_dump().items() if k not in ("legs", "pose") and v is not None}
+        try:
+            params = ckcm.nominal(**overrides)
+        except ValueError as e:
+            raise doc.error(("ckcm",), str(e)) from None
+        system = ckcm.multibody.build_ckcm_system(params, c.legs)
+        state = ckcm.multibody.state_from_pose(params, np.asarray(c.pose, dtype=float))
+        clash = set(system.module_names) & set(modules)
+        if clash:
+            raise doc.error(("ckcm",), f"module names {sorted(clash)} are already taken")
+        modules.update(zip(system.module_names, system.modules))
+        contacts += list(system.contacts)
+        q0.update(zip(system.module_names, state.q))
+    return modules, contacts, q0
+
+
+def _side(doc, path, text, modules):
+    """"ground" → None, "module/frame" → (module, frame), checked against the modules."""
+    if text == "ground":
+        return None
+    module, sep, frame = text.partition("/")
+    if not sep or not module or not frame:
+        raise doc.error(path, f"{text!r} is neither 'ground' nor 'module/frame'")
+    if module not in modules:
+        raise doc.error(path, f"no module named {module!r} (modules: {sorted(modules)})")
+    names = modules[module].topology.frame_names
+    if frame not in names:
+        raise doc.error(path, f"module {module!r} has no operational point {frame!r} (its points: {list(names)})")
+    return (module, frame)
+
+
+def _frame_pose(module, q, frame):
+    from ..dynamics import forward_kinematics, frame_placement
+    R, p = frame_placement(module, forward_kinematics(module, q), frame)
+    return np.asarray(R), np.asarray(p)
+
+
+_CONTACT_KEYS = ("axis", "axis2", "pitch", "normal", "direction")
+
+
+def _contact(doc, i, spec, modules, q):
+    from .. import contacts as C
+    E = _side(doc, ("contact", i, "E"), spec.E, modules)
+    P = _side(doc, ("contact", i, "P"), spec.P, modules)
+    kw = {k: getattr(spec, k) for k in _CONTACT_KEYS if getattr(spec, k) is not None}
+    if E is None or P is None:
+        other = P if E is None else E
+        if spec.ground_position is None:      # the ground frame where the other side is at the initial state
+            R, p = _frame_pose(modules[other[0]], q[other[0]], other[1])
+        else:
+            R = _rotation(spec.ground_rpy or (0.0, 0.0, 0.0))
+            p = np.asarray(spec.ground_position)
+        kw.update(ground_rotation=R, ground_position=p)
+    try:
+        return getattr(C, spec.kind)(spec.name, E, P, **kw)
+    except (TypeError, ValueError) as e:
+        raise doc.error(("contact", i), str(e)) from None
+
+
+def _initial_q(doc, modules, q0):
+    q = {}
+    for name, m in modules.items():
+        if name in doc.spec.initial.q:
+            x = np.asarray(doc.spec.initial.q[name], dtype=float)
+            if x.shape != (m.nq,):
+                raise doc.error(("initial", "q", name), f"module {name!r} has nq = {m.nq}, got {x.size} values")
+            q[name] = x
+        else:
+            q[name] = np.asarray(q0[name]) if name in q0 else np.asarray(m.neutral_configuration())
+    for table in ("q", "v"):
+        for name in getattr(doc.spec.initial, table):
+            if name not in modules:
+                raise doc.error(("initial", table, name), f"no module named {name!r} (modules: {sorted(modules)})")
+    return q
+
+
+def _initial_v(doc, modules):
+    v = {}
+    for name, m in modules.items():
+        x = np.asarray(doc.spec.initial.v.get(name, np.zeros(m.nv)), dtype=float)
+        if x.shape != (m.nv,):
+            raise doc.error(("initial", "v", name), f"module {name!r} has nv = {m.nv}, got {x.size} values")
+        v[name] = x
+    return v
+
+
+def _forces(doc, system, modules):
+    from ..system import spring_damper
+    forces, tau = [], {n: np.zeros(m.nv) for n, m in modules.items()}
+    for i, f in enumerate(doc.spec.force):
+        if f.kind == "spring_damper":
+            sides = []
+            for key in ("a", "b"):
+                if getattr(f, key) is None:
+                    raise doc.error(("force", i), f"spring_damper {f.name!r} needs key {key!r}")
+                sides.append(_side(doc, ("force", i, key), getattr(f, key), modules))
+            forces.append(spring_damper(f.name, *sides, f.stiffness, f.damping, f.rest_length))
+        else:
+            if f.module not in modules:
+                raise doc.error(("force", i, "module"), f"no module named {f.module!r} (modules: {sorted(modules)})")
+            if len(f.values) != modules[f.module].nv:
+                raise doc.error(("force", i, "values"), f"module {f.module!r} has nv = {modules[f.module].nv}, "
+                                f"got {len(f.values)} values")
+            tau[f.module] = tau[f.module] + np.asarray(f.values)
+    return tuple(forces), tuple(tau[n] for n in system.module_names)
+
+
+@functools.cache
+def _compiled_make_consistent():
+    import jax
+
+    from .. import system as S
+    return jax.jit(S.make_consistent)
+
+
+def _consistent(system, state, tol=1e-12):
+    """Whether every contact holds to ``tol`` already (then there is nothing to project)."""
+    from .run import compiled_check
+    errors, _ = compiled_check()(system, state)
+    return all(float(np.abs(np.asarray(e)).max(initial=0.0)) <= tol for e in errors.position + errors.velocity)
+
+
+def build(doc):
+    """A :class:`Built` from a :class:`Document` (errors name the key and line)."""
+    import jax
+    import jax.numpy as jnp
+
+    from .. import system as S
+    modules, contacts, q0 = _imported(doc)
+    for k, spec in enumerate(doc.spec.module):
+        if spec.name in modules:
+            raise doc.error(("module", k, "name"), f"module name {spec.name!r} is already taken")
+        modules[spec.name] = _built_module(doc, k, spec)
+    if not modules:
+        raise doc.error(("module",), "the file defines no module (give mjcf, ckcm or [[module]] tables)")
+    q = _initial_q(doc, modules, q0)
+    contacts += [_contact(doc, i, c, modules, q) for i, c in enumerate(doc.spec.contact)]
+    try:
+        system = S.build_system(modules, contacts)
+    except ValueError as e:
+        raise doc.error(("contact",), str(e)) from None
+    v = _initial_v(doc, modules)
+    state = S.make_state(system, [jnp.asarray(q[n]) for n in system.module_names],
+                         [jnp.asarray(v[n]) for n in system.module_names])
+    rp = rv = 0.0
+    if doc.spec.initial.make_consistent and system.contacts and not _consistent(system, state):
+        state, rp, rv = _compiled_make_consistent()(system, state)    # one compiled Gauss-Newton, not op by op
+        rp, rv = float(rp), float(rv)
+    forces, tau = _forces(doc, system, modules)
+    sim = doc.spec.simulation
+    stab = None if sim.baumgarte is None else S.baumgarte(sim.baumgarte)
+    if sim.precision == "float32":
+        cast = lambda x: jnp.asarray(x, jnp.float32) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x  # noqa: E731
+        system, state, forces = jax.tree.map(cast, (system, state, forces))
+        tau = tuple(np.asarray(t, np.float32) for t in tau)
+    return Built(doc, system, state, forces, tuple(jnp.asarray(t) for t in tau), stab, rp, rv)

@@ -1,0 +1,210 @@
+"""Run a built system file: ``check`` (no simulation) and ``simulate`` (trajectory, plots, animation).
+
+Output of :func:`simulate_built` in the folder ``out`` (format documented in ``docs/system_files.md``):
+
+* ``trajectory.npz`` — ``t`` (n,); per module ``q/<module>`` (n, nq) and ``v/<module>`` (n, nv); energies
+  ``energy/kinetic``, ``energy/potential``, ``energy/elastic``, ``energy/total`` (n,); constraint errors
+  ``constraint/position`` and ``constraint/velocity`` (n, n_C) (m or rad, m/s or rad/s);
+* ``trajectory.json`` — module names with their joint names, nq, nv; contact names with n_c; the settings;
+* ``joint_motion.png``, ``constraint_error.png``, ``energy.png`` (``output.plots``);
+* ``animation.gif`` or ``animation.mp4`` (``output.animation``).
+"""
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _errors_and_Bc(system, state):
+    """Constraint errors Φ_p, Φ_v and Bᶜ = J H⁻¹ Jᵀ at a state (one compiled program)."""
+    from .. import system as S
+    return S.constraint_errors(system, state), S.constraint_matrix(system, state)
+
+
+@functools.cache
+def compiled_check():
+    """The jitted :func:`_errors_and_Bc`, one object for the process (its compilations are kept)."""
+    import jax
+    return jax.jit(_errors_and_Bc)
+
+
+def check_built(built):
+    """DOF, constraint count, consistency and conditioning of the initial state, without simulating: a dict.
+    The rank of the constraints is that of Bᶜ = J H⁻¹ Jᵀ (H positive definite: rank Bᶜ = rank J)."""
+    system, state = built.system, built.state
+    nv = sum(m.nv for m in system.modules)
+    n_C = system.connectivity.n_constraints
+    pos, vel, rank, cond = {}, {}, 0, 1.0
+    if n_C:
+        errors, Bc = compiled_check()(system, state)
+        pos = {c.name: float(np.abs(np.asarray(e)).max(initial=0.0)) for c, e in zip(system.contacts, errors.position)}
+        vel = {c.name: float(np.abs(np.asarray(e)).max(initial=0.0)) for c, e in zip(system.contacts, errors.velocity)}
+        w = np.linalg.eigvalsh(0.5 * (np.asarray(Bc) + np.asarray(Bc).T))
+        rank = int(np.sum(w > 1e-10 * max(w.max(), np.finfo(float).tiny)))
+        cond = float(w.max() / w.min()) if w.min() > 0 else float("inf")
+    return dict(name=built.document.spec.name, modules={n: dict(nq=m.nq, nv=m.nv) for n, m in
+                                                        zip(system.module_names, system.modules)},
+                contacts={c.name: dict(kind=c.kind, n_c=int(c.n_c)) for c in system.contacts},
+                coordinates=nv, constraints=n_C, independent_constraints=rank, redundant_constraints=n_C - rank,
+                dof=nv - rank, position_error=pos, velocity_error=vel,
+                max_position_error=max(pos.values(), default=0.0), max_velocity_error=max(vel.values(), default=0.0),
+                condition_number=cond, dtype=str(state.q[0].dtype))
+
+
+def format_check(r):
+    contacts = ", ".join(f"{n}: {c['kind']} n_c={c['n_c']}" for n, c in r["contacts"].items()) or "none"
+    lines = [f"system {r['name']!r}: {len(r['modules'])} modules, {r['coordinates']} velocity coordinates",
+             f"  contacts: {len(r['contacts'])} ({contacts})",
+             f"  constraints: {r['constraints']} ({r['independent_constraints']} independent, "
+             f"{r['redundant_constraints']} redundant)",
+             f"  degrees of freedom: {r['dof']}",
+             f"  initial state: max position error {r['max_position_error']:.2e}, max velocity error "
+             f"{r['max_velocity_error']:.2e}",
+             f"  condition number of Bᶜ: {r['condition_number']:.3g}",
+             f"  precision: {r['dtype']}"]
+    return "\n".join(lines)
+
+
+def _chunks(n_steps, decimation, n_chunks=20):
+    """Steps per block: a multiple of ``decimation``, about ``n_steps / n_chunks``."""
+    per = max(decimation, int(round(n_steps / n_chunks / decimation)) * decimation)
+    out = [per] * (n_steps // per)
+    if n_steps % per:
+        out.append(n_steps % per)
+    return out
+
+
+class InconsistentInitialState(RuntimeError):
+    """The initial state violates the constraints (the message names the contacts)."""
+
+
+def run_simulation(built, progress=True, stream=None, tol=1e-6):
+    """Integrate the built system for ``simulation.duration``: a Trajectory. The initial state is checked
+    first (:func:`check_built`, the program ``mrds-jax check`` runs); compilation is its own phase (timed and
+    printed), then a progress bar over the steps, so its ETA is about the work."""
+    import jax
+    import jax.numpy as jnp
+    from tqdm import tqdm
+
+    from .. import system as S
+    from ..integrate import Trajectory, check_trajectory
+    stream = sys.stderr if stream is None else stream
+    report = check_built(built)
+    bad = {n: e for n, e in {**report["position_error"], **report["velocity_error"]}.items() if not e <= tol}
+    if bad:
+        raise InconsistentInitialState(f"{built.document.path}: the initial state violates contacts {bad} (> {tol:g}); "
+                                       "set [initial] make_consistent = true")
+    sim = built.document.spec.simulation
+    n_steps = max(1, int(round(sim.duration / sim.dt)))
+    decimation = min(sim.decimation, n_steps)
+    blocks = _chunks(n_steps, decimation)
+    kw = dict(dt=sim.dt, decimation=decimation, integrator=sim.integrator, forces=built.forces,
+              stabilisation=built.stabilisation, tau=built.tau)
+    state, t, parts = built.state, 0.0, []
+    t0 = time.perf_counter()
+    print(f"compiling the {sum(m.nv for m in built.system.modules)}-coordinate system "
+          f"({len(set(blocks))} block size{'s' if len(set(blocks)) > 1 else ''})...", file=stream, flush=True)
+    first = S.simulate(built.system, state, n_steps=blocks[0], t0=t, check=False, **kw)
+    check_trajectory(first)
+    jax.block_until_ready(first.q)
+    for n in sorted(set(blocks[1:]) - {blocks[0]}):     # compile the last, shorter block too
+        S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw)
+    print(f"compiled and ran the first block in {time.perf_counter() - t0:.1f} s", file=stream, flush=True)
+    parts.append(first)
+    bar = tqdm(total=n_steps, initial=blocks[0], unit="step", disable=not progress, file=stream,
+               desc="simulating")
+    for n in blocks[1:]:
+        last = parts[-1]
+        state = S.SystemState(tuple(q[-1] for q in last.q), tuple(v[-1] for v in last.v))
+        t = float(last.t[-1])
+        parts.append(S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw))
+        check_trajectory(parts[-1])
+        bar.update(n)
+    bar.close()
+    cat = lambda xs: jnp.concatenate([xs[0]] + [x[1:] for x in xs[1:]])  # noqa: E731  (drop repeated starts)
+    n_mod = len(built.system.modules)
+    traj = Trajectory(t=cat([p.t for p in parts]), q=tuple(cat([p.q[k] for p in parts]) for k in range(n_mod)),
+                      v=tuple(cat([p.v[k] for p in parts]) for k in range(n_mod)),
+                      first_nonfinite=parts[0].first_nonfinite)
+    return traj
+
+
+def write_outputs(built, traj, out, animation=None):
+    """trajectory.npz / .json, plots and the animation (as ``[output]`` asks, or ``animation`` = "gif", "mp4",
+    "none" instead); returns (written paths, metadata)."""
+    from .. import system as S
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    system = built.system
+    diag = S.trajectory_diagnostics(system, traj, built.forces, built.stabilisation)
+    arrays = {"t": np.asarray(traj.t)}
+    for name, q, v in zip(system.module_names, traj.q, traj.v):
+        arrays[f"q/{name}"], arrays[f"v/{name}"] = np.asarray(q), np.asarray(v)
+    for field in ("kinetic", "potential", "elastic", "total"):
+        arrays[f"energy/{field}"] = np.asarray(getattr(diag.energy, field))
+    arrays["constraint/position"] = np.asarray(diag.position_error).reshape(len(arrays["t"]), -1)
+    arrays["constraint/velocity"] = np.asarray(diag.velocity_error).reshape(len(arrays["t"]), -1)
+    np.savez(out / "trajectory.npz", **arrays)
+    spec = built.document.spec
+    meta = dict(name=spec.name, source=str(built.document.path),
+                modules={n: dict(nq=m.nq, nv=m.nv, joints=list(m.topology.joint_names))
+                         for n, m in zip(system.module_names, system.modules)},
+                contacts=[dict(name=c.name, kind=c.kind, n_c=int(c.n_c)) for c in system.contacts],
+                simulation=spec.simulation.model_dump(), dtype=str(traj.q[0].dtype),
+                max_position_error=float(np.abs(arrays["constraint/position"]).max(initial=0.0)),
+                energy_drift=float(np.abs(arrays["energy/total"] - arrays["energy/total"][0]).max()))
+    (out / "trajectory.json").write_text(json.dumps(meta, indent=2))
+    written = [out / "trajectory.npz", out / "trajectory.json"]
+    if spec.output.plots:
+        written += plot_trajectory(arrays, system, out)
+    animation = animation or spec.output.animation
+    if animation != "none":
+        from ..viz import animate, scene
+        written.append(animate(scene(system, traj), out / f"animation.{animation}",
+                               fps=spec.output.fps, title=spec.name))
+    return written, meta
+
+
+def plot_trajectory(arrays, system, out):
+    """joint_motion.png, constraint_error.png, energy.png."""
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    t = arrays["t"]
+    paths = []
+    fig, axes = plt.subplots(len(system.modules), 1, figsize=(7, 2.2 * len(system.modules)), squeeze=False,
+                             sharex=True)
+    for ax, name in zip(axes[:, 0], system.module_names):
+        ax.plot(t, arrays[f"q/{name}"])
+        ax.set_ylabel(f"q {name}")
+    axes[-1, 0].set_xlabel("t (s)")
+    fig.suptitle("joint motion")
+    fig.tight_layout()
+    paths.append(out / "joint_motion.png")
+    fig.savefig(paths[-1], dpi=90)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 3))
+    err = np.abs(arrays["constraint/position"])
+    slices = system.connectivity.constraint_slices()
+    for c, sl in zip(system.contacts, slices):
+        ax.semilogy(t, np.maximum(err[:, sl].max(axis=1), 1e-18), label=c.name)
+    ax.set(xlabel="t (s)", ylabel="max |Φ_p| (m or rad)", title="constraint error")
+    if system.contacts:
+        ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    paths.append(out / "constraint_error.png")
+    fig.savefig(paths[-1], dpi=90)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for field in ("kinetic", "potential", "elastic", "total"):
+        ax.plot(t, arrays[f"energy/{field}"], label=field)
+    ax.set(xlabel="t (s)", ylabel="J", title="energy")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(out / "energy.png")
+    fig.savefig(paths[-1], dpi=90)
+    plt.close(fig)
+    return paths

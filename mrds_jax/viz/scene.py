@@ -1,0 +1,103 @@
+"""Stick-figure geometry of a system along a trajectory, for the animation and the browser viewer.
+
+Each module is drawn as sticks: from its root joint's origin (fixed in the world) to each link origin, from
+every link origin to its children's, and to its operational points. Contacts are drawn at their P points
+(with the world-axes linear constraint force ``F_EP`` when forces are given). Everything is in world
+coordinates, one array per quantity with a leading time axis, computed by one ``jit(vmap)`` of forward
+kinematics per system.
+"""
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclass
+class Scene:
+    """``segments``: (n_t, n_seg, 2, 3) stick end points; ``segment_module``: module index of each stick;
+    ``points``: (n_t, n_c, 3) contact points (P side); ``forces``: (n_t, n_c, 3) linear constraint forces by E
+    on P, world axes (zeros if not computed); ``t``: (n_t,)."""
+    t: np.ndarray
+    segments: np.ndarray
+    segment_module: np.ndarray
+    points: np.ndarray
+    forces: np.ndarray
+    module_names: tuple
+    contact_names: tuple
+
+    def bounds(self):
+        """(lower, upper) corners of a cube holding every stick."""
+        xyz = self.segments.reshape(-1, 3)
+        lo, hi = xyz.min(axis=0), xyz.max(axis=0)
+        c, r = (lo + hi) / 2, max(float((hi - lo).max()) / 2, 1e-3) * 1.1
+        return c - r, c + r
+
+
+def _module_segments(module, q):
+    """(n_seg, 2, 3) sticks of one module at q: root joint origin → link, parent → child, link → frames."""
+    from ..dynamics import forward_kinematics
+    t, p = module.topology, module.params
+    kin = forward_kinematics(module, q)
+    segs = []
+    for i, parent in enumerate(t.parents):
+        start = p.joint_p[i] if parent < 0 else kin.world_p[parent]
+        segs.append(jnp.stack([start, kin.world_p[i]]))
+    for f, link in enumerate(t.frame_links):
+        segs.append(jnp.stack([kin.world_p[link], kin.world_p[link] + kin.world_R[link] @ p.frame_p[f]]))
+    return jnp.stack(segs)
+
+
+def _contact_points(system, state):
+    from ..dynamics import forward_kinematics, frame_placement
+    pts = []
+    for c in system.contacts:
+        side = c.P if c.P is not None else c.E
+        if side is None:
+            pts.append(c.ground_p)
+            continue
+        k = system.module_index(side[0])
+        m = system.modules[k]
+        pts.append(frame_placement(m, forward_kinematics(m, state.q[k]), side[1])[1])
+    return jnp.stack(pts) if pts else jnp.zeros((0, 3))
+
+
+def _contact_forces(system, state, tau):
+    """Linear part of F_EP in world axes, per contact."""
+    from ..dynamics import forward_kinematics, frame_placement
+    from ..system import forward_dynamics
+    out = forward_dynamics(system, state, tau)
+    fs = []
+    for c, F in zip(system.contacts, out.F_EP):
+        if c.E is None:
+            R = c.ground_R
+        else:
+            k = system.module_index(c.E[0])
+            m = system.modules[k]
+            R = frame_placement(m, forward_kinematics(m, state.q[k]), c.E[1])[0]
+        fs.append(R @ F[-3:] if F.shape[0] == 6 else jnp.zeros(3, F.dtype))
+    return jnp.stack(fs) if fs else jnp.zeros((0, 3))
+
+
+def scene(system, traj, forces=False, tau=None):
+    """A :class:`Scene` of ``traj`` (a :class:`~mrds_jax.integrate.Trajectory` of ``system``); ``forces``:
+    also the constraint forces at every stored state (one forward-dynamics call each; ``tau``: the constant
+    joint forces of the run)."""
+    from ..system import SystemState
+
+    def frame(q, v):
+        state = SystemState(q, v)
+        segs = jnp.concatenate([_module_segments(m, qk) for m, qk in zip(system.modules, q)])
+        pts = _contact_points(system, state)
+        if forces and system.contacts:
+            tt = tau if tau is not None else tuple(jnp.zeros_like(vk) for vk in v)
+            f = _contact_forces(system, state, tt)
+        else:
+            f = jnp.zeros_like(pts)
+        return segs, pts, f
+
+    segs, pts, f = jax.jit(jax.vmap(frame))(tuple(traj.q), tuple(traj.v))
+    owner = np.concatenate([np.full(m.topology.n_links + len(m.topology.frame_links), k)
+                            for k, m in enumerate(system.modules)])
+    return Scene(np.asarray(traj.t), np.asarray(segs), owner, np.asarray(pts), np.asarray(f),
+                 tuple(system.module_names), tuple(system.contact_names))

@@ -1,0 +1,154 @@
+"""A browser viewer: a trajectory as one self-contained HTML file that plays it in 3-D (meshcat's three.js
+viewer, inlined; orbit with the mouse, play/pause and scrub in its Animations panel), with the constraint
+forces drawn as red arrows at the contact points.
+
+No server runs: the scene is lowered to meshcat's drawing commands (msgpack) and embedded next to the viewer's
+JavaScript, which is how meshcat's own ``static_html`` works. :func:`screenshot` renders such a file in a
+headless Chromium (``apt-get install chromium-headless-shell``; software WebGL).
+"""
+import base64
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+
+class ViewerError(RuntimeError):
+    """The viewer cannot be built or rendered (missing package or browser); the message says what to install."""
+
+
+def _meshcat():
+    try:
+        import meshcat
+        import meshcat.animation as animation
+        import meshcat.geometry as geometry
+        import umsgpack
+    except ImportError:
+        raise ViewerError("the browser viewer needs meshcat: pip install meshcat (or 'mrds-jax[viewer]')") from None
+    return meshcat, geometry, animation, umsgpack
+
+
+def _align_y(d):
+    """Quaternion (x, y, z, w) turning e_y onto the unit vector d (three.js cylinders lie along y)."""
+    y = np.array([0.0, 1.0, 0.0])
+    c = float(np.dot(y, d))
+    if c < -1 + 1e-12:
+        return [1.0, 0.0, 0.0, 0.0]
+    axis = np.cross(y, d)
+    w = 1.0 + c
+    q = np.array([axis[0], axis[1], axis[2], w])
+    return list(q / np.linalg.norm(q))
+
+
+def _stick_keys(a, b):
+    """(position, quaternion, scale) of a unit cylinder spanning a → b."""
+    d = b - a
+    n = float(np.linalg.norm(d))
+    u = d / n if n > 1e-12 else np.array([0.0, 1.0, 0.0])
+    return list((a + b) / 2), _align_y(u), [1.0, max(n, 1e-6), 1.0]
+
+
+def camera_commands(scene):
+    """Look at the middle of the scene from above and aside (meshcat's camera sits in a y-up frame under
+    ``/Cameras/default``, whose placement is the orbit target)."""
+    from meshcat.commands import SetProperty, SetTransform
+    from meshcat.path import Path as MPath
+    lo, hi = scene.bounds()
+    centre, r = (lo + hi) / 2, float((hi - lo).max()) / 2
+    target = np.eye(4)
+    target[:3, 3] = centre
+    return [SetTransform(target, MPath(("Cameras", "default"))).lower(),
+            SetProperty("position", [2.2 * r, 1.6 * r, 2.6 * r],                   # y is up in this frame
+                        MPath(("Cameras", "default", "rotated", "<object>"))).lower()]
+
+
+def scene_commands(scene, fps=20, force_scale=None, radius=0.015):
+    """meshcat drawing commands (dicts, already lowered) for a :class:`~mrds_jax.viz.scene.Scene`: one
+    cylinder per stick, a sphere per contact point, an arrow (cylinder) per constraint force, and one animation
+    of them all. ``force_scale``: metres per newton (default: the largest force is 0.3 m long)."""
+    _, g, anim_mod, _ = _meshcat()
+    from meshcat.commands import SetAnimation, SetObject
+    from meshcat.path import Path as MPath
+    colors = [0x1f77b4, 0xff7f0e, 0x2ca02c, 0x9467bd, 0x8c564b, 0xe377c2, 0x7f7f7f, 0xbcbd22, 0x17becf]
+    root = MPath(("mrds_jax",))
+    cmds = []
+    anim = anim_mod.Animation(default_framerate=fps)
+    n_t = scene.segments.shape[0]
+    fmax = float(np.linalg.norm(scene.forces, axis=-1).max(initial=0.0))
+    scale = force_scale if force_scale is not None else (0.3 / fmax if fmax > 0 else 0.0)
+
+    def add(path, geometry, color, keys_at):
+        p = root.append(path)
+        cmds.append(SetObject(geometry, g.MeshLambertMaterial(color=color), p).lower())
+        clip = anim_mod.AnimationClip(fps=fps)
+        for i in range(n_t):
+            pos, quat, scl = keys_at(i)
+            clip.set_property(i, "position", "vector3", pos)
+            clip.set_property(i, "quaternion", "quaternion", quat)
+            clip.set_property(i, "scale", "vector3", scl)
+        anim.clips[p] = clip
+
+    for s in range(scene.segments.shape[1]):
+        add(f"stick{s}", g.Cylinder(1.0, radius), colors[scene.segment_module[s] % len(colors)],
+            lambda i, s=s: _stick_keys(scene.segments[i, s, 0], scene.segments[i, s, 1]))
+    for c in range(scene.points.shape[1]):
+        add(f"contact{c}", g.Sphere(2 * radius), 0x222222,
+            lambda i, c=c: (list(scene.points[i, c]), [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0]))
+        if scale > 0:
+            add(f"force{c}", g.Cylinder(1.0, radius * 0.8), 0xd62728,
+                lambda i, c=c: _stick_keys(scene.points[i, c], scene.points[i, c] + scale * scene.forces[i, c]))
+    cmds.append(SetAnimation(anim, play=True, repetitions=1000).lower())   # loops
+    return cmds + camera_commands(scene)
+
+
+def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
+    """A self-contained HTML page that plays ``scene`` (see the module docstring); written to ``path`` if
+    given. Returns the HTML text."""
+    meshcat, _, _, umsgpack = _meshcat()
+    js = (Path(meshcat.__file__).parent / "viewer" / "dist" / "main.min.js").read_text()
+    calls = "".join(
+        'fetch("data:application/octet-binary;base64,{}").then(r => r.arrayBuffer())'
+        '.then(b => viewer.handle_command_bytearray(new Uint8Array(b)));\n'.format(
+            base64.b64encode(umsgpack.packb(cmd)).decode()) for cmd in scene_commands(scene, fps))
+    html = f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>body {{ margin: 0; }} #meshcat-pane {{ width: 100vw; height: 100vh; overflow: hidden; }}</style></head>
+<body><div id="meshcat-pane"></div>
+<script>{js}</script>
+<script>
+var viewer = new MeshCat.Viewer(document.getElementById("meshcat-pane"));
+{calls}</script></body></html>
+"""
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(html)
+    return html
+
+
+BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome", "chrome")
+
+
+def find_browser():
+    """Path of a Chromium-family browser on the PATH, or None."""
+    for name in BROWSERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def screenshot(html_path, png_path, size=(900, 700), wait_ms=6000, browser=None):
+    """Render ``html_path`` in a headless Chromium (software WebGL) and save a PNG; returns its path."""
+    browser = browser or find_browser()
+    if browser is None:
+        raise ViewerError("no headless browser found: apt-get install chromium-headless-shell (or chromium)")
+    png_path = Path(png_path).resolve()
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [browser, "--headless", "--no-sandbox", "--hide-scrollbars", "--use-angle=swiftshader",
+           "--enable-unsafe-swiftshader", f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={wait_ms}",
+           f"--screenshot={png_path}", Path(html_path).resolve().as_uri()]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if run.returncode != 0 or not png_path.exists():
+        raise ViewerError(f"{browser} failed (exit {run.returncode}): {run.stderr[-2000:]}")
+    return png_path
