@@ -223,12 +223,14 @@ def test_command_line_optimize_then_simulate(optimum, tmp_path, capsys):
     assert "peak applied force" in capsys.readouterr().out
 
 
-def test_command_line_bad_input(tmp_path):
+def test_command_line_bad_input(tmp_path, capsys):
+    """A user error: exit status 2 and one line on stderr naming it (more cases: tests/test_bad_input.py)."""
     from mrds_jax.cli import main
-    with pytest.raises(SystemExit, match="expected NAME=LO:HI"):
-        main(["optimize", "--bound", "theta_A=5", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="bounds of m are empty"):
-        main(["optimize", "--bound", "m=10:5", "--out", str(tmp_path), "--no-cache"])
     (tmp_path / "x.json").write_text("{}")
-    with pytest.raises(SystemExit, match="not a design result"):
-        main(["simulate", "--design", str(tmp_path / "x.json"), "--no-cache"])
+    for argv, message in ((["optimize", "--bound", "theta_A=5", "--out", str(tmp_path)], "expected NAME=LO:HI"),
+                          (["optimize", "--bound", "m=10:5", "--out", str(tmp_path), "--no-cache"],
+                           "bounds of m are empty"),
+                          (["simulate", "--design", str(tmp_path / "x.json"), "--no-cache"], "not a design result")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
