@@ -294,15 +294,20 @@ def _save_state(out_dir: Path, carry: Carry, blocks_done: int, history):
     os.replace(tmp, out_dir / "state.npz")
 
 
-def _load_state(out_dir: Path, carry: Carry, problem, settings, data):
-    """The saved carry (optimiser state included, so the run continues bit for bit), blocks done and history;
-    :class:`~mrds_jax.validation.CheckpointError` naming ``state.npz`` when it is damaged or does not fit."""
-    path = out_dir / "state.npz"
+def _read_state(path: Path):
+    """The arrays of a ``state.npz`` whose checksum matches; :class:`~mrds_jax.validation.CheckpointError`
+    naming the file when it is truncated, damaged or not ours."""
     z = check.read_npz(path, "optimiser state file")
     checksum = str(z.pop("checksum", ""))
     if check.array_checksum(z) != checksum:
         raise CheckpointError(f"optimiser state file {str(path)!r} is damaged (its checksum does not match its "
                               "contents); delete the folder or run without --resume")
+    return z
+
+
+def _load_state(path: Path, z, carry: Carry):
+    """The saved carry (optimiser state included, so the run continues bit for bit), blocks done and history
+    from the arrays ``z`` of ``state.npz`` (``_read_state``); CheckpointError when they do not fit this run."""
     opt_leaves, opt_tree = jax.tree_util.tree_flatten(carry.opt_state)
     wanted = {f"carry.{k}": np.shape(getattr(carry, k)) for k in CARRY_FIELDS}
     wanted.update({f"opt.{i}": np.shape(x) for i, x in enumerate(opt_leaves)})
@@ -325,17 +330,28 @@ def _fingerprint(problem, settings, data, task_json):
     return json.dumps(d, sort_keys=True, default=str)
 
 
-def _check_resumable(out, fingerprint):
-    """``resume=True`` needs a folder holding a saved run of this problem and settings: raise
-    :class:`~mrds_jax.validation.CheckpointError` naming the folder or file otherwise."""
+def saved_run(out):
+    """(fingerprint, arrays of ``state.npz``) of the run saved in the folder ``out``, both files checked (they
+    exist, are intact, and the state's checksum matches); raises :class:`~mrds_jax.validation.CheckpointError`
+    naming the folder or file otherwise. Cheap (no compilation): the command line calls it before building the
+    problem."""
     if out is None:
         raise check.ArgumentError("optimize: resume=True needs out_dir (the folder of the run to continue)")
+    out = Path(out)
     if not (out / "state.npz").exists():
         raise CheckpointError(f"cannot resume: {str(out)!r} holds no saved run (no state.npz); run without "
                               "resume to start one")
-    if check.read_json(out / "fingerprint.json", "optimiser fingerprint file") != fingerprint:
+    return check.read_json(out / "fingerprint.json", "optimiser fingerprint file"), _read_state(out / "state.npz")
+
+
+def _check_resumable(out, fingerprint):
+    """The arrays of the saved run in ``out`` (:func:`saved_run`) when it was written by this problem and these
+    settings; CheckpointError otherwise."""
+    saved_fingerprint, arrays = saved_run(out)
+    if saved_fingerprint != fingerprint:
         raise CheckpointError(f"cannot resume from {out}: it was written by a different problem or settings "
                               "(delete the directory or pass resume=False)")
+    return arrays
 
 
 def optimize(problem: Problem, data: ProblemData, settings: Settings | None = None, task=None, x0=None,
@@ -354,8 +370,7 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
     task_json = None if task is None else task.to_json()
     out = None if out_dir is None else check.output_dir(out_dir, "out_dir")
     fp = None if out is None else _fingerprint(problem, settings, data, task_json)
-    if resume:
-        _check_resumable(out, fp)                        # before anything is compiled
+    saved = _check_resumable(out, fp) if resume else None     # before anything is compiled
     xs = start_designs(problem, data, int(settings.starts), settings.seed, x0)
     evaluate_j = compiled_evaluate(problem)
     ev0 = evaluate_j(data, jnp.asarray(xs[0]))
@@ -369,8 +384,8 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
     carry = initial_carry(problem, settings, data, jnp.asarray(xs))
     history, done = {}, 0
     if out is not None:
-        if resume:
-            carry, done, history = _load_state(out, carry, problem, settings, data)
+        if saved is not None:
+            carry, done, history = _load_state(out / "state.npz", saved, carry)
         (out / "fingerprint.json").write_text(json.dumps(fp))
     block = compiled_block(problem, settings)
     bar = None
