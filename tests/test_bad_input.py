@@ -362,3 +362,23 @@ def test_command_line_user_error_is_one_line(case, tmp_path, capsys):
     assert code == 2, err
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert re.search(pattern, err), f"stderr {err!r} does not match {pattern!r}"
+
+
+def test_inverse_dynamics_at_a_singular_stewart_pose_warns():
+    """The CKCM's inverse dynamics at a (near) singular pose warns with cond(C) (the issue: 3e8 N at cond 3.5e6
+    without a word); the singular yaw is found by bisection on det C (eq. 26-27), as in test_ckcm_kinematics."""
+    import warnings
+    from mrds_jax.ckcm import kinematics as K, nominal
+    from mrds_jax.ckcm.multibody import SingularPoseWarning, warn_if_singular
+    p = nominal().replace(l_s=1.0, l_m=1.0)          # stroke [1, 2] m: reaches the yaw singularity near 122°
+    pose = lambda a: np.array([0, 0, 1.0, a, 0, 0])  # noqa: E731
+    det = lambda a: np.linalg.det(np.asarray(K.jacobian(p, jnp.asarray(pose(a)))))  # noqa: E731
+    lo, hi = np.radians(115.0), np.radians(125.0)
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.sign(det(mid)) == np.sign(det(lo)) else (lo, mid)
+    with pytest.warns(SingularPoseWarning, match=r"inverse_dynamics_at: pose \[0\.0, 0\.0, 1\.0, 2\.1.*cond\(C\) = "):
+        warn_if_singular(p, pose(lo), "inverse_dynamics_at")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SingularPoseWarning)
+        warn_if_singular(p, pose(lo + 0.3), "inverse_dynamics_at")       # away from it: silent

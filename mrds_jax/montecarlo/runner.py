@@ -13,10 +13,11 @@ Guarantees
   first scenario index, the count and a SHA-256 checksum of its arrays; a chunk that is truncated, shortened,
   copied from another chunk or another run is named in a :class:`CheckpointWarning` and recomputed.
 * One compilation: every chunk (the last one padded) has the same shape.
-* Multi-host (documented, not tested here): after ``jax.distributed.initialize()`` each process runs the
-  chunks ``c`` with ``c % process_count == process_index`` on its local devices into a shared
-  ``checkpoint_dir``; any process can then call :func:`run_monte_carlo` again (all chunks present) to
-  assemble the result.
+* Multi-host (tests/test_distributed_montecarlo.py: two CPU processes on one machine): after
+  ``jax.distributed.initialize()`` each process runs the chunks ``c`` with ``c % process_count ==
+  process_index`` on its local devices into a shared ``checkpoint_dir``, then returns the result if every chunk
+  is there or raises :class:`Interrupted` naming the missing ones; any process (or a later single-process call)
+  with all chunks present assembles the result. A restarted job recomputes only the missing chunks.
 
 Failures: a scenario fails when any of its outputs is non-finite, or when the task returns ``ok = False``
 (optionally with an integer ``reason`` indexing ``reasons``). Failed scenarios are counted with their
@@ -168,7 +169,7 @@ def _prepare_checkpoint(path, meta):
                                      "covers the task's code, the spec, n, seed, chunk_size, dtype and tag); use a "
                                      "new directory or the same settings")
     else:
-        tmp = path / ".meta.tmp.json"
+        tmp = path / f".meta.{os.getpid()}.tmp.json"      # processes of a multi-host run may write it together
         tmp.write_text(json.dumps(meta, indent=1))
         os.replace(tmp, meta_file)
     return path
