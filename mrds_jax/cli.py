@@ -1,4 +1,9 @@
-"""The ``mrds-jax`` command line."""
+"""The ``mrds-jax`` command line.
+
+A user error (a bad option value, a missing or damaged file, an output folder that cannot be written) ends
+with one line on stderr naming what is wrong and exit status 2, never a traceback: every subcommand's
+checks raise :class:`mrds_jax.validation.InputError` (or a subclass) before anything is compiled, and
+:func:`main` turns it into that line."""
 import argparse
 import os
 import sys
@@ -7,6 +12,7 @@ import time
 from pathlib import Path
 
 from .sysfile import cli as sysfile_cli
+from mrds_jax.validation import ArgumentError, InputError
 
 EXAMPLE_ROBOTS = {
     "ur5": "ur_description/urdf/ur5_robot.urdf",
@@ -19,16 +25,18 @@ def _robot_path(name):
         root = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
         path = root / EXAMPLE_ROBOTS[name]
         if not path.exists():
-            sys.exit(f"robot {name!r} needs example-robot-data: pip install example-robot-data")
+            raise ArgumentError(f"--robot {name!r} needs example-robot-data: pip install example-robot-data")
         return path
     path = Path(name)
     if not path.exists():
-        sys.exit(f"no such URDF file: {path} (or use one of {sorted(EXAMPLE_ROBOTS)})")
+        raise ArgumentError(f"--robot: no such URDF file: {path} (or use one of {sorted(EXAMPLE_ROBOTS)})")
     return path
 
 
 def cmd_dynamics(args):
     """Batched rigid-tree dynamics of a URDF robot, with the project's internal cross-checks."""
+    from mrds_jax import validation
+    validation.count(args.batch, "--batch", "mrds-jax dynamics")
     import jax
     if not args.float32:
         jax.config.update("jax_enable_x64", True)
@@ -41,7 +49,7 @@ def cmd_dynamics(args):
 
     module = load_urdf(_robot_path(args.robot))
     t = module.topology
-    frame = args.frame or t.frame_names[-1]
+    frame = t.frame_names[t.frame_index(args.frame)] if args.frame else t.frame_names[-1]    # checked before compiling
     print(f"{args.robot}: {t.n_links} moving links, nq={t.nq}, nv={t.nv}; operational point {frame!r}")
     rng = np.random.default_rng(args.seed)
     q = jnp.asarray(rng.uniform(-1.5, 1.5, (args.batch, t.nq)))
@@ -87,9 +95,9 @@ def _parse_bounds(items, free):
             name, rng = item.split("=", 1)
             lo, hi = (float(v) for v in rng.split(":", 1))
         except ValueError:
-            sys.exit(f"--bound {item!r}: expected NAME=LO:HI, e.g. theta_A=5:60 (degrees) or m=3:30 (kg)")
+            raise ArgumentError(f"--bound {item!r}: expected NAME=LO:HI, e.g. theta_A=5:60 (degrees) or m=3:30 (kg)")
         if name not in UNITS:
-            sys.exit(f"--bound {item!r}: unknown variable {name!r}; known: {sorted(UNITS)}")
+            raise ArgumentError(f"--bound {item!r}: unknown variable {name!r}; known: {sorted(UNITS)}")
         if UNITS[name] == "deg":
             lo, hi = np.radians(lo), np.radians(hi)
         out[name] = (lo, hi)
@@ -116,27 +124,32 @@ def _compilation_cache(args):
 
 def cmd_optimize(args):
     """Design optimisation of the CKCM end-effector (gradients through the closed-chain dynamics)."""
+    from mrds_jax import validation
+    out = validation.output_dir(args.out, "--out")                  # before any compilation
     import jax
     jax.config.update("jax_enable_x64", True)
     _compilation_cache(args)
     import csv
     import numpy as np
     from mrds_jax.ckcm import design as D
+    if args.resume:
+        D.optimizer.saved_run(out)                 # a missing or damaged saved run is named before compiling
 
     free = tuple(args.free.split(","))
     if args.optimize_radii:
         free += ("r_A", "r_B")
     limits = D.Limits(min_separation=args.min_separation, max_condition=args.max_condition,
                       stroke_margin=args.stroke_margin)
-    task = D.ellipse_task(period=args.period, samples_per_path=args.samples)
     try:
+        task = D.ellipse_task(period=args.period, samples_per_path=args.samples)
         problem, data = D.make_problem(task, free=free, bounds=_parse_bounds(args.bound, free), limits=limits,
                                        model=args.model, legs=args.legs, demand=args.objective)
         settings = D.Settings(optimizer=args.optimizer, iterations=args.iterations, starts=args.starts,
                               learning_rate=args.lr, seed=args.seed)
+    except InputError:
+        raise                                       # one line (main)
     except ValueError as e:
         sys.exit(f"mrds-jax optimize: {e}")
-    out = Path(args.out)
     print(f"task: ellipse of eq. 55, period {args.period} s, {args.samples} samples; model {args.model}"
           f" (legs {args.legs}); objective {args.objective}; free {list(problem.space.free)}; "
           f"{args.optimizer}, {args.iterations} steps x {args.starts} start(s); output {out}/")
@@ -178,15 +191,14 @@ def cmd_simulate(args):
         return sysfile_cli.cmd_simulate_file(args)
     if not args.design:
         sys.exit("mrds-jax simulate: give a SYSTEM_FILE or --design design.json")
+    from mrds_jax import validation
+    validation.positive(args.dt, "--dt", "mrds-jax simulate")
     import jax
     jax.config.update("jax_enable_x64", True)
     _compilation_cache(args)
-    from mrds_jax.ckcm.design import DesignFileError, load_design
+    from mrds_jax.ckcm.design import load_design
     from mrds_jax.ckcm.design.simulation import simulate_design
-    try:
-        design = load_design(args.design)
-    except DesignFileError as e:
-        sys.exit(f"mrds-jax simulate: {e}")
+    design = load_design(args.design)               # DesignFileError: one line (main)
     print(f"design {args.design}: {design.x} ({design.status}); optimiser's peak force "
           f"{design.after['peak_force']:.3f} N ({design.problem['model']} model)")
     t0 = time.perf_counter()
@@ -247,7 +259,11 @@ def main(argv=None):
     p.set_defaults(func=cmd_simulate)
     sysfile_cli.register(sub)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except InputError as e:         # a user error: one line, no traceback
+        print(f"mrds-jax {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

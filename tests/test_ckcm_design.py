@@ -223,12 +223,84 @@ def test_command_line_optimize_then_simulate(optimum, tmp_path, capsys):
     assert "peak applied force" in capsys.readouterr().out
 
 
-def test_command_line_bad_input(tmp_path):
+def test_command_line_bad_input(tmp_path, capsys):
+    """A user error: exit status 2 and one line on stderr naming it (more cases: tests/test_bad_input.py)."""
     from mrds_jax.cli import main
-    with pytest.raises(SystemExit, match="expected NAME=LO:HI"):
-        main(["optimize", "--bound", "theta_A=5", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="bounds of m are empty"):
-        main(["optimize", "--bound", "m=10:5", "--out", str(tmp_path), "--no-cache"])
     (tmp_path / "x.json").write_text("{}")
-    with pytest.raises(SystemExit, match="not a design result"):
-        main(["simulate", "--design", str(tmp_path / "x.json"), "--no-cache"])
+    for argv, message in ((["optimize", "--bound", "theta_A=5", "--out", str(tmp_path)], "expected NAME=LO:HI"),
+                          (["optimize", "--bound", "m=10:5", "--out", str(tmp_path), "--no-cache"],
+                           "bounds of m are empty"),
+                          (["simulate", "--design", str(tmp_path / "x.json"), "--no-cache"], "not a design result")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+# --------------------------------------------------------------- kill and resume (issue 13), beside the `optimum` run
+KILLABLE = """
+import sys, time
+from mrds_jax.ckcm.design import optimizer as O
+from mrds_jax.cli import main
+real, calls = O.compiled_block, []
+
+def killable(problem, settings):
+    block = real(problem, settings)
+
+    def run(data, carry):
+        calls.append(1)
+        out = block(data, carry)
+        if len(calls) == 3:                        # block 3 of 6 dispatched: killed before it is saved
+            print("IN BLOCK 3", flush=True)
+            time.sleep(600)
+        return out
+    return run
+
+O.compiled_block = killable
+main(sys.argv[1:])
+"""
+CLI_ARGS = ["optimize", "--iterations", "120", "--starts", "1", "--no-cache", "--no-plots"]   # = SETTINGS, TASK
+
+
+def test_command_line_killed_mid_block_resumes_bit_identical(optimum, tmp_path, capsys):
+    """`mrds-jax optimize` killed (SIGKILL, child process) while its third block runs, then `--resume`d here:
+    every array of the optimiser's state (design, multipliers, penalties, Adam moments, best designs, history)
+    and the result equal the uninterrupted run (the `optimum` fixture, same problem and settings) bit for bit.
+    The resumed run reuses this process's compiled block; only the child compiles."""
+    from mrds_jax.cli import main
+    from processes import kill_when_ready
+    out = tmp_path / "run"
+    kill_when_ready(KILLABLE, [*CLI_ARGS, "--out", str(out)], "IN BLOCK 3")
+    with np.load(out / "state.npz") as z:
+        assert int(z["blocks_done"]) == 2
+    assert main([*CLI_ARGS, "--out", str(out), "--resume"]) == 0
+    capsys.readouterr()
+    full_dir = optimum[1]
+    with np.load(full_dir / "state.npz") as a, np.load(out / "state.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    full, resumed = (json.loads((d / "design.json").read_text()) for d in (full_dir, out))
+    for d in (full, resumed):
+        d.pop("verification", None)             # the command line adds the independent check
+    assert resumed == full
+
+
+def test_damaged_saved_run_is_named_in_one_line(optimum, tmp_path, capsys):
+    """--resume on an empty folder, a truncated state.npz or fingerprint.json: one line naming the folder or
+    file, exit status 2, before anything is compiled."""
+    import shutil
+    from mrds_jax.cli import main
+
+    def resume(folder):
+        code = main([*CLI_ARGS, "--out", str(folder), "--resume"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+        return err
+
+    assert "holds no saved run (no state.npz)" in resume(tmp_path / "empty")
+    for name, cut in (("state.npz", 0.5), ("fingerprint.json", 0.5), ("state.npz", 0.999)):
+        folder = tmp_path / f"{name}-{cut}"
+        shutil.copytree(optimum[1], folder)
+        data = (folder / name).read_bytes()
+        (folder / name).write_bytes(data[: int(len(data) * cut)])
+        assert f"{name}' is damaged" in resume(folder)

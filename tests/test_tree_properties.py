@@ -211,18 +211,14 @@ def test_missing_frame_and_link_are_named():
 
 @pytest.mark.parametrize("mass", [0.0, -1.0, float("nan")])
 def test_non_positive_mass_is_named(mass):
-    b = ModuleBuilder()
-    b.add_link("forearm", mass=mass)
-    with pytest.raises(ValueError, match="forearm.*mass"):
-        b.build()
+    with pytest.raises(ValueError, match="forearm.*mass"):      # named when the link is added
+        ModuleBuilder().add_link("forearm", mass=mass)
 
 
 @pytest.mark.parametrize("inertia", [np.diag([1.0, 1.0, -0.1]), np.array([[1, 2, 0], [0, 1, 0], [0, 0, 1.0]])])
 def test_bad_inertia_is_named(inertia):
-    b = ModuleBuilder()
-    b.add_link("wrist", inertia=inertia)
     with pytest.raises(ValueError, match="wrist.*inertia"):
-        b.build()
+        ModuleBuilder().add_link("wrist", inertia=inertia)
 
 
 def test_unknown_joint_kind_is_named():

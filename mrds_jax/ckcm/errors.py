@@ -3,9 +3,10 @@
 All derive from ``ValueError`` (bad input, not a bug), except ``ForwardKinematicsError`` which derives from
 ``RuntimeError`` as well as ``ValueError`` so that either ``except`` clause catches it.
 """
+from ..validation import InputError
 
 
-class CKCMInputError(ValueError):
+class CKCMInputError(InputError):
     """Base class for bad input to the CKCM model."""
 
 

@@ -104,6 +104,25 @@ class CKCMStateError(CKCMInputError):
     """A system state that is not a CKCM state: wrong shapes, or leg tips away from their ball joints."""
 
 
+class SingularPoseWarning(UserWarning):
+    """Inverse dynamics asked at a (near) singular pose: cond(C) beyond the limit, forces unreliable."""
+
+
+def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_CONDITION):
+    """Warn :class:`SingularPoseWarning` naming the pose and cond(C) (C = ∂l/∂Φ, eq. 26-27) when concrete
+    inputs put the platform at a (near) singular pose: there the actuator forces C⁻ᵀ F blow up (3e8 N at
+    cond 3.5e6). Traced inputs (jit, vmap, grad) are not checked: no host sync."""
+    from ..validation import is_traced
+    if is_traced((params, pose)):
+        return
+    cond = float(np.linalg.cond(np.asarray(jacobian(params, jnp.asarray(pose)))))
+    if not cond <= max_condition:
+        import warnings
+        warnings.warn(f"{where}: pose {np.asarray(pose).tolist()} is (near) singular: cond(C) = {cond:.3g} > "
+                      f"{max_condition:.3g}; the actuator forces there are unreliable (C = dl/dPhi, eq. 26-27)",
+                      SingularPoseWarning, stacklevel=3)
+
+
 # --- leg mass models -------------------------------------------------------------------------------------
 @pytree_dataclass
 class LegInertia:
@@ -377,14 +396,18 @@ def _actuator_total(system, params, pose, pose_rate, pose_acc):
 def inverse_dynamics_at(params: CKCMParams, pose, pose_rate, pose_acc, legs="bench"):
     """Closed-chain inverse dynamics (``mrds_jax.system.inverse_dynamics``) of the payload motion (Φ, Φ̇, Φ̈):
     ``InverseDynamics`` with ``tau_actuated`` = the six prismatic forces (N, leg order; positive pushes the
-    payload away from the base), ``F_c`` = the ball-joint forces, ``residual`` ≈ 0."""
+    payload away from the base), ``F_c`` = the ball-joint forces, ``residual`` ≈ 0. Warns
+    :class:`SingularPoseWarning` at a (near) singular pose given concrete inputs."""
+    warn_if_singular(params, pose, "inverse_dynamics_at")
     return _actuator_total(build_ckcm_system(params, legs), params, pose, pose_rate, pose_acc)
 
 
 def actuator_forces(params: CKCMParams, pose, pose_rate, pose_acc, legs="bench") -> ForceSplit:
     """Actuator forces of the multibody model split like the paper's Tables 1-2 (``lagrangian.ForceSplit``):
     with τ(Φ, Φ̇, Φ̈) the closed-chain inverse dynamics, gravity = τ(Φ, 0, 0), velocity products =
-    τ(Φ, Φ̇, 0) − τ(Φ, 0, 0), inertial = τ(Φ, 0, Φ̈) − τ(Φ, 0, 0); exact split (τ = C⁻ᵀ(D Φ̈ + h + G))."""
+    τ(Φ, Φ̇, 0) − τ(Φ, 0, 0), inertial = τ(Φ, 0, Φ̈) − τ(Φ, 0, 0); exact split (τ = C⁻ᵀ(D Φ̈ + h + G)).
+    Warns :class:`SingularPoseWarning` at a (near) singular pose given concrete inputs."""
+    warn_if_singular(params, pose, "actuator_forces")
     system = build_ckcm_system(params, legs)
     rate, acc = jnp.asarray(pose_rate), jnp.asarray(pose_acc)
     z = jnp.zeros_like(rate)
@@ -637,7 +660,8 @@ __all__ = ["LEG_NAMES", "PAYLOAD", "MODULE_NAMES", "ACTUATED", "LegInertia", "be
            "LEG_MODELS", "leg_model", "check_legs", "leg_frames", "leg_module", "payload_module", "ball_joints",
            "build_ckcm_system", "euler_to_quat", "leg_coordinates", "payload_twist", "state_from_pose",
            "motion_from_pose", "euler_from_rotation", "pose_from_state", "leg_lengths", "closure_errors",
-           "consistent_state", "check_state", "CKCMStateError", "inverse_dynamics_at", "actuator_forces",
+           "consistent_state", "check_state", "CKCMStateError", "SingularPoseWarning", "warn_if_singular",
+           "inverse_dynamics_at", "actuator_forces",
            "cartesian_forces", "actuator_forces_along_path", "EllipsePath", "ellipse", "PointToPointPath",
            "point_to_point", "Controller",
            "computed_torque", "pd_feedforward", "open_loop", "pose_error", "tracking_forces", "TrackingResult",

@@ -34,11 +34,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..pytree import pytree_dataclass, static
+from ..validation import InputError
 
 GROUND = None  # a side given as ``None`` (or the string "ground") is the fixed ground
 
 
-class ContactError(ValueError):
+class ContactError(InputError):
     """Bad contact description; the message names the contact."""
 
 

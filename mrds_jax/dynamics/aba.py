@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..model.tree import check_state
+from ..validation import module_arrays
 from ..spatial import act_force, cross_force, inv_act_motion, transform_inertia
 from .common import gravity_acceleration, link_external_forces, link_inertias
 from .kinematics import forward_kinematics, is_stacked
@@ -133,7 +133,7 @@ def velocity_bias_forces(inertias, velocities, f_ext):
 def aba(module, q, v, tau, f_ext=None, support_velocity=None, support_acceleration=None):
     """Forward dynamics q̈ = H⁻¹ (τ − C v − G + Σ Jᵢᵀ f_ext,i), O(N): Featherstone Table 7.1, gravity as a
     fictitious support acceleration (§5.3)."""
-    check_state(module, q, v, "aba")
+    q, v, tau = module_arrays(module, "aba", q=q, v=v, tau=tau)
     kin = forward_kinematics(module, q, v, support_velocity)
     art = articulated_inertias(module, kin)
     bias = velocity_bias_forces(link_inertias(module), kin.velocity, link_external_forces(module, f_ext, q.dtype))

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model.tree import check_state
+from ..validation import module_arrays
 from ..spatial import act_force, transform_inertia
 from .common import link_inertias
 from .kinematics import forward_kinematics, is_stacked, world_motion_subspaces
@@ -40,7 +40,7 @@ def assemble_mass_matrix(topology, S0, Ic0):
 
 def mass_matrix(module, q):
     """H(q), serial CRBA: composite inertias by the backward recursion, then assembly."""
-    check_state(module, q, None, "mass_matrix")
+    q = module_arrays(module, "mass_matrix", q=q)
     return mass_matrix_from_kinematics(module, forward_kinematics(module, q))
 
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model.tree import check_state
+from ..validation import module_arrays
 from ..spatial import motion_transform, transform_inertia
 from .common import link_inertias
 from .crba import assemble_mass_matrix
@@ -59,7 +59,7 @@ def composite_inertias_scan(topology, I0):
 
 def mass_matrix_parallel(module, q):
     """H(q) by recursive doubling (Amin-Javaheri & Orin Table 2); equal to :func:`crba.mass_matrix`."""
-    check_state(module, q, None, "mass_matrix_parallel")
+    q = module_arrays(module, "mass_matrix_parallel", q=q)
     t, par = module.topology, module.params
     if uses_level_scan(t):   # joint models evaluated per kind, not per link (levels.py)
         local_R, local_p, S = joint_motions(module, q)

@@ -3,7 +3,7 @@
 import jax
 import jax.numpy as jnp
 
-from ..model.tree import check_state
+from ..validation import module_arrays
 from .aba import articulated_inertias, articulated_solve
 from .crba import mass_matrix
 from .kinematics import forward_kinematics, on_one_link
@@ -13,7 +13,7 @@ METHODS = ("direct", "recursive")
 
 
 def inverse_mass_matrix(module, q, method="direct"):
-    check_state(module, q, None, "inverse_mass_matrix")
+    q = module_arrays(module, "inverse_mass_matrix", q=q)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
     nv = module.nv

@@ -14,7 +14,7 @@ column: one ABA inertia pass, then for each unit task-space force a bias-force a
 import jax
 import jax.numpy as jnp
 
-from ..model.tree import check_state
+from ..validation import module_arrays
 from ..spatial import act_force, inv_act_force, rigid_body_transform, spatial_rotation
 from .aba import aba, articulated_inertias, articulated_solve
 from .crba import mass_matrix
@@ -62,7 +62,7 @@ def inverse_osim(module, q, frames, frames_j=None, reference="world_aligned", me
 
 def _operational_solve(module, q, force_frames, accel_frames, reference, method):
     """Ψ for unit forces at ``force_frames`` and Λ⁻¹ (rows: ``accel_frames``, cols: ``force_frames``)."""
-    check_state(module, q, None, "operational-space quantities")
+    q = module_arrays(module, "operational-space quantities", q=q)
     _check_reference(reference)
     _check_method(method)
     kin = forward_kinematics(module, q)

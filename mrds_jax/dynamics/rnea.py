@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from ..model.tree import check_state
+from ..validation import module_arrays
 from ..spatial import act_force, cross_force
 from .common import gravity_acceleration, link_external_forces, link_inertias
 from .kinematics import forward_kinematics, is_stacked, link_accelerations
@@ -17,7 +17,7 @@ def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_accelerat
     ``f_ext`` (n_links, 6): forces applied on each link, link frame, [n; f] about the link origin.
     ``support_velocity``/``support_acceleration``: motion of the support frame (moving base).
     """
-    check_state(module, q, v, "rnea")
+    q, v, qdd = module_arrays(module, "rnea", q=q, v=v, qdd=qdd)
     kin = forward_kinematics(module, q, v, support_velocity)
     acc = link_accelerations(module, kin, qdd, gravity_acceleration(module, support_acceleration))
     return joint_forces(module, kin, acc, link_external_forces(module, f_ext, q.dtype))

@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..validation import InputError
 
-class PinocchioExportError(ValueError):
+
+class PinocchioExportError(InputError):
     """A module or contact with no Pinocchio counterpart; the message names it."""
 
 

@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..dynamics.energy_module import EnergyModule
+from ..validation import ModelError
 from ..system.forces import JointTorque
 from ..spatial import rot_z
 from .modes import MAX_MODES, mode_tables
@@ -56,7 +57,7 @@ KINEMATICS = ("second_order", "first_order")
 TABLE_22 = dict(width=0.08, height=0.002, rho=0.448, E=70e9, I=5.3333e-11, EI=3.7333)
 
 
-class FlexibleModelError(ValueError):
+class FlexibleModelError(ModelError):
     """A flexible chain was given inconsistent or non-physical data (names the argument and the value)."""
 
 

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .joints import joint_kind
+from ..validation import ModelError, UnknownNameError, finite_array, link_description
 from .tree import Module, Topology, TreeParams, validate
 
 
@@ -21,7 +22,7 @@ class ModuleBuilder:
         self.planar = planar
         if gravity is None:
             gravity = (0.0, -9.81, 0.0) if planar else (0.0, 0.0, -9.81)
-        self.gravity = np.asarray(gravity, dtype=float)
+        self.gravity = finite_array(gravity, (3,), "gravity", "ModuleBuilder")
         self._links = []
         self._frames = []
 
@@ -30,24 +31,23 @@ class ModuleBuilder:
                  mass=1.0, com=(0.0, 0.0, 0.0), inertia=None):
         """Add a link attached to ``parent`` (a link name, or None for the support) by a joint whose frame
         sits at ``position``/``rotation`` in the parent link frame. Returns the link index."""
+        axis, axis2, inertia = link_description(name, axis, axis2, position, rotation, mass, com, inertia)
         names = [lk["name"] for lk in self._links]
         if name in names:
-            raise ValueError(f"link {name!r} is defined twice")
+            raise ModelError(f"link {name!r} is defined twice")
         if parent is None:
             parent_index = -1
         elif parent in names:
             parent_index = names.index(parent)
         else:
-            raise KeyError(f"link {name!r}: parent link {parent!r} does not exist (links so far: {names})")
+            raise UnknownNameError(f"link {name!r}: parent link {parent!r} does not exist (links so far: {names})")
         joint_kind(joint, f" (link {name!r})")
-        inertia = np.eye(3) * 1e-3 if inertia is None else np.asarray(inertia, dtype=float)
-        if inertia.shape == (3,):
-            inertia = np.diag(inertia)
-        axis = np.asarray(axis, dtype=float)
-        axis2 = np.asarray(axis2, dtype=float)
+        joint_name = joint_name or f"{name}_joint"
+        if joint_name in [lk["joint_name"] for lk in self._links]:
+            raise ModelError(f"link {name!r}: joint {joint_name!r} is defined twice")
         self._links.append(dict(
-            name=name, parent=parent_index, kind=joint, joint_name=joint_name or f"{name}_joint",
-            axis=axis / np.linalg.norm(axis), axis2=axis2 / np.linalg.norm(axis2), pitch=float(pitch),
+            name=name, parent=parent_index, kind=joint, joint_name=joint_name,
+            axis=axis, axis2=axis2, pitch=float(pitch),
             R=np.eye(3) if rotation is None else np.asarray(rotation, dtype=float),
             p=np.asarray(position, dtype=float), mass=float(mass), com=np.asarray(com, dtype=float),
             inertia=inertia))
@@ -57,9 +57,10 @@ class ModuleBuilder:
         """Add an operational point on ``link`` at ``position``/``rotation`` in the link frame."""
         names = [lk["name"] for lk in self._links]
         if link not in names:
-            raise KeyError(f"operational point {name!r}: link {link!r} does not exist (links: {names})")
+            raise UnknownNameError(f"operational point {name!r}: link {link!r} does not exist (links: {names})")
         if name in [f["name"] for f in self._frames]:
-            raise ValueError(f"operational point {name!r} is defined twice")
+            raise ModelError(f"operational point {name!r} is defined twice")
+        finite_array(position, (3,), "position", f"operational point {name!r}")
         self._frames.append(dict(name=name, link=names.index(link),
                                  R=np.eye(3) if rotation is None else np.asarray(rotation, dtype=float),
                                  p=np.asarray(position, dtype=float)))
@@ -67,7 +68,8 @@ class ModuleBuilder:
 
     def build(self, dtype=None):
         if not self._links:
-            raise ValueError("a module needs at least one link")
+            raise ModelError("ModuleBuilder.build: the module has no links; a module needs at least one moving link "
+                             "(add_link)")
         L, F = self._links, self._frames
         topo = Topology(
             link_names=tuple(lk["name"] for lk in L), parents=tuple(lk["parent"] for lk in L),

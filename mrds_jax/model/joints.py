@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from ..spatial.rotation import axis_angle_rotation, quat_derivative, quat_integrate, quat_to_rotation, rot_z
 from ..spatial.linalg import matmul
+from ..validation import ModelError
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def joint_kind(name, where=""):
     try:
         return JOINT_KINDS[name]
     except KeyError:
-        raise ValueError(f"unknown joint kind {name!r}{where}; known kinds: {sorted(JOINT_KINDS)}") from None
+        raise ModelError(f"unknown joint kind {name!r}{where}; known kinds: {sorted(JOINT_KINDS)}") from None
 
 
 def velocity_product(kind, q, v, axis, axis2, pitch):

@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..validation import ModelError
 from .builder import ModuleBuilder
 
 
@@ -154,13 +155,13 @@ def compile_mjcf(source):
         try:
             return mujoco.MjModel.from_xml_path(path), path
         except ValueError as e:
-            raise ValueError(f"{path}: MuJoCo could not load the MJCF: {e}") from None
+            raise ModelError(f"{path}: MuJoCo could not load the MJCF: {e}") from None
     if not isinstance(source, str):
         raise TypeError(f"load_mjcf takes a path, an MJCF string or a mujoco.MjModel, got {type(source).__name__}")
     try:
         return mujoco.MjModel.from_xml_string(source), "<MJCF string>"
     except ValueError as e:
-        raise ValueError(f"<MJCF string>: MuJoCo could not load the MJCF: {e}") from None
+        raise ModelError(f"<MJCF string>: MuJoCo could not load the MJCF: {e}") from None
 
 
 def _name(model, mujoco, obj, i, fallback):
@@ -179,7 +180,7 @@ class _Importer:
         self.joints = {}                 # moving body -> (our joint kind, MuJoCo joint ids)
 
     def fail(self, msg):
-        raise ValueError(f"{self.where}: {msg}")
+        raise ModelError(f"{self.where}: {msg}")
 
     def warn(self, msg):
         warnings.warn(f"{self.where}: {msg}", UserWarning, stacklevel=4)

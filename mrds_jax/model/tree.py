@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..pytree import pytree_dataclass, replace, static
+from ..validation import ArgumentError, ModelError, UnknownNameError, module_arrays, rotational_inertia
 from .joints import JOINT_KINDS, joint_kind
 
 RECURSIONS = ("auto", "unrolled", "level_scan")
@@ -109,12 +110,12 @@ class Topology:
 def _lookup(names, key, what):
     if isinstance(key, (int, np.integer)):
         if not 0 <= key < len(names):
-            raise IndexError(f"{what} index {key} out of range ({len(names)} of them)")
+            raise UnknownNameError(f"{what} index {key} out of range ({len(names)} of them: {list(names)})")
         return int(key)
     try:
         return names.index(key)
     except ValueError:
-        raise KeyError(f"no {what} named {key!r}; there are {list(names)}") from None
+        raise UnknownNameError(f"no {what} named {key!r}; there are {list(names)}") from None
 
 
 @pytree_dataclass
@@ -166,7 +167,7 @@ class Module:
     def with_recursion(self, recursion):
         """The same module with the tree recursions done ``recursion``-wise (one of RECURSIONS)."""
         if recursion not in RECURSIONS:
-            raise ValueError(f"unknown recursion {recursion!r}; use one of {RECURSIONS}")
+            raise ArgumentError(f"unknown recursion {recursion!r}; use one of {RECURSIONS}")
         return replace(self, topology=replace(self.topology, recursion=recursion))
 
     def neutral_configuration(self, dtype=None):
@@ -175,7 +176,7 @@ class Module:
 
 
 def validate(module, rtol=1e-9):
-    """Check a module's concrete parameters; raise ValueError naming the offending link or joint."""
+    """Check a module's concrete parameters; raise ModelError (a ValueError) naming the offending link or joint."""
     t, p = module.topology, module.params
     n = t.n_links
     shapes = dict(joint_R=(n, 3, 3), joint_p=(n, 3), axis=(n, 3), axis2=(n, 3), pitch=(n,), mass=(n,),
@@ -184,35 +185,29 @@ def validate(module, rtol=1e-9):
     for name, shape in shapes.items():
         got = np.shape(getattr(p, name))
         if got != shape:
-            raise ValueError(f"parameter {name!r} has shape {got}, expected {shape}")
+            raise ModelError(f"parameter {name!r} has shape {got}, expected {shape}")
     for i, (parent, kind) in enumerate(zip(t.parents, t.joint_kinds)):
         joint_kind(kind, f" (joint {t.joint_names[i]!r})")
         if not -1 <= parent < i:
-            raise ValueError(f"link {t.link_names[i]!r}: parent index {parent} must be in [-1, {i}) "
+            raise ModelError(f"link {t.link_names[i]!r}: parent index {parent} must be in [-1, {i}) "
                              "(links are listed parents first)")
     mass = np.asarray(p.mass)
     inertia = np.asarray(p.inertia)
     for i, name in enumerate(t.link_names):
         if not np.isfinite(mass[i]) or mass[i] <= 0:
-            raise ValueError(f"link {name!r}: mass must be positive, got {mass[i]}")
-        I = inertia[i]
-        if not np.allclose(I, I.T, rtol=rtol, atol=1e-12 * max(1.0, np.abs(I).max())):
-            raise ValueError(f"link {name!r}: rotational inertia is not symmetric:\n{I}")
-        eig = np.linalg.eigvalsh(0.5 * (I + I.T))
-        if eig.min() <= 0:
-            raise ValueError(f"link {name!r}: rotational inertia is not positive definite "
-                             f"(eigenvalues {eig})")
+            raise ModelError(f"link {name!r}: mass must be positive, got {mass[i]}")
+        rotational_inertia(inertia[i], f"link {name!r}", rtol)
     for i, kind in enumerate(t.joint_kinds):
         if kind in ("revolute", "prismatic", "screw", "universal"):
             for nm in (("axis", "axis2") if kind == "universal" else ("axis",)):
                 a = np.asarray(getattr(p, nm)[i])
-                if abs(np.linalg.norm(a) - 1.0) > 1e-9:
-                    raise ValueError(f"joint {t.joint_names[i]!r}: {nm} {a} is not a unit vector")
+                if not abs(np.linalg.norm(a) - 1.0) <= 1e-9:
+                    raise ModelError(f"joint {t.joint_names[i]!r}: {nm} {a} is not a unit vector")
     for nm, R in (("joint", np.asarray(p.joint_R)), ("frame", np.asarray(p.frame_R))):
         for i in range(R.shape[0]):
             if not np.allclose(R[i] @ R[i].T, np.eye(3), atol=1e-9) or np.linalg.det(R[i]) < 0:
                 label = t.joint_names[i] if nm == "joint" else t.frame_names[i]
-                raise ValueError(f"{nm} {label!r}: placement rotation is not a rotation matrix")
+                raise ModelError(f"{nm} {label!r}: placement rotation is not a rotation matrix")
     if t.planar:
         _validate_planar(t, p)
     return module
@@ -222,29 +217,26 @@ def _validate_planar(t, p):
     for i, kind in enumerate(t.joint_kinds):
         name = t.joint_names[i]
         if kind not in ("revolute", "prismatic", "planar_free", "fixed"):
-            raise ValueError(f"planar module: joint {name!r} of kind {kind!r} is not planar "
+            raise ModelError(f"planar module: joint {name!r} of kind {kind!r} is not planar "
                              "(use revolute, prismatic, planar_free or fixed)")
         axis = np.asarray(p.axis[i])
         if kind == "revolute" and not np.allclose(np.abs(axis), [0, 0, 1], atol=1e-12):
-            raise ValueError(f"planar module: revolute joint {name!r} must turn about z, axis is {axis}")
+            raise ModelError(f"planar module: revolute joint {name!r} must turn about z, axis is {axis}")
         if kind == "prismatic" and abs(axis[2]) > 1e-12:
-            raise ValueError(f"planar module: prismatic joint {name!r} must slide in the xy plane, axis {axis}")
+            raise ModelError(f"planar module: prismatic joint {name!r} must slide in the xy plane, axis {axis}")
         R, pos = np.asarray(p.joint_R[i]), np.asarray(p.joint_p[i])
         if abs(pos[2]) > 1e-12 or not np.allclose(R[2], [0, 0, 1], atol=1e-12):
-            raise ValueError(f"planar module: placement of joint {name!r} leaves the xy plane")
+            raise ModelError(f"planar module: placement of joint {name!r} leaves the xy plane")
     for i, name in enumerate(t.frame_names):
         R, pos = np.asarray(p.frame_R[i]), np.asarray(p.frame_p[i])
         if abs(pos[2]) > 1e-12 or not np.allclose(R[2], [0, 0, 1], atol=1e-12):
-            raise ValueError(f"planar module: operational point {name!r} leaves the xy plane")
+            raise ModelError(f"planar module: operational point {name!r} leaves the xy plane")
 
 
 def check_state(module, q=None, v=None, name="state"):
-    """Raise a ValueError naming the array when q or v has the wrong shape (trace-time check)."""
-    t = module.topology
-    for arr, n, label in ((q, t.nq, "q"), (v, t.nv, "v")):
-        if arr is not None and jnp.shape(arr) != (n,):
-            raise ValueError(f"{name}: {label} has shape {jnp.shape(arr)}, module needs ({n},) "
-                             f"(nq={t.nq}, nv={t.nv}); batch with jax.vmap")
+    """Raise an ArgumentError (a ValueError) naming the array when q or v has the wrong shape (trace-time
+    check); :func:`mrds_jax.validation.module_arrays` also returns them as arrays."""
+    module_arrays(module, name, q=q, v=v)
 
 
 # ------------------------------------------------------------------------------------ static schedules

@@ -6,10 +6,14 @@ the root link is fixed to the support (its mass does not move) unless ``floating
 joint; ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent).
 Every URDF link becomes an operational point of the same name.
 """
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
 import numpy as np
 import jax.numpy as jnp
 
 from ..spatial import inertia_parameters, spatial_inertia, transform_inertia
+from ..validation import ModelError
 from .builder import ModuleBuilder
 
 SUPPORTED = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic", "fixed": "fixed",
@@ -25,24 +29,76 @@ def _inertia_of(link):
     return np.asarray(spatial_inertia(float(link.inertial.mass), jnp.asarray(c), jnp.asarray(R @ I_c @ R.T)))
 
 
+def _unique(names, what, path):
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise ModelError(f"{path}: {what} {n!r} is defined twice")
+        seen.add(n)
+
+
+def check_urdf_structure(path):
+    """Read the URDF's XML and check what yourdfpy would otherwise accept silently or report obscurely: the
+    file exists and is well-formed XML (line and column of the error), a named ``<robot>`` root, named links
+    and joints defined once each, and every joint's parent and child among the links. Raises
+    :class:`~mrds_jax.validation.ModelError` naming the file and the item."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"no URDF file at {str(path)!r}")
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        raise ModelError(f"{path}: not well-formed XML ({e})") from None
+    if root.tag != "robot":
+        raise ModelError(f"{path}: the root element is <{root.tag}>, a URDF needs <robot>")
+    if not root.get("name"):
+        raise ModelError(f"{path}: <robot> has no name attribute (URDF requires <robot name=...>)")
+    links = [lk.get("name") for lk in root.findall("link")]
+    joints = root.findall("joint")
+    for i, n in enumerate(links):
+        if not n:
+            raise ModelError(f"{path}: link number {i} has no name")
+    _unique(links, "link", path)
+    _unique([j.get("name") for j in joints], "joint", path)
+    children = [None if j.find("child") is None else j.find("child").get("link") for j in joints]
+    for j, child in zip(joints, children):
+        if child is not None and children.count(child) > 1:
+            raise ModelError(f"{path}: link {child!r} is the child of more than one joint (a URDF is a tree; "
+                             "close loops with contacts)")
+    for j in joints:
+        for side in ("parent", "child"):
+            el = j.find(side)
+            target = None if el is None else el.get("link")
+            if target not in links:
+                raise ModelError(f"{path}: joint {j.get('name')!r}: {side} link {target!r} does not exist "
+                                 f"(links: {links})")
+
+
 def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81)):
-    """Module from a URDF file. Raises ValueError naming the joint for an unsupported joint type, and the
-    link for a moving link without positive mass."""
+    """Module from a URDF file. Raises ModelError (a ValueError) naming the file and the item: malformed XML,
+    a missing robot name, links or joints defined twice, a joint whose parent or child link does not exist
+    (:func:`check_urdf_structure`), an unsupported joint type, a zero joint axis, a moving link without
+    positive mass or with an unphysical inertia, a robot without moving links."""
     import yourdfpy
 
-    robot = yourdfpy.URDF.load(str(path), build_scene_graph=False, load_meshes=False,
-                               build_collision_scene_graph=False, load_collision_meshes=False).robot
+    check_urdf_structure(path)
+
+    try:
+        robot = yourdfpy.URDF.load(str(path), build_scene_graph=False, load_meshes=False,
+                                   build_collision_scene_graph=False, load_collision_meshes=False).robot
+    except Exception as e:      # the parser's own errors (attributes it cannot read), named with the file
+        raise ModelError(f"{path}: yourdfpy cannot read the URDF ({type(e).__name__}: {e})") from None
     links = {lk.name: lk for lk in robot.links}
     children = {}
     for j in robot.joints:
         if j.type not in SUPPORTED:
-            raise ValueError(f"{path}: joint {j.name!r} has unsupported type {j.type!r} "
+            raise ModelError(f"{path}: joint {j.name!r} has unsupported type {j.type!r} "
                              f"(supported: {sorted(SUPPORTED)})")
         children.setdefault(j.parent, []).append(j)
     child_names = {j.child for j in robot.joints}
     roots = [name for name in links if name not in child_names]
     if len(roots) != 1:
-        raise ValueError(f"{path}: expected one root link, found {roots}")
+        raise ModelError(f"{path}: expected one root link (a link that is no joint's child), found {roots}")
 
     # walk the tree: every link gets (owner moving link or None for the support, placement in the owner)
     bodies = []  # dicts: name, parent (moving body name or None), kind, joint, axis, T (placement), inertia
@@ -77,15 +133,21 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81)):
         visit_root_owner = None
     visit(roots[0], visit_root_owner, np.eye(4))
 
+    if not bodies:
+        raise ModelError(f"{path}: the robot has no moving links (every joint is fixed); pass floating=True to "
+                         "give its root a free joint")
     b = ModuleBuilder(gravity=gravity)
     for body in bodies:
         mass, com, I_c = (np.asarray(x) for x in inertia_parameters(jnp.asarray(lumped[body["name"]])))
         if not mass > 0:
-            raise ValueError(f"{path}: moving link {body['name']!r} (joint {body['joint']!r}) has no positive "
+            raise ModelError(f"{path}: moving link {body['name']!r} (joint {body['joint']!r}) has no positive "
                              f"mass after merging fixed children (mass {mass})")
-        b.add_link(body["name"], parent=body["parent"], joint=body["kind"], joint_name=body["joint"],
-                   axis=body["axis"], position=body["T"][:3, 3], rotation=body["T"][:3, :3],
-                   mass=mass, com=com, inertia=0.5 * (I_c + I_c.T))
+        try:
+            b.add_link(body["name"], parent=body["parent"], joint=body["kind"], joint_name=body["joint"],
+                       axis=body["axis"], position=body["T"][:3, 3], rotation=body["T"][:3, :3],
+                       mass=mass, com=com, inertia=0.5 * (I_c + I_c.T))
+        except ModelError as e:
+            raise ModelError(f"{path}: joint {body['joint']!r}, {e}") from None
     for name, owner, T in frames:
         if owner is not None:
             b.add_frame(name, owner, position=T[:3, 3], rotation=T[:3, :3])

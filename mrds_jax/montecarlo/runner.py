@@ -6,19 +6,30 @@ Guarantees
   chunk size, the number of devices, or on whether the run was interrupted and resumed.
 * Nothing is lost: each finished chunk is written atomically to ``checkpoint_dir``; rerunning the same call
   loads finished chunks and computes only the rest.
+* Checkpoints are verified: ``meta.json`` holds the run's fingerprint — the task's code identity
+  (:func:`task_identity`: its bytecode, constants, defaults and closure values), the spec's samplers and fixed
+  values, n, the seed, the chunking, the dtype and ``tag`` — and a different run into the same folder is
+  refused (:class:`CheckpointMismatch`, naming what differs). Every chunk file carries the fingerprint, the
+  first scenario index, the count and a SHA-256 checksum of its arrays; a chunk that is truncated, shortened,
+  copied from another chunk or another run is named in a :class:`CheckpointWarning` and recomputed.
 * One compilation: every chunk (the last one padded) has the same shape.
-* Multi-host (documented, not tested here): after ``jax.distributed.initialize()`` each process runs the
-  chunks ``c`` with ``c % process_count == process_index`` on its local devices into a shared
-  ``checkpoint_dir``; any process can then call :func:`run_monte_carlo` again (all chunks present) to
-  assemble the result.
+* Multi-host (tests/test_distributed_montecarlo.py: two CPU processes on one machine): after
+  ``jax.distributed.initialize()`` each process runs the chunks ``c`` with ``c % process_count ==
+  process_index`` on its local devices into a shared ``checkpoint_dir``, then returns the result if every chunk
+  is there or raises :class:`Interrupted` naming the missing ones; any process (or a later single-process call)
+  with all chunks present assembles the result. A restarted job recomputes only the missing chunks.
 
 Failures: a scenario fails when any of its outputs is non-finite, or when the task returns ``ok = False``
 (optionally with an integer ``reason`` indexing ``reasons``). Failed scenarios are counted with their
 reason and excluded from the statistics.
 """
+import dataclasses
+import functools
 import hashlib
 import json
 import os
+import types
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,13 +38,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .. import validation as check
+from ..validation import CheckpointError
 from .samplers import sample, scenario_keys
 
 OK, NON_FINITE = 0, 1
 
 
-class CheckpointMismatch(ValueError):
-    pass
+class CheckpointMismatch(CheckpointError):
+    """The checkpoint folder belongs to another run (task, spec, n, seed, chunking, ...)."""
+
+
+class CheckpointWarning(UserWarning):
+    """A damaged or foreign chunk file was found (named in the message) and is recomputed."""
 
 
 class Interrupted(RuntimeError):
@@ -68,39 +85,156 @@ class MonteCarloResult:
         return out
 
 
-def _fingerprint(spec, n, seed, chunk_size, tag):
-    text = repr((jax.tree.flatten(spec, is_leaf=lambda x: not isinstance(x, (dict, list, tuple)))[0], n, seed,
-                 chunk_size, tag))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def _value_identity(x, h):
+    """Feed a value's content into the hash ``h``: arrays by dtype, shape and bytes; dataclasses (samplers) by
+    type and fields; containers element by element; functions by :func:`task_identity`; others by repr."""
+    if isinstance(x, (types.FunctionType, functools.partial, types.MethodType)):
+        h.update(task_identity(x).encode())
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        h.update(f"<{type(x).__module__}.{type(x).__qualname__}>".encode())
+        for f in dataclasses.fields(x):
+            h.update(f.name.encode())
+            _value_identity(getattr(x, f.name), h)
+    elif isinstance(x, dict):
+        for k in sorted(x, key=repr):
+            h.update(repr(k).encode())
+            _value_identity(x[k], h)
+    elif isinstance(x, (list, tuple)):
+        h.update(f"{type(x).__name__}{len(x)}".encode())
+        for v in x:
+            _value_identity(v, h)
+    elif isinstance(x, (np.ndarray, jax.Array, np.generic)):
+        a = np.asarray(x)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    else:
+        h.update(repr(x).encode())
+
+
+def _code_identity(code, h):
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_identity(c, h)
+        else:
+            h.update(repr(c).encode())
+
+
+def task_identity(fn):
+    """A hash of what a task computes, for the checkpoint fingerprint: for a function its module, name,
+    bytecode (with nested functions), constants, defaults and closure values; for ``functools.partial`` the
+    function's identity and the bound arguments; for another callable its type and attributes. Functions it
+    calls by global name are identified by name only."""
+    h = hashlib.sha256()
+    if isinstance(fn, functools.partial):
+        h.update(task_identity(fn.func).encode())
+        _value_identity((fn.args, fn.keywords), h)
+    elif isinstance(fn, types.MethodType):
+        h.update(task_identity(fn.__func__).encode())
+        _value_identity(fn.__self__, h)
+    elif isinstance(fn, types.FunctionType):
+        h.update(f"{fn.__module__}.{fn.__qualname__}".encode())
+        _code_identity(fn.__code__, h)
+        _value_identity((fn.__defaults__, fn.__kwdefaults__), h)
+        for cell in fn.__closure__ or ():
+            try:
+                _value_identity(cell.cell_contents, h)
+            except ValueError:          # an empty cell
+                h.update(b"<empty>")
+    else:
+        h.update(f"{type(fn).__module__}.{type(fn).__qualname__}".encode())
+        _value_identity(getattr(fn, "__dict__", {}), h)
+    return h.hexdigest()
+
+
+def _fingerprint(task, spec, n, seed, chunk_size, tag, dtype):
+    """SHA-256 (first 32 hex digits) of everything that decides a run's results: the task's code identity, the
+    spec (samplers and fixed values), n, seed, chunk size, dtype and ``tag``."""
+    h = hashlib.sha256()
+    for part in (task_identity(task), spec, n, seed, chunk_size, tag, None if dtype is None else np.dtype(dtype).str):
+        _value_identity(part, h)
+    return h.hexdigest()[:32]
 
 
 def _prepare_checkpoint(path, meta):
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    path = check.output_dir(path, "checkpoint folder")
     meta_file = path / "meta.json"
     if meta_file.exists():
-        old = json.loads(meta_file.read_text())
+        old = check.read_json(meta_file, "Monte Carlo checkpoint file")
         if old != meta:
-            diff = {k: (old.get(k), meta.get(k)) for k in set(old) | set(meta) if old.get(k) != meta.get(k)}
-            raise CheckpointMismatch(f"checkpoint {path} belongs to another run (differs in {diff}); "
-                                     "use a new directory or the same settings")
+            diff = {k: (old.get(k), meta.get(k)) for k in set(old) | set(meta) if old.get(k) != meta.get(k)} \
+                if isinstance(old, dict) else {"meta.json": (old, meta)}
+            raise CheckpointMismatch(f"checkpoint {path} belongs to another run (differs in {diff}; the fingerprint "
+                                     "covers the task's code, the spec, n, seed, chunk_size, dtype and tag); use a "
+                                     "new directory or the same settings")
     else:
-        meta_file.write_text(json.dumps(meta, indent=1))
+        tmp = path / f".meta.{os.getpid()}.tmp.json"      # processes of a multi-host run may write it together
+        tmp.write_text(json.dumps(meta, indent=1))
+        os.replace(tmp, meta_file)
     return path
 
 
-def _save_chunk(path, c, arrays):
+def _chunk_file(path, c):
+    return path / f"chunk_{c:06d}.npz"
+
+
+def _save_chunk(path, c, arrays, start, fingerprint):
+    """Write chunk ``c`` atomically with what it covers: first scenario, count, run fingerprint, checksum."""
+    count = len(next(iter(arrays.values())))
+    meta = dict(_start=np.asarray(start), _count=np.asarray(count), _fingerprint=np.asarray(fingerprint),
+                _checksum=np.asarray(check.array_checksum(arrays)))
     tmp = path / f".chunk_{c:06d}.tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path / f"chunk_{c:06d}.npz")
+    np.savez(tmp, **arrays, **meta)
+    os.replace(tmp, _chunk_file(path, c))
 
 
-def _load_chunk(path, c):
-    f = path / f"chunk_{c:06d}.npz"
+def _chunk_problem(z, start, count, fingerprint):
+    """Why a loaded chunk cannot be trusted (None when it can)."""
+    meta = ("_start", "_count", "_fingerprint", "_checksum")
+    if any(k not in z for k in meta):
+        return "it lacks the chunk header (indices, count, checksum): written by an older version or by hand"
+    if str(z["_fingerprint"]) != fingerprint:
+        return "it belongs to another run (fingerprint differs)"
+    if int(z["_start"]) != start:
+        return f"it holds scenarios from {int(z['_start'])}, this chunk starts at {start} (a copied or swapped chunk)"
+    arrays = {k: v for k, v in z.items() if k not in meta}
+    sizes = {k: len(v) for k, v in arrays.items()}
+    if int(z["_count"]) != count or any(s != count for s in sizes.values()):
+        return f"it should hold {count} scenarios, has count {int(z['_count'])} and arrays of {sorted(set(sizes.values()))}"
+    if check.array_checksum(arrays) != str(z["_checksum"]):
+        return "its checksum does not match its contents"
+    return None
+
+
+def _load_chunk(path, c, start, count, fingerprint):
+    """The arrays of a verified chunk file, or None when it is missing; a damaged or foreign chunk is named in a
+    :class:`CheckpointWarning`, moved aside (``*.bad``) and treated as missing (recomputed)."""
+    f = _chunk_file(path, c)
     if not f.exists():
         return None
-    with np.load(f) as z:
-        return {k: z[k] for k in z.files}
+    try:
+        z = check.read_npz(f, "chunk file")
+        problem = _chunk_problem(z, start, count, fingerprint)
+    except CheckpointError as e:
+        z, problem = None, str(e)
+    if problem is None:
+        return {k: v for k, v in z.items() if not k.startswith("_")}
+    warnings.warn(f"Monte Carlo checkpoint: chunk file {f} is not trusted ({problem}); it is recomputed",
+                  CheckpointWarning, stacklevel=3)
+    os.replace(f, f.with_suffix(".npz.bad"))
+    return None
+
+
+def _check_arguments(task, spec, n, seed, chunk_size, stop_after_chunks):
+    where = "run_monte_carlo"
+    if not callable(task):
+        raise check.ArgumentError(f"{where}: task must be a function of one scenario, got {type(task).__name__}")
+    check.count(n, "n (number of scenarios)", where)
+    check.count(chunk_size, "chunk_size", where)
+    check.count(seed, "seed", where, minimum=0)
+    if stop_after_chunks is not None:
+        check.count(stop_after_chunks, "stop_after_chunks", where, minimum=0)
 
 
 def _flags(out):
@@ -144,12 +278,18 @@ def run_monte_carlo(task, spec, n, seed=0, chunk_size=1024, checkpoint_dir=None,
     *metrics* (statistics via :meth:`MonteCarloResult.summary`), others *trajectories* (kept only with
     ``keep_trajectories``). Optional outputs ``ok`` (bool) and ``reason`` (int into ``reasons``) flag
     failures. ``stop_after_chunks`` raises :class:`Interrupted` after that many new chunks (the finished
-    ones are on disk). ``tag`` distinguishes runs whose spec repr is equal but whose task differs.
+    ones are on disk). ``tag``: anything else that changes the results and that the task's code identity
+    (:func:`task_identity`) cannot see, e.g. the version of a function the task calls by global name.
+    Raises :class:`~mrds_jax.validation.ArgumentError` for bad arguments, :class:`CheckpointMismatch` when
+    ``checkpoint_dir`` holds another run, and warns :class:`CheckpointWarning` for each damaged chunk file
+    (recomputed).
     """
+    _check_arguments(task, spec, n, seed, chunk_size, stop_after_chunks)
     n_chunks = -(-n // chunk_size)
     path = None
+    fp = _fingerprint(task, spec, n, seed, chunk_size, tag, dtype)
     if checkpoint_dir is not None:
-        meta = dict(n=n, seed=seed, chunk_size=chunk_size, fingerprint=_fingerprint(spec, n, seed, chunk_size, tag),
+        meta = dict(format=2, n=n, seed=seed, chunk_size=chunk_size, fingerprint=fp,
                     keep_trajectories=bool(keep_trajectories))
         path = _prepare_checkpoint(checkpoint_dir, meta)
     runner = None
@@ -157,7 +297,8 @@ def run_monte_carlo(task, spec, n, seed=0, chunk_size=1024, checkpoint_dir=None,
     results, new = {}, 0
     bar = _progress(progress, n_chunks)
     for c in range(n_chunks):
-        saved = _load_chunk(path, c) if path is not None else None
+        valid = min(chunk_size, n - c * chunk_size)
+        saved = _load_chunk(path, c, c * chunk_size, valid, fp) if path is not None else None
         if saved is None and c in mine:
             if stop_after_chunks is not None and new >= stop_after_chunks:
                 bar.close()
@@ -165,10 +306,9 @@ def run_monte_carlo(task, spec, n, seed=0, chunk_size=1024, checkpoint_dir=None,
             runner = runner or make_chunk_runner(task, spec, seed, chunk_size, devices, dtype)
             idx = np.minimum(np.arange(c * chunk_size, (c + 1) * chunk_size), n - 1)
             out = jax.tree.map(np.asarray, runner(idx))
-            valid = min(chunk_size, n - c * chunk_size)
             saved = {k: v[:valid] for k, v in out.items() if keep_trajectories or v.ndim == 1}
             if path is not None:
-                _save_chunk(path, c, saved)
+                _save_chunk(path, c, saved, c * chunk_size, fp)
             new += 1
         if saved is not None:
             results[c] = saved

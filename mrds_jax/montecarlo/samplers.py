@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from .. import validation as check
+
 
 class Sampler:
     """Base class: ``draw(key, dtype)`` returns one sample."""
@@ -28,6 +30,9 @@ class Normal(Sampler):
     mean: object
     std: object
 
+    def __post_init__(self):
+        check.nonnegative_array(self.std, "std", "Normal")
+
     def draw(self, key, dtype):
         (mean, std), shape = _arrays(dtype, self.mean, self.std)
         return mean + std * jax.random.normal(key, shape, dtype)
@@ -37,6 +42,9 @@ class Normal(Sampler):
 class Uniform(Sampler):
     low: object
     high: object
+
+    def __post_init__(self):
+        check.ordered(self.low, self.high, "the range", "Uniform")
 
     def draw(self, key, dtype):
         (low, high), shape = _arrays(dtype, self.low, self.high)
@@ -51,6 +59,10 @@ class TruncatedNormal(Sampler):
     low: object
     high: object
 
+    def __post_init__(self):
+        check.nonnegative_array(self.std, "std", "TruncatedNormal", strict=True)
+        check.ordered(self.low, self.high, "the truncation range", "TruncatedNormal", strict=True)
+
     def draw(self, key, dtype):
         (mean, std, low, high), shape = _arrays(dtype, self.mean, self.std, self.low, self.high)
         return mean + std * jax.random.truncated_normal(key, (low - mean) / std, (high - mean) / std, shape, dtype)
@@ -62,6 +74,9 @@ class ToleranceBand(Sampler):
     nominal: object
     tol: object
     relative: bool = False
+
+    def __post_init__(self):
+        check.nonnegative_array(self.tol, "tol", "ToleranceBand")
 
     def draw(self, key, dtype):
         (nominal, tol), shape = _arrays(dtype, self.nominal, self.tol)

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
+from ..validation import InputError
 from . import schema
 from .locate import key_lines, locate
 
 
-class SystemFileError(ValueError):
+class SystemFileError(InputError):
     """A bad system file: ``file:line: key: message``."""
 
     def __init__(self, file, line, key, message):

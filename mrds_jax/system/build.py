@@ -15,9 +15,10 @@ from ..console import check_precision
 from ..contacts.model import Contact, ContactError, validate_contact
 from ..dynamics.interface import implements_interface
 from ..pytree import pytree_dataclass, static
+from ..validation import InputError
 
 
-class SystemError(ValueError):
+class SystemError(InputError):
     """Bad system description; the message names the module or contact."""
 
 
@@ -133,6 +134,8 @@ def build_system(modules, contacts, names=None):
     else:
         modules = tuple(modules)
         names = tuple(names) if names is not None else tuple(str(i) for i in range(len(modules)))
+    if not modules:
+        raise SystemError("build_system: no modules given; a system needs at least one module")
     if len(names) != len(modules) or len(set(names)) != len(names):
         raise SystemError(f"module names must be unique, one per module; got {names}")
     for name, m in zip(names, modules):

@@ -39,6 +39,7 @@ from ..dynamics.interface import ModuleTerms, module_terms, open_chain_accelerat
 from ..model.tree import task_slice
 from ..spatial import cross, skew, spatial_rotation
 from .solve import SolverSettings, solve_constraint_system
+from ..validation import per_module, system_state
 from .stabilisation import stabilisation_terms
 from ..spatial.linalg import matmul, spd_solve
 
@@ -131,15 +132,18 @@ def _rotate6(R, x):
 
 
 def _taus(system, tau, dtype):
+    per_module(system, tau, "tau", "nv", "joint forces")
     if tau is None:
         return tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)
     if isinstance(tau, dict):
-        return tuple(tau.get(n, jnp.zeros(m.nv, dtype=dtype)) for n, m in zip(system.module_names, system.modules))
-    return tuple(tau)
+        return tuple(jnp.asarray(tau.get(n, jnp.zeros(m.nv, dtype=dtype)))
+                     for n, m in zip(system.module_names, system.modules))
+    return tuple(jnp.asarray(x) for x in tau)
 
 
 def constraint_system(system, state, tau=None, t=0.0, method="direct"):
     """Steps 2-3 up to the linear system: Bᶜ (eq. 88), yᶜ (eq. 89) and the pieces needed afterwards."""
+    system_state(system, state, "forward dynamics")
     conn = system.connectivity
     d = conn.dim
     rows = task_slice(d)

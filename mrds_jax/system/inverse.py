@@ -29,6 +29,7 @@ from ..dynamics.interface import inverse_dynamics as module_inverse_dynamics, ta
 from .dynamics import _block_diag, constraint_system
 from ..spatial import dense
 from ..spatial.linalg import matmul
+from ..validation import ArgumentError, per_module
 
 
 class InverseDynamics(NamedTuple):
@@ -46,7 +47,7 @@ def _selection(system, actuated):
         nv = system.modules[k].nv
         for d in np.atleast_1d(dofs):
             if not 0 <= int(d) < nv:
-                raise ValueError(f"actuated dof {int(d)} of module {system.module_names[k]!r} out of range (nv={nv})")
+                raise ArgumentError(f"inverse_dynamics: actuated dof {int(d)} of module {system.module_names[k]!r} out of range (nv={nv})")
             pairs.append((k, int(d)))
     return pairs
 
@@ -56,6 +57,7 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
 
     ``actuated``: dict module name (or index) -> indices of its actuated velocity coordinates.
     """
+    per_module(system, qdd, "qdd", "nv", "inverse_dynamics")
     pairs = _selection(system, actuated)
     conn = system.connectivity
     dtype = state.q[0].dtype

@@ -63,6 +63,7 @@ from .build import SystemError
 from .dynamics import _taus, contact_kinematics
 from ..model.tree import task_slice
 from ..spatial.linalg import matmul, spd_solve
+from ..validation import system_state
 
 
 class ChainStructure(NamedTuple):
@@ -211,6 +212,7 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     ``tau``, ``t``, ``method``: as for :func:`~mrds_jax.system.forward_dynamics`, whose answers this
     reproduces. Returns :class:`ChainDynamics`. See the module docstring for the equations.
     """
+    system_state(system, state, "lilly_forward_dynamics")
     conn = system.connectivity
     if reference is None:
         touched = [set(k for k in (s[0], s[2]) if k >= 0) for s in conn.sides]

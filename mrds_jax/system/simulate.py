@@ -27,7 +27,8 @@ import numpy as np
 
 from ..dynamics.interface import (integrate_configuration, kinetic_energy, normalize_configuration,
                                   potential_energy, spatial_momentum)
-from ..integrate import SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
+from .. import validation
+from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
 from .build import SystemError, SystemState
 from .dynamics import _taus, forward_dynamics
 from .lilly import lilly_forward_dynamics, simple_closed_chain_reference
@@ -60,7 +61,7 @@ def dynamics_path(system, path="auto", stabilisation=None, solver=SolverSettings
     exact for independent constraints); otherwise "general". ``path="lilly"`` raises
     :class:`~mrds_jax.system.SystemError` when the system is not a simple closed chain."""
     if path not in PATHS:
-        raise ValueError(f"unknown dynamics path {path!r}; use one of {PATHS}")
+        raise validation.ArgumentError(f"unknown dynamics path {path!r}; use one of {PATHS}")
     if path == "general":
         return "general"
     simple = simple_closed_chain_reference(system) is not None
@@ -136,6 +137,7 @@ def simulate(system, state0, dt, n_steps, decimation=1, integrator="rk4_compact"
     :class:`~mrds_jax.integrate.SimulationError` naming the step. Under ``jit``/``vmap``/``grad`` the
     checks are skipped (use :func:`~mrds_jax.integrate.check_trajectory` on the result).
     """
+    validation.simulation(system, state0, dt, n_steps, decimation, integrator, INTEGRATORS)
     forces = tuple(forces)
     dynamics_path(system, path, stabilisation, solver)          # bad path names fail here, not inside jit
     dtype = jnp.asarray(state0.q[0]).dtype

@@ -37,6 +37,8 @@ import jax.numpy as jnp
 import optax
 
 from ...pytree import pytree_dataclass, replace
+from ... import validation as check
+from ...validation import CheckpointError
 from .constraints import GROUPS
 from . import objectives as O
 from .problem import Evaluation, Problem, ProblemData, design_params, evaluate, evaluate_forces
@@ -71,15 +73,15 @@ class Settings:
 
     def __post_init__(self):
         if self.optimizer not in ("adam", "lbfgs"):
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'adam' or 'lbfgs'")
+            raise check.ArgumentError(f"Settings: unknown optimizer {self.optimizer!r}; use 'adam' or 'lbfgs'")
         for name in ("iterations", "update_every", "starts"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"Settings.{name} must be >= 1, got {getattr(self, name)}")
+                raise check.ArgumentError(f"Settings.{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.feasibility_margin:
-            raise ValueError(f"Settings.feasibility_margin must be >= 0, got {self.feasibility_margin}")
+            raise check.ArgumentError(f"Settings.feasibility_margin must be >= 0, got {self.feasibility_margin}")
         for name in ("learning_rate", "penalty", "penalty_max"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"Settings.{name} must be > 0, got {getattr(self, name)}")
+                raise check.ArgumentError(f"Settings.{name} must be > 0, got {getattr(self, name)}")
 
     @property
     def blocks(self):
@@ -273,31 +275,51 @@ def describe_violations(problem: Problem, ev) -> str:
     return ", ".join(f"{k} (g = {x:.3g})" for k, x in sorted(v.items(), key=lambda kv: -kv[1])) or "none"
 
 
-STATE_FORMAT = 2   # 2: the multiplier update after a block is pending in the saved state (module docstring)
+STATE_FORMAT = 3   # 2: the multiplier update after a block is pending in the saved state (module docstring);
+                   # 3: the optimiser's own state (Adam moments, L-BFGS memory) is saved too, with a checksum
+CARRY_FIELDS = ("u", "lam", "rho", "prev_violation", "best_u", "best_objective", "best_iteration", "least_u",
+                "least_violation", "evaluations", "diverged_at", "iteration")
 
 
 def _save_state(out_dir: Path, carry: Carry, blocks_done: int, history):
-    arrays = {f"carry.{k}": np.asarray(getattr(carry, k)) for k in
-              ("u", "lam", "rho", "prev_violation", "best_u", "best_objective", "best_iteration", "least_u",
-               "least_violation", "evaluations", "diverged_at", "iteration")}
+    """``state.npz``: every leaf of the carry (the optimiser's state as ``opt.<i>``, tree order), the history,
+    the blocks done and a checksum of all of them, written atomically."""
+    arrays = {f"carry.{k}": np.asarray(getattr(carry, k)) for k in CARRY_FIELDS}
+    arrays.update({f"opt.{i}": np.asarray(x) for i, x in enumerate(jax.tree_util.tree_leaves(carry.opt_state))})
     arrays.update({f"history.{k}": np.asarray(v) for k, v in history.items()})
     arrays["blocks_done"] = np.asarray(blocks_done)
+    arrays["checksum"] = np.asarray(check.array_checksum(arrays))
     tmp = out_dir / "state.tmp.npz"
     np.savez(tmp, **arrays)
     os.replace(tmp, out_dir / "state.npz")
 
 
-def _load_state(out_dir: Path, carry: Carry, problem, settings, data):
-    z = np.load(out_dir / "state.npz")
-    if z["carry.u"].shape != np.asarray(carry.u).shape or z["carry.lam"].shape != np.asarray(carry.lam).shape:
-        raise ValueError(f"cannot resume from {out_dir / 'state.npz'}: it holds {z['carry.u'].shape[0]} starts of "
-                         f"{z['carry.u'].shape[1]} variables and {z['carry.lam'].shape[1]} constraints, this run "
-                         f"has {np.shape(carry.u)} / {np.shape(carry.lam)[1]}")
-    fields = {k.split(".", 1)[1]: jnp.asarray(z[k]) for k in z.files if k.startswith("carry.")}
-    carry = replace(carry, **fields)
-    opt = make_optimizer(settings)
-    carry = replace(carry, opt_state=jax.vmap(opt.init)(carry.u))   # optimiser memory restarts
-    history = {k.split(".", 1)[1]: list(z[k]) for k in z.files if k.startswith("history.")}
+def _read_state(path: Path):
+    """The arrays of a ``state.npz`` whose checksum matches; :class:`~mrds_jax.validation.CheckpointError`
+    naming the file when it is truncated, damaged or not ours."""
+    z = check.read_npz(path, "optimiser state file")
+    checksum = str(z.pop("checksum", ""))
+    if check.array_checksum(z) != checksum:
+        raise CheckpointError(f"optimiser state file {str(path)!r} is damaged (its checksum does not match its "
+                              "contents); delete the folder or run without --resume")
+    return z
+
+
+def _load_state(path: Path, z, carry: Carry):
+    """The saved carry (optimiser state included, so the run continues bit for bit), blocks done and history
+    from the arrays ``z`` of ``state.npz`` (``_read_state``); CheckpointError when they do not fit this run."""
+    opt_leaves, opt_tree = jax.tree_util.tree_flatten(carry.opt_state)
+    wanted = {f"carry.{k}": np.shape(getattr(carry, k)) for k in CARRY_FIELDS}
+    wanted.update({f"opt.{i}": np.shape(x) for i, x in enumerate(opt_leaves)})
+    bad = {k: (z[k].shape if k in z else None, shape) for k, shape in wanted.items()
+           if k not in z or z[k].shape != shape}
+    if bad:
+        raise CheckpointError(f"cannot resume from {str(path)!r}: it does not fit this run (saved vs needed "
+                              f"shapes: {bad})")
+    fields = {k: jnp.asarray(z[f"carry.{k}"]) for k in CARRY_FIELDS}
+    opt_state = jax.tree_util.tree_unflatten(opt_tree, [jnp.asarray(z[f"opt.{i}"]) for i in range(len(opt_leaves))])
+    carry = replace(carry, **fields, opt_state=opt_state)
+    history = {k.split(".", 1)[1]: list(z[k]) for k in z if k.startswith("history.")}
     return carry, int(z["blocks_done"]), history
 
 
@@ -306,6 +328,30 @@ def _fingerprint(problem, settings, data, task_json):
          "base": {k: np.asarray(v).tolist() for k, v in vars(data.base).items()},
          "limits": asdict(jax.tree_util.tree_map(float, data.limits))}
     return json.dumps(d, sort_keys=True, default=str)
+
+
+def saved_run(out):
+    """(fingerprint, arrays of ``state.npz``) of the run saved in the folder ``out``, both files checked (they
+    exist, are intact, and the state's checksum matches); raises :class:`~mrds_jax.validation.CheckpointError`
+    naming the folder or file otherwise. Cheap (no compilation): the command line calls it before building the
+    problem."""
+    if out is None:
+        raise check.ArgumentError("optimize: resume=True needs out_dir (the folder of the run to continue)")
+    out = Path(out)
+    if not (out / "state.npz").exists():
+        raise CheckpointError(f"cannot resume: {str(out)!r} holds no saved run (no state.npz); run without "
+                              "resume to start one")
+    return check.read_json(out / "fingerprint.json", "optimiser fingerprint file"), _read_state(out / "state.npz")
+
+
+def _check_resumable(out, fingerprint):
+    """The arrays of the saved run in ``out`` (:func:`saved_run`) when it was written by this problem and these
+    settings; CheckpointError otherwise."""
+    saved_fingerprint, arrays = saved_run(out)
+    if saved_fingerprint != fingerprint:
+        raise CheckpointError(f"cannot resume from {out}: it was written by a different problem or settings "
+                              "(delete the directory or pass resume=False)")
+    return arrays
 
 
 def optimize(problem: Problem, data: ProblemData, settings: Settings | None = None, task=None, x0=None,
@@ -322,6 +368,9 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
     """
     settings = Settings() if settings is None else settings
     task_json = None if task is None else task.to_json()
+    out = None if out_dir is None else check.output_dir(out_dir, "out_dir")
+    fp = None if out is None else _fingerprint(problem, settings, data, task_json)
+    saved = _check_resumable(out, fp) if resume else None     # before anything is compiled
     xs = start_designs(problem, data, int(settings.starts), settings.seed, x0)
     evaluate_j = compiled_evaluate(problem)
     ev0 = evaluate_j(data, jnp.asarray(xs[0]))
@@ -334,16 +383,9 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
                       DesignWarning, stacklevel=2)
     carry = initial_carry(problem, settings, data, jnp.asarray(xs))
     history, done = {}, 0
-    out = None if out_dir is None else Path(out_dir)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        fp = _fingerprint(problem, settings, data, task_json)
-        if resume and (out / "state.npz").exists():
-            meta = json.loads((out / "fingerprint.json").read_text()) if (out / "fingerprint.json").exists() else None
-            if meta != fp:
-                raise ValueError(f"cannot resume from {out}: it was written by a different problem or settings "
-                                 "(delete the directory or pass resume=False)")
-            carry, done, history = _load_state(out, carry, problem, settings, data)
+        if saved is not None:
+            carry, done, history = _load_state(out / "state.npz", saved, carry)
         (out / "fingerprint.json").write_text(json.dumps(fp))
     block = compiled_block(problem, settings)
     bar = None

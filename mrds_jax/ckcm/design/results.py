@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import jax.numpy as jnp
 
+from ...validation import InputError
 from ..params import CKCMParams
 
 FORMAT = "mrds_jax.ckcm.design/1"
 PARAM_FIELDS = ("r_A", "r_B", "theta_A", "theta_B", "m", "m1", "l_s", "l_m", "M", "I_payload", "g", "z_nominal")
 
 
-class DesignFileError(ValueError):
+class DesignFileError(InputError):
     """A file that is not a saved design result, or a damaged one."""
 
 
@@ -31,6 +32,8 @@ def params_to_json(p: CKCMParams):
 
 def params_from_json(d) -> CKCMParams:
     from ..params import make_params
+    if not isinstance(d, dict):
+        raise DesignFileError(f"design parameters must be a JSON object, got {type(d).__name__}")
     missing = [k for k in PARAM_FIELDS if k not in d]
     if missing:
         raise DesignFileError(f"design parameters lack {missing}")
@@ -97,8 +100,13 @@ class DesignResult:
 
     @classmethod
     def from_json(cls, d):
+        if not isinstance(d, dict):
+            raise DesignFileError(f"not a design result (a JSON {type(d).__name__}, expected an object)")
         if d.get("format") != FORMAT:
             raise DesignFileError(f"not a design result (format {d.get('format')!r}, expected {FORMAT!r})")
+        missing = [k for k in ("params", "initial_params", "x", "after", "problem") if k not in d]
+        if missing:
+            raise DesignFileError(f"not a complete design result: it lacks {missing}")
         kw = {k: d.get(k) for k in ("status", "message", "x", "x_initial", "before", "after", "task", "problem",
                                     "settings", "history", "starts", "evaluations", "verification")}
         return cls(params=params_from_json(d["params"]), initial_params=params_from_json(d["initial_params"]), **kw)
@@ -114,8 +122,10 @@ def load_design(path) -> DesignResult:
         d = json.loads(path.read_text())
     except FileNotFoundError:
         raise DesignFileError(f"no design file at {path}") from None
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DesignFileError(f"{path} is not JSON ({e})") from None
+    except OSError as e:
+        raise DesignFileError(f"cannot read the design file {path}: {e.strerror}") from None
     try:
         return DesignResult.from_json(d)
     except DesignFileError as e:

@@ -22,6 +22,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from ...validation import InputError
 from ..params import CKCMParams
 
 DEG = np.pi / 180
@@ -40,7 +41,7 @@ DEFAULT_BOUNDS = {
 UNITS = {"theta_A": "deg", "theta_B": "deg", "m": "kg", "m1": "kg", "r_A": "m", "r_B": "m", "l_s": "m"}
 
 
-class DesignSpaceError(ValueError):
+class DesignSpaceError(InputError):
     """A design space that cannot be optimised over: unknown variables, empty or inverted bounds."""
 
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from ...pytree import pytree_dataclass
+from ...validation import InputError
 from ..lagrangian import ELLIPSE_SEMI_AXES
 from ..multibody import ellipse, point_to_point
 from ..params import CKCMParams
@@ -34,7 +35,7 @@ PATH_KINDS = ("ellipse", "point_to_point")
 DEFAULT_PERIOD = 0.5  # s: the paper's Table 2 loop (experiments/out/ckcm_reproduction.md)
 
 
-class TaskError(ValueError):
+class TaskError(InputError):
     """A task spec that does not describe a motion: unknown path kind, missing or bad fields."""
 
 
