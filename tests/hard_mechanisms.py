@@ -102,3 +102,41 @@ def reduced_reference(pin_model, q_of_theta, theta0, dtheta0, t_eval, rtol=1e-13
 @functools.lru_cache(maxsize=None)
 def bennett_pin():
     return to_pinocchio(bennett().modules[0])
+
+
+# ----------------------------------------------------------------------------- parallelogram chain
+PARALLELOGRAM = dict(n=3, r=0.4, L=0.5)
+
+
+def parallelogram_chain(n=PARALLELOGRAM["n"], r=PARALLELOGRAM["r"], L=PARALLELOGRAM["L"], gravity=3.0):
+    """N = ``n`` parallelogram four-bars in series (planar, gravity ``gravity`` m/s² along −y, weak so that
+    moderate speeds turn the rods over): n + 1 equal rods ("rod0" … "rodN",
+    length r) pivoted on the ground at x = 0, L, …, nL, and n couplers (length L) each hinged to the tip of
+    rod i and closed on the tip of rod i+1 by a planar revolute contact ("loop1" … "loopN"). 2n + 1 joints,
+    2n constraints: mobility 1 (all rods parallel, couplers horizontal), except where every rod lies on the
+    ground line (θ = 0 or π): there each loop is singular (Bᶜ loses n of its 2n ranks) and the mobility
+    jumps to n + 1."""
+    bld = ModuleBuilder(planar=True, gravity=(0.0, -gravity, 0.0))
+    rod_I, bar_I = (1e-3, 2e-3, 2e-3), (1e-3, 4e-3, 4e-3)
+    for i in range(n + 1):             # depth-first link order (rod0, bar0, rod1, …): Pinocchio's convention
+        bld.add_link(f"rod{i}", joint="revolute", position=(i * L, 0.0, 0.0), mass=0.5, com=(0.5 * r, 0.0, 0.0),
+                     inertia=rod_I)
+        bld.add_frame(f"tip{i}", f"rod{i}", position=(r, 0.0, 0.0))
+        if i < n:
+            bld.add_link(f"bar{i}", parent=f"rod{i}", joint="revolute", position=(r, 0.0, 0.0), mass=0.8,
+                         com=(0.5 * L, 0.0, 0.0), inertia=bar_I)
+            bld.add_frame(f"end{i}", f"bar{i}", position=(L, 0.0, 0.0))
+    contacts = [C.planar_revolute(f"loop{i + 1}", ("chain", f"end{i}"), ("chain", f"tip{i + 1}"))
+                for i in range(n)]
+    return S.build_system({"chain": bld.build()}, contacts)
+
+
+def parallelogram_q(theta, n=PARALLELOGRAM["n"]):
+    """Joint angles on the parallelogram branch: every rod at θ, every coupler at −θ relative to its rod
+    (horizontal). Link order of :func:`parallelogram_chain`: rod0, bar0, rod1, bar1, …, rodN."""
+    return theta * jnp.asarray([1.0 if k % 2 == 0 else -1.0 for k in range(2 * n + 1)])
+
+
+@functools.lru_cache(maxsize=None)
+def parallelogram_pin():
+    return to_pinocchio(parallelogram_chain().modules[0])

@@ -11,6 +11,13 @@
   and 1e-7 off it (where an RK4 stage sits, and where the former proximal default was 6e-2 N off).
 * Gradient of a default-settings closed-chain rollout (d final angle / d link mass) = central differences.
 * Lilly & Orin's path with Baumgarte stabilisation = the general path with it, off the manifold.
+* The parallelogram chain turning through its all-aligned singular configuration (1 s, two crossings),
+  default settings: no NaN, within 1e-8 rad of its reduced model, one warning whose time windows contain
+  exactly the reference's crossings and name the three loops; ``strict=True`` raises instead. A run that
+  blows up names the step, the last finite condition number and the contacts.
+* Dormand-Prince 5(4) on the Bennett linkage: tolerances 1e-6 and 1e-9 reached against the reduced model
+  (accepted/rejected steps printed), a new end time does not recompile, forward-mode derivative = central
+  differences.
 """
 import functools
 
@@ -21,8 +28,10 @@ import pinocchio as pin
 import pytest
 
 from mrds_jax import system as S
+from mrds_jax.integrate import SimulationError
 from mrds_jax.spatial.dense import psd_pinv_solve
-from hard_mechanisms import bennett, bennett_pin, bennett_q, reduced_reference
+from hard_mechanisms import (bennett, bennett_pin, bennett_q, parallelogram_chain, parallelogram_pin, parallelogram_q,
+                             reduced_reference)
 
 DT = 1e-3
 pinv_solve = jax.jit(psd_pinv_solve, static_argnums=2)
@@ -134,23 +143,21 @@ def _min_norm_forces_pinocchio(q, v, cut=1e-9):
 
 def test_bennett_constraint_forces_are_the_minimum_norm_forces():
     """On the manifold and 1e-7 off it (an RK4 stage), default solve: Fᶜ = Pinocchio's minimum-norm forces
-    (1e-8 relative to max |F|); the former default (proximal, 4 iterations) is 1e-3..1e-1 off there."""
+    (1e-8 relative to max |F|). (The former default, proximal with 4 iterations, is far off there:
+    experiments/hard_mechanisms.py.)"""
     system = bennett()
-    fd = jax.jit(lambda q, v, solver: S.forward_dynamics(system, S.SystemState((q,), (v,)), solver=solver),
-                 static_argnums=2)
+    fd = jax.jit(lambda q, v: S.forward_dynamics(system, S.SystemState((q,), (v,))))
     rng = np.random.default_rng(3)
-    worst = {"pinv": 0.0, "proximal": 0.0}
+    worst = 0.0
     for th in (0.8, 1.4, 2.6):
         for off in (0.0, 1e-7):
             q = np.asarray(bennett_q(th)) + off * rng.normal(size=3)
             v = np.asarray(jax.jacfwd(bennett_q)(th)) * rng.uniform(-2, 2)
             ref = _min_norm_forces_pinocchio(q, v)
-            for method in worst:
-                F = np.asarray(fd(jnp.asarray(q), jnp.asarray(v), S.SolverSettings(method=method)).F_c[0])
-                worst[method] = max(worst[method], np.abs(F - ref).max() / np.abs(ref).max())
-    print(f"\nBennett constraint forces vs minimum-norm (relative): {worst}")
-    assert worst["pinv"] < 1e-8
-    assert worst["proximal"] > 1e-4         # the failure the default solve fixes (issue 12)
+            F = np.asarray(fd(jnp.asarray(q), jnp.asarray(v)).F_c[0])
+            worst = max(worst, np.abs(F - ref).max() / np.abs(ref).max())
+    print(f"\nBennett constraint forces vs minimum-norm (relative): {worst:.2e}")
+    assert worst < 1e-8
 
 
 def test_bennett_rollout_gradient_equals_central_differences():
@@ -196,3 +203,92 @@ def test_lilly_path_with_baumgarte_equals_general_path_off_the_manifold():
     gen = jax.jit(lambda s: S.forward_dynamics(system, s, stabilisation=stab))(state)
     for a, b in zip(lil.qdd, gen.qdd):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * max(1.0, np.abs(b).max()))
+
+
+# ----------------------------------------------------------------------------- singular configurations
+def _crossings(theta, t):
+    """Times where θ passes 0 or π (mod 2π), linear interpolation between samples."""
+    s = np.sin(theta)
+    k = np.flatnonzero(np.sign(s[:-1]) != np.sign(s[1:]))
+    return t[k] + (t[k + 1] - t[k]) * s[k] / (s[k] - s[k + 1])
+
+
+@functools.lru_cache(maxsize=None)
+def parallelogram_run():
+    system = parallelogram_chain()
+    th0, w0 = 0.3, 7.0
+    state = S.SystemState((parallelogram_q(th0),), (jax.jacfwd(parallelogram_q)(th0) * w0,))
+    with pytest.warns(S.SingularConfigurationWarning) as record:
+        traj = S.simulate(system, state, DT, 1000, decimation=10)
+    t = np.asarray(traj.t)
+    th, _, q_of, _ = reduced_reference(parallelogram_pin(), parallelogram_q, th0, w0, t)
+    return system, state, traj, [str(r.message) for r in record], th, np.stack([q_of(x) for x in th])
+
+
+def test_parallelogram_chain_through_singular_configurations_default_settings():
+    system, _, traj, messages, th, q_ref = parallelogram_run()
+    t = np.asarray(traj.t)
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in traj.q + traj.v)
+    err = np.abs(np.angle(np.exp(1j * (np.asarray(traj.q[0]) - q_ref)))).max()
+    cross = _crossings(th, t)
+    with pytest.warns(S.SingularConfigurationWarning):
+        events = S.report_solve(system, traj)
+    print(f"\nparallelogram chain 1 s, defaults: max joint-angle error {err:.2e} rad; crossings {np.round(cross, 4)}; "
+          f"warned windows {[(a, b) for a, b, *_ in events]}; largest condition "
+          f"{float(np.max(np.asarray(traj.solve.condition))):.3g} (median "
+          f"{float(np.median(np.asarray(traj.solve.condition)[1:])):.3g})")
+    assert err < 1e-8
+    assert len(cross) == 2 and len(messages) == 1 and len(events) == len(cross)
+    for (a, b, _, _, _, names), c in zip(events, cross):
+        assert a <= c <= b and b - a <= 0.03                     # the window of the crossing, nothing else
+        assert names == ["loop1", "loop2", "loop3"]
+    assert "t in [" in messages[0] and "'loop2'" in messages[0] and "stabilisation" in messages[0]
+
+
+def test_strict_setting_raises_and_blow_up_names_condition_and_contacts():
+    system, state, traj, _, _, _ = parallelogram_run()
+    with pytest.raises(S.SingularConfigurationError, match=r"t in \[0\.4"):
+        S.report_solve(system, traj, strict=True)
+    # RK4 at dt = 0.4 s (the same compiled program: dt is traced) diverges within a few steps
+    with pytest.raises(SimulationError, match=r"NaN/inf at step \d+.*condition ≈ .*contacts spanning .*'loop"):
+        S.simulate(system, state, 0.4, 1000, decimation=10)
+
+
+# ----------------------------------------------------------------------------- error-controlled integration
+def test_dopri5_reaches_tolerance_without_recompiling_and_its_derivative():
+    """Bennett linkage, 1 s, default stabilisation: rtol = atol = 1e-6 and 1e-9 give max joint-angle errors
+    below 1e-6 and 1e-9 against the reduced model; a new end time or tolerance reuses the compiled program;
+    d θ₁(0.3 s)/d m₂ by forward mode through the adaptive loop = central differences of the same solver."""
+    from mrds_jax.system.simulate import _simulate_adaptive_core
+    system = bennett()
+    state = S.SystemState((bennett_q(TH0),), (jnp.zeros(3),))
+    t = np.linspace(0.0, 1.0, 11)
+    th, _, q_of, _ = reduced_reference(bennett_pin(), bennett_q, TH0, 0.0, t)
+    q_ref = np.stack([q_of(x) for x in th])
+    with pytest.warns(S.SingularConfigurationWarning):          # Bennett: redundant, said at t0
+        runs = {tol: S.simulate(system, state, DT, integrator="dopri5", t_end=1.0, n_out=10, rtol=tol, atol=tol)
+                for tol in (1e-6, 1e-9)}
+    size = _simulate_adaptive_core._cache_size()
+    for tol, tr in runs.items():
+        err = np.abs(np.angle(np.exp(1j * (np.asarray(tr.q[0]) - q_ref)))).max()
+        print(f"\ndopri5 tol {tol:g}: max joint-angle error {err:.2e} rad, {int(tr.accepted)} accepted and "
+              f"{int(tr.rejected)} rejected steps")
+        assert err < tol and bool(tr.reached_end)
+    short = S.simulate(system, state, DT, integrator="dopri5", t_end=0.3, n_out=10, rtol=1e-8, atol=1e-8,
+                       check=False)
+    assert _simulate_adaptive_core._cache_size() == size and abs(float(short.t[-1]) - 0.3) < 1e-15
+
+    def final(mass2):
+        mod = system.modules[0]
+        sy = S.build_system({"bennett": mod.with_params(mass=mod.params.mass.at[1].set(mass2))},
+                            list(system.contacts))
+        tr = S.simulate(sy, state, DT, integrator="dopri5", t_end=0.3, n_out=1, rtol=1e-10, atol=1e-10,
+                        check=False)
+        return tr.q[0][-1, 0]
+
+    value_and_tangent = jax.jit(lambda m: jax.jvp(final, (m,), (1.0,)))
+    m0, h = float(system.modules[0].params.mass[1]), 1e-4
+    g = float(value_and_tangent(m0)[1])
+    fd = (float(value_and_tangent(m0 + h)[0]) - float(value_and_tangent(m0 - h)[0])) / (2 * h)
+    print(f"dopri5 d θ₁(0.3 s)/d m₂: jvp {g:.10e}, central difference {fd:.10e}")
+    assert abs(fd) > 1e-4 and abs(g - fd) < 1e-6 * abs(fd)

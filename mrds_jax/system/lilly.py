@@ -63,7 +63,7 @@ from .build import SystemError
 from .dynamics import _taus, contact_kinematics
 from .stabilisation import pose_error
 from ..model.tree import task_slice
-from ..spatial.linalg import matmul, spd_solve
+from ..spatial.linalg import cholesky, matmul, triangular_solve
 from ..validation import system_state
 
 
@@ -84,6 +84,7 @@ class ChainDynamics(NamedTuple):
     K: jnp.ndarray              # H₀ + Σ X_kᵀ R_k, the coefficient of eq. 45/46
     rhs: jnp.ndarray            # Σ X_kᵀ P_k + τ₀ − C₀ − G₀, its right-hand side
     constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (B eq. 105)
+    min_pivot: jnp.ndarray = None  # smallest squared Cholesky pivot / largest diagonal over the M_k⁻¹ and K solves
 
 
 def chain_structure(system, reference):
@@ -180,6 +181,15 @@ def lilly_stabilisation_problem(system, stabilisation):
     return ""
 
 
+def _spd_solve_with_pivot(A, B):
+    """(A⁻¹ B, min(diag L)² / max diag A) for a symmetric positive-definite A = L Lᵀ (no LAPACK): the solve
+    and a cheap inverse-condition estimate of it."""
+    L = cholesky(A)
+    d = jnp.diagonal(L)
+    ratio = jnp.min(d * d) / jnp.maximum(jnp.max(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
+    return triangular_solve(L, triangular_solve(L, B), lower=False), ratio
+
+
 def _stack(trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
@@ -220,9 +230,10 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
         alpha = alpha - 2.0 * gains[0] * phi_v - gains[1] ** 2 * phi_p
     S = alpha - matmul(m.psi_c.T, c6[rows]) - matmul(LW.T, u_c)              # eq. 35
     Xc = matmul(W_r.T, J_r)                                                   # ψᶜᵀ X₀ᵏ (n_c x N₀)
-    MS_MX = spd_solve(matmul(W_c.T, LW), jnp.concatenate([S[:, None], Xc], axis=1))   # M_k [S_k | ψᶜᵀX₀ᵏ], eq. 36-38
+    Minv = matmul(W_c.T, LW)
+    MS_MX, pivot = _spd_solve_with_pivot(Minv, jnp.concatenate([S[:, None], Xc], axis=1))   # M_k [S_k | ψᶜᵀX₀ᵏ], eq. 36-38
     MS, MX = MS_MX[:, 0], MS_MX[:, 1:]
-    return dict(XtP=matmul(J_r.T, u_r + matmul(W_r, MS)), XtR=matmul(Xc.T, MX), MS=MS, MX=MX, phi_v=phi_v,
+    return dict(XtP=matmul(J_r.T, u_r + matmul(W_r, MS)), XtR=matmul(Xc.T, MX), MS=MS, MX=MX, phi_v=phi_v, pivot=pivot,
                 u=u, psi_c=m.psi_c, qdd_open=mt.qdd_open, Psi_u=matmul(mt.Psi, u_c), Psi_W=matmul(mt.Psi, W_c))
 
 
@@ -289,7 +300,10 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     # Step 2 (reference member): eq. 45/46, one Cholesky of the symmetric positive-definite N₀ x N₀ matrix
     K = ref_terms.H + sum(o["XtR"].sum(axis=0) for o in group_outs)
     rhs = taus[ref] - ref_terms.bias + sum(o["XtP"].sum(axis=0) for o in group_outs)
-    a0 = spd_solve(K, rhs[:, None])[:, 0]
+    a0, pivot = _spd_solve_with_pivot(K, rhs[:, None])
+    a0 = a0[:, 0]
+    for o in group_outs:
+        pivot = jnp.minimum(pivot, jnp.min(o["pivot"]))
 
     # Steps 3-4 (per chain, stacked): tip forces (eq. 47), constraint components (eq. 38), q̈ (eq. 48)
     qdd = [None] * len(system.modules)
@@ -304,5 +318,5 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
             qdd[k], F_EP[i], F_c[i], phi_v[i] = q_dd[j], F[j], Fc[j], o["phi_v"][j]
     for k in st.free:
         qdd[k] = open_chain_acceleration(system.modules[k], state.q[k], state.v[k], taus[k])
-    return ChainDynamics(tuple(qdd), tuple(F_c), tuple(F_EP), a0, K, rhs, tuple(phi_v))
+    return ChainDynamics(tuple(qdd), tuple(F_c), tuple(F_EP), a0, K, rhs, tuple(phi_v), pivot)
 
