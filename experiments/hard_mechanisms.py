@@ -31,6 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from mrds_jax import system as S  # noqa: E402
+from mrds_jax.integrate import SimulationError  # noqa: E402
 from hard_mechanisms import (bennett, bennett_pin, bennett_q, parallelogram_chain, parallelogram_pin,  # noqa: E402
                              parallelogram_q, reduced_reference)
 
@@ -53,7 +54,7 @@ def run(system, state, T, **kw):
         warnings.simplefilter("always")
         try:
             traj = S.simulate(system, state, DT, int(round(T / DT)), decimation=10, **kw)
-        except S.SimulationError as e:
+        except SimulationError as e:
             return None, [str(e)], time.perf_counter() - t0
     msgs = [str(w.message) for w in caught if issubclass(w.category, S.SingularConfigurationWarning)]
     return traj, msgs, time.perf_counter() - t0
