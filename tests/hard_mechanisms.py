@@ -27,7 +27,7 @@ from scipy.integrate import solve_ivp
 from mrds_jax import contacts as C
 from mrds_jax import system as S
 from mrds_jax.model import ModuleBuilder
-from robots import to_pinocchio
+from mrds_jax.export import to_pinocchio
 
 
 def rot_x(a):
@@ -101,7 +101,7 @@ def reduced_reference(pin_model, q_of_theta, theta0, dtheta0, t_eval, rtol=1e-13
 
 @functools.lru_cache(maxsize=None)
 def bennett_pin():
-    return to_pinocchio(bennett().modules[0])
+    return to_pinocchio(bennett().modules[0]).model
 
 
 # ----------------------------------------------------------------------------- parallelogram chain
@@ -139,4 +139,4 @@ def parallelogram_q(theta, n=PARALLELOGRAM["n"]):
 
 @functools.lru_cache(maxsize=None)
 def parallelogram_pin():
-    return to_pinocchio(parallelogram_chain().modules[0])
+    return to_pinocchio(parallelogram_chain().modules[0]).model
