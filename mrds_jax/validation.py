@@ -238,17 +238,21 @@ def system_state(system, state, where):
     per_module(system, tuple(state.v), "state.v", "nv", where)
 
 
-def simulation(system, state0, dt, n_steps, decimation, integrator, integrators):
+def simulation(system, state0, dt, n_steps, decimation, integrator, integrators, t_end=None):
     """The arguments of ``simulate``: a state that fits the system, dt > 0, n_steps ≥ 1 a multiple of
-    decimation ≥ 1, a known integrator."""
+    decimation ≥ 1 (or no n_steps and an end time ``t_end``), a known integrator."""
     where = "simulate"
     system_state(system, state0, where)
     positive(dt, "dt", where)
-    count(n_steps, "n_steps", where)
     count(decimation, "decimation", where)
+    choice(integrator, integrators, "integrator", where)
+    if n_steps is None:
+        if t_end is None:
+            raise ArgumentError(f"{where}: give n_steps or an end time t_end")
+        return
+    count(n_steps, "n_steps", where)
     if n_steps % decimation:
         raise ArgumentError(f"{where}: n_steps ({n_steps}) must be a multiple of decimation ({decimation})")
-    choice(integrator, integrators, "integrator", where)
 
 
 # ----------------------------------------------------------------------------- files

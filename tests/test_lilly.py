@@ -207,7 +207,8 @@ def test_path_selection_is_static_and_names_the_reason():
     grasp, _ = dual_arm_grasp()
     assert S.simple_closed_chain_reference(grasp) == grasp.module_index("box")
     assert S.dynamics_path(grasp) == "lilly"
-    assert S.dynamics_path(grasp, stabilisation=S.baumgarte(10.0)) == "general"
+    assert S.dynamics_path(grasp, stabilisation=S.baumgarte(10.0)) == "lilly"        # Baumgarte: both paths
+    assert S.dynamics_path(grasp, stabilisation=S.pd_suppression(1.0, 1.0)) == "general"
     assert S.dynamics_path(grasp, solver=S.SolverSettings(method="lstsq")) == "general"
     assert S.dynamics_path(grasp, "general") == "general"
     with pytest.raises(ValueError, match="unknown dynamics path 'fast'"):

@@ -1,11 +1,13 @@
-"""Rollouts over ``lax.scan``: decimated outputs, NaN detection with the step where it appeared."""
-from typing import NamedTuple
+"""Rollouts over ``lax.scan``: decimated outputs, NaN detection with the step where it appeared, and (for
+accelerations that report them, :class:`~mrds_jax.integrate.integrators.SolveInfo`) the constraint solve's
+residual, condition and rank deficiency along the trajectory."""
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .integrators import INTEGRATORS
+from .integrators import INTEGRATORS, SolveInfo, worst_info, zero_info
 
 
 class SimulationError(RuntimeError):
@@ -17,6 +19,9 @@ class Trajectory(NamedTuple):
     q: tuple            # per module (n_out, nq)
     v: tuple            # per module (n_out, nv)
     first_nonfinite: jax.Array  # step index where the state first became non-finite, −1 if never
+    solve: Optional[SolveInfo] = None       # (n_out,) each: worst over the steps up to each stored state (0 at t0)
+    last_finite: Optional[SolveInfo] = None  # the solve of the last step whose result was still finite
+    last_finite_step: Optional[jax.Array] = None  # that step's index (−1: none)
 
 
 def _finite(q, v):
@@ -36,23 +41,38 @@ def rollout(modules, acceleration, q0, v0, dt, n_steps, decimation=1, integrator
     modules = tuple(modules)
     q0, v0 = tuple(q0), tuple(v0)
 
+    reports = getattr(acceleration, "reports_info", False)
+    dtype = jnp.result_type(dt, float)
+
     def inner(carry, _):
-        q, v, k, bad = carry
-        q, v = step(modules, acceleration, q, v, t0 + k * dt, dt)
+        q, v, k, bad, worst, last, last_k = carry
+        out = step(modules, acceleration, q, v, t0 + k * dt, dt)
+        q, v = out[0], out[1]
         k = k + 1
-        bad = jnp.where((bad < 0) & ~_finite(q, v), k, bad)
-        return (q, v, k, bad), None
+        ok = _finite(q, v)
+        bad = jnp.where((bad < 0) & ~ok, k, bad)
+        if reports:
+            info = SolveInfo(*(x.astype(dtype) for x in out[2]))
+            worst = worst_info(worst, info)
+            good = ok & (bad < 0)
+            last = jax.tree.map(lambda new, old: jnp.where(good, new, old), info, last)
+            last_k = jnp.where(good, k, last_k)
+        return (q, v, k, bad, worst, last, last_k), None
 
     def outer(carry, _):
+        carry = carry[:4] + (zero_info(dtype) if reports else None,) + carry[5:]
         carry, _ = jax.lax.scan(inner, carry, None, length=decimation)
-        q, v, k, _ = carry
-        return carry, (t0 + k * dt, q, v)
+        q, v, k, _, worst = carry[:5]
+        return carry, (t0 + k * dt, q, v, worst)
 
-    init = (q0, v0, jnp.asarray(0), jnp.asarray(-1))
-    (_, _, _, bad), (t, q, v) = jax.lax.scan(outer, init, None, length=n_steps // decimation)
+    info0 = zero_info(dtype) if reports else None
+    init = (q0, v0, jnp.asarray(0), jnp.asarray(-1), info0, info0, jnp.asarray(-1))
+    (_, _, _, bad, _, last, last_k), (t, q, v, worst) = jax.lax.scan(outer, init, None,
+                                                                       length=n_steps // decimation)
     stack0 = lambda x0, xs: jnp.concatenate([x0[None], xs])  # noqa: E731
-    return Trajectory(stack0(jnp.asarray(t0, dtype=jnp.result_type(dt, float)), t),
-                      tuple(map(stack0, q0, q)), tuple(map(stack0, v0, v)), bad)
+    solve = None if worst is None else SolveInfo(*(stack0(z, w) for z, w in zip(info0, worst)))
+    return Trajectory(stack0(jnp.asarray(t0, dtype=dtype), t), tuple(map(stack0, q0, q)),
+                      tuple(map(stack0, v0, v)), bad, solve, last, last_k if reports else None)
 
 
 def check_trajectory(traj, dt=None):
@@ -65,5 +85,11 @@ def check_trajectory(traj, dt=None):
         k = int(bad[hit[0]])
         when = f" (t = {k * dt:g} s)" if dt is not None else ""
         where = f" in scenario {int(hit[0])}" if bad.size > 1 else ""
-        raise SimulationError(f"the state became NaN/inf at step {k}{when}{where}")
+        last = ""
+        if traj.last_finite is not None and np.ndim(traj.last_finite_step) == 0 and int(traj.last_finite_step) >= 0:
+            li = traj.last_finite
+            last = (f"; the last finite step ({int(traj.last_finite_step)}) had a constraint solve with condition "
+                    f"≈ {float(li.condition):.3g}, {int(round(float(li.rank_deficiency)))} dropped direction(s) and "
+                    f"relative residual {float(li.residual):.3g}")
+        raise SimulationError(f"the state became NaN/inf at step {k}{when}{where}{last}")
     return traj

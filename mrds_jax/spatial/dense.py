@@ -16,12 +16,20 @@ custom call at all. ``spatial.linalg`` covers the symmetric positive-definite ca
   rotations of the columns; custom JVP dσᵢ = uᵢᵀ dA vᵢ (exact for distinct σ). :func:`condition_number`
   σ_max/σ_min.
 
-Least squares with rank-deficient matrices (``lstsq`` with ``rcond``) is not replaced: see README.
+* :func:`psd_pinv_solve` — the minimum-norm least-squares solution B̃⁺ y of a symmetric positive
+  semi-definite system by Cholesky with diagonal pivoting and a relative cut (rank-revealing), with the
+  pseudo-inverse's custom JVP; the constraint solve's default (:mod:`mrds_jax.system.solve`).
+
+General least squares with rank-deficient rectangular matrices (``lstsq`` with ``rcond``) is not replaced:
+see README.
 """
+import functools
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
-from .linalg import matmul
+from .linalg import cholesky, matmul, triangular_solve
 
 UNROLL_MAX = 12     # matrices up to this size are factorised by unrolled code, larger ones in a fori_loop
 JACOBI_SWEEPS = 10  # cyclic sweeps of one-sided Jacobi (quadratic convergence: 6x6 needs ~5 in float64)
@@ -201,3 +209,113 @@ def condition_number(A):
     """2-norm condition number σ_max/σ_min of an (m, n) matrix, m ≥ n (inf when σ_min = 0)."""
     s = singular_values(A)
     return s[0] / s[-1]
+
+
+# ----------------------------------------------------------------------------- PSD pseudo-inverse solve
+class PivotedCholesky(NamedTuple):
+    """B ≈ B̃ = L Lᵀ from :func:`pivoted_cholesky` (columns of L in pivot order, the dropped ones zero)."""
+    L: jnp.ndarray          # (n, n): of B / scale; column k is the k-th pivot's column; zero for k ≥ rank
+    G_chol: jnp.ndarray     # (n, n) Cholesky factor of G = LᵀL + diag(dropped), the kept block's Gram matrix
+    rank: jnp.ndarray       # number of pivots kept (float, so that it can ride along a custom JVP)
+    min_pivot: jnp.ndarray  # smallest kept pivot / largest pivot ≈ λ_min(B̃)/λ_max(B): inverse conditioning
+    max_dropped: jnp.ndarray  # largest dropped pivot / largest pivot (0 at full rank): ≥ ‖B − B̃‖₂/(n·scale)
+    scale: jnp.ndarray      # max diag B: B̃ = scale · L Lᵀ (the factorisation is of B / scale, so no overflow)
+
+
+def _pick(X, j, axis):
+    """X[j] along ``axis`` for a traced j, by ``where`` and a sum (no gather)."""
+    idx = jnp.arange(X.shape[axis])
+    mask = (idx == j) if X.ndim == 1 else (idx == j).reshape((-1, 1) if axis == 0 else (1, -1))
+    return jnp.sum(jnp.where(mask, X, 0), axis=axis)
+
+
+def pivoted_cholesky(B, cut):
+    """Outer-product Cholesky of a symmetric PSD B (n x n) with diagonal pivoting (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, §10.3): at step k the largest remaining diagonal entry dⱼ of the Schur
+    complement is the pivot; it is kept while dⱼ > ``cut`` · max diag(B), after which every later step is
+    dropped too (the pivots never increase). Then B − B̃ (B̃ = scale · L Lᵀ) is the remaining Schur
+    complement: PSD with diagonal ≤ cut · max diag B, so ‖B − B̃‖₂ ≤ trace ≤ (n − rank) · cut · max diag B.
+    B is divided by scale = max diag B first. No LAPACK; unrolled (n ≤ ``UNROLL_MAX``) or a ``lax.scan``.
+    Returns :class:`PivotedCholesky`."""
+    n = B.shape[0]
+    dtype = B.dtype
+    idx = jnp.arange(n)
+    scale = jnp.maximum(jnp.max(jnp.diagonal(B)), jnp.finfo(dtype).tiny)
+    B = B / scale
+    diag = jnp.diagonal(B)
+
+    def step(k, carry):
+        L, d, used, kept, first = carry
+        j = jnp.argmax(jnp.where(used, -jnp.inf, d))
+        piv = _pick(d, j, 0)
+        keep = kept & (piv > cut)
+        col = (_pick(B, j, 1) - matmul(L, _pick(L, j, 0))) / jnp.sqrt(jnp.where(keep, piv, 1.0))
+        col = jnp.where(keep & ~used, col, 0.0)
+        col = jnp.where(idx == j, jnp.where(keep, jnp.sqrt(jnp.where(keep, piv, 1.0)), 0.0), col)
+        L = jnp.where(idx[None, :] == k, col[:, None], L)
+        d = jnp.where(idx == j, 0.0, d - col * col)
+        first = jnp.where(k == 0, piv, first)
+        stats = (jnp.where(keep, piv, jnp.inf), jnp.where(keep, 0.0, piv))
+        return (L, d, used | (idx == j), keep, first), stats
+
+    carry = (jnp.zeros_like(B), diag, jnp.zeros(n, bool), jnp.asarray(True), jnp.zeros((), dtype))
+    stats = []
+    if n <= UNROLL_MAX:
+        for k in range(n):
+            carry, st = step(k, carry)
+            stats.append(st)
+        kept_piv = jnp.stack([s[0] for s in stats])
+        dropped_piv = jnp.stack([s[1] for s in stats])
+    else:
+        carry, (kept_piv, dropped_piv) = jax.lax.scan(lambda c, k: step(k, c), carry, jnp.arange(n))
+    L = carry[0]
+    kept = jnp.isfinite(kept_piv)
+    G = matmul(L.T, L) + jnp.diag(jnp.where(kept, 0.0, 1.0).astype(dtype))
+    top = jnp.maximum(carry[4], jnp.finfo(dtype).tiny)
+    rank = jnp.sum(kept)
+    min_pivot = jnp.where(rank > 0, jnp.min(jnp.where(kept, kept_piv, top)) / top, 0.0)
+    return PivotedCholesky(L, cholesky(G), rank.astype(dtype), min_pivot, jnp.max(dropped_piv) / top, scale)
+
+
+def _gram_solve(f, x):
+    """G⁻¹ x with G = LᵀL (+ identity on the dropped columns)."""
+    return triangular_solve(f.G_chol, triangular_solve(f.G_chol, x), lower=False)
+
+
+def _pinv_apply(f, x):
+    """B̃⁺ x = L G⁻² Lᵀ x / scale (L of full column rank on its kept columns: (LLᵀ)⁺ = (L⁺)ᵀ L⁺, L⁺ = G⁻¹ Lᵀ)."""
+    return matmul(f.L, _gram_solve(f, _gram_solve(f, matmul(f.L.T, x)))) / f.scale
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def psd_pinv_solve(B, y, cut):
+    """Minimum-norm least-squares solution x = B̃⁺ y of B x = y for a symmetric positive semi-definite B,
+    where B̃ = L Lᵀ is B with its pivots below ``cut`` · max diag(B) removed (:func:`pivoted_cholesky`:
+    ‖B − B̃‖₂ ≤ (n − r) · cut · max diag B). So: x ∈ range(B̃), B̃ x = P y with P the projection onto range(B̃)
+    (the part of y outside it — an inconsistent right-hand side — is ignored), and among those x the
+    shortest. At full numerical rank B̃ = B and x = B⁻¹ y. Never NaN for finite B, y (B = 0 gives x = 0).
+
+    Returns (x, rank, min_pivot, max_dropped) (:class:`PivotedCholesky` for the last three: rank and two
+    relative pivot sizes, not differentiated). Custom JVP: the derivative of the pseudo-inverse at constant
+    rank (Golub & Pereyra 1973, eq. 4.12, for symmetric B̃):
+    dx = B̃⁺(dy − dB x) + B̃⁺² dB (1 − P) y + (1 − P) dB B̃⁺ x — so forward and reverse mode are
+    exact where the rank does not change, and the discrete pivot choice is never differentiated."""
+    f = pivoted_cholesky(B, cut)
+    return _pinv_apply(f, y), f.rank, f.min_pivot, f.max_dropped
+
+
+@psd_pinv_solve.defjvp
+def _psd_pinv_solve_jvp(cut, primals, tangents):
+    B, y = primals
+    dB, dy = tangents
+    f = pivoted_cholesky(B, cut)
+    n = B.shape[0]
+    LG = matmul(f.L, _gram_solve(f, jnp.eye(n, dtype=B.dtype)))     # L G⁻¹ (primal only: the tangent
+    pinv = matmul(LG, LG.T) / f.scale                                  # path below is products, which
+    proj = matmul(LG, f.L.T)                                           # transpose under reverse mode)
+    x = matmul(pinv, y)
+    r = y - matmul(proj, y)
+    Bx = matmul(dB, matmul(pinv, x))
+    dx = matmul(pinv, dy - matmul(dB, x) + matmul(pinv, matmul(dB, r))) + Bx - matmul(proj, Bx)
+    zero = jnp.zeros((), dtype=B.dtype)
+    return (x, f.rank, f.min_pivot, f.max_dropped), (dx, zero, zero, zero)

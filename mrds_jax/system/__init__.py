@@ -6,13 +6,14 @@ from .dynamics import (ConstraintSystem, ModuleTerms, SystemDynamics, constraint
 from .inverse import InverseDynamics, inverse_dynamics
 from .lilly import (ChainDynamics, ChainStructure, chain_structure, lilly_forward_dynamics,
                     simple_closed_chain_reference)
-from .solve import METHODS as SOLVER_METHODS, SolverSettings, solve_constraint_system
+from .solve import METHODS as SOLVER_METHODS, ConstraintSolve, SolverSettings, solve_constraint_system
 from .stabilisation import (ConstraintErrors, Stabilisation, baumgarte, constraint_errors, constraint_jacobian,
                             pd_suppression)
 from .forces import (ContactForce, JointTorque, PointForce, SpringDamper, contact_force, dissipated_power,
                      force_potential_energy, generalized_forces, joint_torque, point_force, sinusoidal_torques,
                      spring_damper, spring_state)
-from .simulate import (Diagnostics, Energies, InconsistentStateError, SingularConfigurationWarning, StateReport,
-                       check_initial_state, constraint_matrix, dynamics_path, make_consistent, project_positions,
+from .simulate import (Diagnostics, Energies, InconsistentStateError, SingularConfigurationError,
+                       SingularConfigurationWarning, StateReport, check_initial_state, constraint_matrix,
+                       default_stabilisation, dynamics_path, make_consistent, project_positions, report_solve,
                        project_velocities, simulate, system_acceleration, system_energy, total_momentum,
                        trajectory_diagnostics, trajectory_states)

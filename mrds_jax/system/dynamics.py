@@ -65,6 +65,8 @@ class SystemDynamics(NamedTuple):
     constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (eq. 105), 0 at a consistent state
     Bc: jnp.ndarray   # the constraint-space matrix of the solve (eq. 88; dropped by jit when unused)
     yc: jnp.ndarray   # its right-hand side (eq. 89)
+    rank: jnp.ndarray = None       # rank of the part of Bᶜ the solve used (:class:`.solve.ConstraintSolve`)
+    min_pivot: jnp.ndarray = None  # ≈ λ_min/λ_max of that part: the solve's inverse condition number
 
 
 def _stack(trees):
@@ -222,14 +224,16 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     :class:`~mrds_jax.system.stabilisation.Stabilisation` (Baumgarte terms enter yᶜ, PD suppression of
     eq. 104-105 corrects Fᶜ after the solve; see :mod:`.stabilisation`).
     Returns :class:`SystemDynamics`: q̈ per module (eq. 74), Fᶜ and ᴱᴾF_EP per contact (eq. 86-87), the
-    solve's relative residual, the constraint-velocity error Φ_v (eq. 105), and Bᶜ, yᶜ.
+    solve's relative residual, the constraint-velocity error Φ_v (eq. 105), Bᶜ, yᶜ, and the rank and inverse
+    condition number of the part of Bᶜ solved (:mod:`.solve`).
     """
     cs = constraint_system(system, state, tau, t, method)
     yc, dF_c = cs.yc, None
     if stabilisation is not None:       # Baumgarte (in yᶜ) and PD suppression (eq. 104, corrected)
         dy_c, dF_c = stabilisation_terms(system, cs, t, stabilisation)
         yc = yc + dy_c
-    F_c, residual = solve_constraint_system(cs.Bc, yc, solver)
+    sol = solve_constraint_system(cs.Bc, yc, solver)
+    F_c = sol.F
     if dF_c is not None:
         F_c = F_c - dF_c                # F* = F − ψᶜ (K_v Φ_v + K_p Φ_p) replaces F in eq. 74, 95-96
     conn = system.connectivity
@@ -250,4 +254,5 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     taus = _taus(system, tau, dtype)
     qdd = tuple(open_chain_acceleration(m, q, v, tq) if a is None else a
                 for a, m, q, v, tq in zip(qdd, system.modules, state.q, state.v, taus))
-    return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), residual, tuple(phi_v), cs.Bc, cs.yc)
+    return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), sol.residual, tuple(phi_v), cs.Bc, cs.yc, sol.rank,
+                          sol.min_pivot)

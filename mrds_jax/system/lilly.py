@@ -61,8 +61,9 @@ from ..dynamics.interface import module_terms, open_chain_acceleration, referenc
 from ..pytree import replace
 from .build import SystemError
 from .dynamics import _taus, contact_kinematics
+from .stabilisation import pose_error
 from ..model.tree import task_slice
-from ..spatial.linalg import matmul, spd_solve
+from ..spatial.linalg import cholesky, matmul, triangular_solve
 from ..validation import system_state
 
 
@@ -83,6 +84,7 @@ class ChainDynamics(NamedTuple):
     K: jnp.ndarray              # H₀ + Σ X_kᵀ R_k, the coefficient of eq. 45/46
     rhs: jnp.ndarray            # Σ X_kᵀ P_k + τ₀ − C₀ − G₀, its right-hand side
     constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (B eq. 105)
+    min_pivot: jnp.ndarray = None  # smallest squared Cholesky pivot / largest diagonal over the M_k⁻¹ and K solves
 
 
 def chain_structure(system, reference):
@@ -163,11 +165,36 @@ def _simple_closed_chain_reference(conn, contact_names, mode_fns, nvs):
     return ref
 
 
+def lilly_stabilisation_problem(system, stabilisation):
+    """Why Lilly & Orin's path cannot apply ``stabilisation`` (a string), or "" when it can: it applies
+    Baumgarte stabilisation with scalar gains (concrete or traced) on systems without excited contacts; the
+    PD suppression of eq. 104, per-direction gain arrays and position targets need the general path."""
+    if stabilisation is None:
+        return ""
+    if np.ndim(stabilisation.baumgarte_alpha) or np.ndim(stabilisation.baumgarte_beta):
+        return "Baumgarte gains per constrained direction (arrays)"
+    for g in (stabilisation.pd_kp, stabilisation.pd_kv):
+        if np.ndim(g) or isinstance(g, jax.core.Tracer) or float(g) != 0.0:
+            return "PD constraint-violation suppression (eq. 104)"
+    if stabilisation.position_targets or any(c.excitation is not None for c in system.contacts):
+        return "kinematically excited contacts (position targets)"
+    return ""
+
+
+def _spd_solve_with_pivot(A, B):
+    """(A⁻¹ B, min(diag L)² / max diag A) for a symmetric positive-definite A = L Lᵀ (no LAPACK): the solve
+    and a cheap inverse-condition estimate of it."""
+    L = cholesky(A)
+    d = jnp.diagonal(L)
+    ratio = jnp.min(d * d) / jnp.maximum(jnp.max(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
+    return triangular_solve(L, triangular_solve(L, B), lower=False), ratio
+
+
 def _stack(trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, point, rows, method):
+def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, point, rows, method, gains=None):
     """Table 1 Steps 1-2 for one chain (vmapped over identical chains), in the contact's constrained subspace.
 
     Lilly's d x d operators (L_k = T_c Λ_k⁻¹ T_cᵀ, X₀ᵏ = T_r J_r, P_k, R_k of eq. 42) only ever meet ψᶜ, ψᵘFᵘ or
@@ -179,7 +206,9 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
         ψᶜᵀ X₀ᵏ = W_rᵀ J_r                                         (n_c x N₀)
         X₀ᵏᵀ P_k = J_rᵀ (u_r + W_r M_k S_k),  X₀ᵏᵀ R_k = (ψᶜᵀX₀ᵏ)ᵀ M_k ψᶜᵀX₀ᵏ   (the sums of eq. 45/46)
     and Steps 3-4 need only Fᶜ_k = M_k S_k − M_k ψᶜᵀ X₀ᵏ a₀ (eq. 38), F_k = u + ψᶜ Fᶜ_k (eq. 47) and
-    Ω_k T_cᵀ F_k = Ψ_k (u_c + W_c Fᶜ_k) (eq. 48): per chain O(N_k n_c) work instead of d x d products."""
+    Ω_k T_cᵀ F_k = Ψ_k (u_c + W_c Fᶜ_k) (eq. 48): per chain O(N_k n_c) work instead of d x d products.
+    ``gains`` = (α, β) of Baumgarte stabilisation (scalars, :mod:`.stabilisation`) or None: α_k gets
+    −2α Φ_v − β² Φ_p, exactly as ẍᶜ does in the general path's yᶜ."""
     mt = module_terms(module, q, v, tau, (point,), method)                      # Step 1, eq. 9-12
     R_r, p_r, xd_r, bias_r, J_r = ref_pt
     chain_side = (mt.R[0], mt.p[0], mt.xd[0], mt.xdd_open[0])
@@ -195,22 +224,29 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     u_c, u_r = matmul(T_c.T, u), matmul(T_r.T, u)
     LW = matmul(mt.Lam_inv, W_c)                                              # Λ_k⁻¹ W_c (d x n_c)
     alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                          # constrained α (eq. 85)
+    phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                               # B eq. 105
+    if gains is not None:                                                     # Baumgarte, as in yᶜ (eq. 89)
+        phi_p = matmul(m.psi_c.T, pose_error(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E)))
+        alpha = alpha - 2.0 * gains[0] * phi_v - gains[1] ** 2 * phi_p
     S = alpha - matmul(m.psi_c.T, c6[rows]) - matmul(LW.T, u_c)              # eq. 35
     Xc = matmul(W_r.T, J_r)                                                   # ψᶜᵀ X₀ᵏ (n_c x N₀)
-    MS_MX = spd_solve(matmul(W_c.T, LW), jnp.concatenate([S[:, None], Xc], axis=1))   # M_k [S_k | ψᶜᵀX₀ᵏ], eq. 36-38
+    Minv = matmul(W_c.T, LW)
+    MS_MX, pivot = _spd_solve_with_pivot(Minv, jnp.concatenate([S[:, None], Xc], axis=1))   # M_k [S_k | ψᶜᵀX₀ᵏ], eq. 36-38
     MS, MX = MS_MX[:, 0], MS_MX[:, 1:]
-    phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                               # B eq. 105
-    return dict(XtP=matmul(J_r.T, u_r + matmul(W_r, MS)), XtR=matmul(Xc.T, MX), MS=MS, MX=MX, phi_v=phi_v,
+    return dict(XtP=matmul(J_r.T, u_r + matmul(W_r, MS)), XtR=matmul(Xc.T, MX), MS=MS, MX=MX, phi_v=phi_v, pivot=pivot,
                 u=u, psi_c=m.psi_c, qdd_open=mt.qdd_open, Psi_u=matmul(mt.Psi, u_c), Psi_W=matmul(mt.Psi, W_c))
 
 
-def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, method="direct"):
+def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, method="direct", baumgarte=None):
     """Closed-chain forward dynamics of a simple closed chain by Lilly & Orin's algorithm (Table 1).
 
     ``system``: an MRDS :class:`~mrds_jax.system.System` that is a simple closed chain around the module
     ``reference`` (name or index; static; default: the module that every contact touches). ``state``,
     ``tau``, ``t``, ``method``: as for :func:`~mrds_jax.system.forward_dynamics`, whose answers this
-    reproduces. Returns :class:`ChainDynamics`. See the module docstring for the equations.
+    reproduces. ``baumgarte``: None or the scalar gains (α, β) of Baumgarte stabilisation (the part of a
+    :class:`~mrds_jax.system.stabilisation.Stabilisation` this path applies, :func:`lilly_stabilisation_problem`;
+    contacts without excitation). Returns :class:`ChainDynamics`. See the module
+    docstring for the equations.
     """
     system_state(system, state, "lilly_forward_dynamics")
     conn = system.connectivity
@@ -229,6 +265,10 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
                               f"velocities for the {conn.n_c[i]} constrained directions of contact "
                               f"{system.contact_names[i]!r}: M_k⁻¹ of eq. 36 is singular; use another reference "
                               "member or the general path")
+    gains = baumgarte
+    if gains is not None and any(c.excitation is not None for c in system.contacts):
+        raise SystemError("Lilly & Orin's path: Baumgarte stabilisation of kinematically excited contacts needs "
+                          "their position targets; use the general path")
     d = conn.dim
     rows = task_slice(d)
     dtype = state.q[0].dtype
@@ -250,7 +290,7 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
         def one(module, q, v, tq, arr, rp, xc, xxc, fu, template=cs[0], is_E=is_E, point=point):
             c = replace(template, phi_u=arr[0], phi_c=arr[1], psi_u=arr[2], psi_c=arr[3], ground_R=arr[4],
                         ground_p=arr[5])
-            return _chain_step1_2(module, q, v, tq, c, rp, xc, xxc, fu, is_E, point, rows, method)
+            return _chain_step1_2(module, q, v, tq, c, rp, xc, xxc, fu, is_E, point, rows, method, gains)
 
         group_outs.append(jax.vmap(one)(
             _stack([system.modules[k] for k in ks]), jnp.stack([state.q[k] for k in ks]),
@@ -260,7 +300,10 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     # Step 2 (reference member): eq. 45/46, one Cholesky of the symmetric positive-definite N₀ x N₀ matrix
     K = ref_terms.H + sum(o["XtR"].sum(axis=0) for o in group_outs)
     rhs = taus[ref] - ref_terms.bias + sum(o["XtP"].sum(axis=0) for o in group_outs)
-    a0 = spd_solve(K, rhs[:, None])[:, 0]
+    a0, pivot = _spd_solve_with_pivot(K, rhs[:, None])
+    a0 = a0[:, 0]
+    for o in group_outs:
+        pivot = jnp.minimum(pivot, jnp.min(o["pivot"]))
 
     # Steps 3-4 (per chain, stacked): tip forces (eq. 47), constraint components (eq. 38), q̈ (eq. 48)
     qdd = [None] * len(system.modules)
@@ -275,5 +318,5 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
             qdd[k], F_EP[i], F_c[i], phi_v[i] = q_dd[j], F[j], Fc[j], o["phi_v"][j]
     for k in st.free:
         qdd[k] = open_chain_acceleration(system.modules[k], state.q[k], state.v[k], taus[k])
-    return ChainDynamics(tuple(qdd), tuple(F_c), tuple(F_EP), a0, K, rhs, tuple(phi_v))
+    return ChainDynamics(tuple(qdd), tuple(F_c), tuple(F_EP), a0, K, rhs, tuple(phi_v), pivot)
 

@@ -29,12 +29,14 @@ from ..dynamics.interface import (integrate_configuration, kinetic_energy, norma
                                   potential_energy, spatial_momentum)
 from .. import validation
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
+from ..integrate.adaptive import dopri5
+from ..integrate.integrators import Accelerations, SolveInfo
 from .build import SystemError, SystemState
 from .dynamics import _taus, forward_dynamics
-from .lilly import lilly_forward_dynamics, simple_closed_chain_reference
+from .lilly import lilly_forward_dynamics, lilly_stabilisation_problem, simple_closed_chain_reference
 from .forces import dissipated_power, force_potential_energy, generalized_forces, validate_forces
 from .solve import SolverSettings
-from .stabilisation import Stabilisation, constraint_errors, constraint_jacobian
+from .stabilisation import Stabilisation, baumgarte, constraint_errors, constraint_jacobian
 
 
 class InconsistentStateError(SystemError):
@@ -43,6 +45,10 @@ class InconsistentStateError(SystemError):
 
 class SingularConfigurationWarning(UserWarning):
     """Bᶜ is (nearly) singular: redundant constraints or a singular configuration (Bonaventura §6.4)."""
+
+
+class SingularConfigurationError(SystemError):
+    """``simulate(..., strict=True)``: the constraint solve crossed a threshold during the run."""
 
 
 # ----------------------------------------------------------------------------- dynamics with forces
@@ -56,31 +62,63 @@ def dynamics_path(system, path="auto", stabilisation=None, solver=SolverSettings
     cost: per-chain n_c x n_c solves and one N₀ x N₀ solve instead of one n_C x n_C solve over all contacts).
 
     ``path="auto"`` picks "lilly" when the system is a simple closed chain
-    (:func:`~mrds_jax.system.lilly.simple_closed_chain_reference`), no stabilisation is requested and the
-    solver settings are the defaults (the Lilly path has no stabilisation terms and solves by plain Cholesky:
-    exact for independent constraints); otherwise "general". ``path="lilly"`` raises
-    :class:`~mrds_jax.system.SystemError` when the system is not a simple closed chain."""
+    (:func:`~mrds_jax.system.lilly.simple_closed_chain_reference`), the stabilisation is none or scalar
+    Baumgarte gains (:func:`~mrds_jax.system.lilly.lilly_stabilisation_problem`) and the solver settings are
+    the defaults (the Lilly path solves by plain Cholesky: exact for independent constraints, which a simple
+    closed chain with nvₖ ≥ n_c has away from singular configurations); otherwise "general". ``path="lilly"``
+    raises :class:`~mrds_jax.system.SystemError` when the system is not a simple closed chain or the
+    stabilisation needs the general path."""
     if path not in PATHS:
         raise validation.ArgumentError(f"unknown dynamics path {path!r}; use one of {PATHS}")
     if path == "general":
         return "general"
     simple = simple_closed_chain_reference(system) is not None
+    why = lilly_stabilisation_problem(system, stabilisation)
     if path == "lilly":
         if not simple:
             raise SystemError("path='lilly': the system is not a simple closed chain (every contact joining one "
                               "chain to one common reference member, nv >= n_c per chain); use path='general'")
-        if stabilisation is not None:
-            raise SystemError("path='lilly' has no constraint stabilisation; use path='general' with it")
+        if why:
+            raise SystemError(f"path='lilly' cannot apply this stabilisation ({why}); use path='general' with it")
         return "lilly"
-    return "lilly" if simple and stabilisation is None and solver == SolverSettings() else "general"
+    return "lilly" if simple and not why and solver == SolverSettings() else "general"
+
+
+BAUMGARTE_STEPS = 50.0   # default stabilisation: Baumgarte, critically damped, rate β = 1 / (50 dt)
+
+
+def default_stabilisation(dt):
+    """The stabilisation :func:`simulate` uses unless told otherwise (``stabilisation="auto"``): Baumgarte
+    with α = β = 1 / (``BAUMGARTE_STEPS`` · dt) (β = 20/s at dt = 1 ms) — a constraint error decays like
+    (1 + βt) e^{−βt}, by e⁻¹ in about 100 steps whatever the step size. Why it is on by default and why this
+    rate: README "Constraint stabilisation by default" (measured on the Bennett linkage and the four-bar)."""
+    return baumgarte(1.0 / (BAUMGARTE_STEPS * dt))
+
+
+def resolve_stabilisation(stabilisation, dt):
+    """``"auto"`` → :func:`default_stabilisation` (dt); None → off; a :class:`Stabilisation` as given."""
+    if isinstance(stabilisation, str):
+        if stabilisation != "auto":
+            raise ValueError(f"stabilisation must be 'auto', None or a Stabilisation, got {stabilisation!r}")
+        return default_stabilisation(dt)
+    return stabilisation
 
 
 def system_acceleration(system, forces=(), stabilisation=None, solver=SolverSettings(), method="direct", tau=None,
-                        path="auto"):
+                        path="auto", with_info=False):
     """``acceleration(q, v, t)`` for :func:`mrds_jax.integrate.rollout`: q̈ per module from the closed-chain
     dynamics chosen by :func:`dynamics_path` (``path``), with the force elements' generalized forces added to
-    ``tau`` (constant per-module joint forces, tuple/dict/None)."""
-    which = dynamics_path(system, path, stabilisation, solver)
+    ``tau`` (constant per-module joint forces, tuple/dict/None). With ``path="lilly"`` given explicitly the
+    stabilisation's Baumgarte gains are applied and its other parts must be off (checked when its gains are
+    concrete; :func:`simulate` decides the path before tracing). ``with_info``: return
+    :class:`~mrds_jax.integrate.integrators.Accelerations` (q̈ and the solve's residual, condition and rank
+    deficiency, :func:`solve_info`) so that rollouts record them."""
+    if path == "lilly":
+        if simple_closed_chain_reference(system) is None or not _is_traced(stabilisation):
+            dynamics_path(system, path, stabilisation, solver)
+        which = "lilly"
+    else:
+        which = dynamics_path(system, path, stabilisation, solver)
     reference = simple_closed_chain_reference(system)
 
     def acceleration(q, v, t):
@@ -90,16 +128,45 @@ def system_acceleration(system, forces=(), stabilisation=None, solver=SolverSett
         if forces:
             taus = tuple(a + b for a, b in zip(taus, generalized_forces(system, forces, state, t)))
         if which == "lilly":
-            return lilly_forward_dynamics(system, state, taus, t, reference, method).qdd
-        return forward_dynamics(system, state, taus, t, solver, method, stabilisation).qdd
+            out = lilly_forward_dynamics(system, state, taus, t, reference, method, baumgarte_gains(stabilisation))
+        else:
+            out = forward_dynamics(system, state, taus, t, solver, method, stabilisation)
+        return Accelerations(out.qdd, solve_info(system, out)) if with_info else out.qdd
+    acceleration.reports_info = with_info
     return acceleration
+
+
+def solve_info(system, out):
+    """:class:`~mrds_jax.integrate.integrators.SolveInfo` of one dynamics evaluation (general or Lilly path):
+    relative residual (0 on the Lilly path, which has no single system to check), condition ≈ 1 / smallest
+    pivot ratio, number of constrained directions the solve dropped."""
+    dtype = out.qdd[0].dtype
+    n_C = system.connectivity.n_constraints
+    residual = getattr(out, "residual", None)
+    rank = getattr(out, "rank", None)
+    tiny = jnp.finfo(dtype).tiny
+    return SolveInfo(jnp.zeros((), dtype) if residual is None else residual.astype(dtype),
+                     1.0 / jnp.maximum(out.min_pivot.astype(dtype), tiny),
+                     jnp.zeros((), dtype) if rank is None else (n_C - rank).astype(dtype))
+
+
+def baumgarte_gains(stabilisation):
+    """(α, β) of a stabilisation, or None when it is None."""
+    return None if stabilisation is None else (stabilisation.baumgarte_alpha, stabilisation.baumgarte_beta)
 
 
 @functools.partial(jax.jit, static_argnames=("n_steps", "decimation", "integrator", "solver", "method", "path"))
 def _simulate_core(system, q0, v0, dt, t0, forces, stabilisation, tau, n_steps, decimation, integrator, solver,
                    method, path):
-    acc = system_acceleration(system, forces, stabilisation, solver, method, tau, path)
+    acc = system_acceleration(system, forces, stabilisation, solver, method, tau, path, with_info=True)
     return rollout(system.modules, acc, q0, v0, dt, n_steps, decimation, integrator, t0)
+
+
+@functools.partial(jax.jit, static_argnames=("n_out", "max_steps", "solver", "method", "path"))
+def _simulate_adaptive_core(system, q0, v0, dt, t0, forces, stabilisation, tau, t_end, rtol, atol, n_out, max_steps,
+                            solver, method, path):
+    acc = system_acceleration(system, forces, stabilisation, solver, method, tau, path)
+    return dopri5(system.modules, acc, q0, v0, t_end, n_out, t0, rtol, atol, dt, max_steps)
 
 
 def _is_traced(tree):
@@ -116,30 +183,55 @@ def _as_float(tree, dtype):
     return jax.tree.map(conv, tree)
 
 
-def simulate(system, state0, dt, n_steps, decimation=1, integrator="rk4_compact", forces=(), stabilisation=None,
-             tau=None, solver=SolverSettings(), method="direct", t0=0.0, check=True, tol=1e-6, cond_warn=1e8,
-             path="auto"):
+def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_compact", forces=(),
+             stabilisation="auto", tau=None, solver=SolverSettings(), method="direct", t0=0.0, check=True, tol=1e-6,
+             cond_warn=1e8, path="auto", strict=False, residual_warn=1e-6, cond_jump=1e3, t_end=None, rtol=1e-6,
+             atol=1e-9, n_out=1, max_steps=100_000):
     """Integrate ``n_steps`` steps of size ``dt`` from ``state0`` (a :class:`SystemState`), storing every
-    ``decimation``-th state (the first stored state is ``state0``). Returns a
-    :class:`~mrds_jax.integrate.Trajectory` (t, q and v per module, first non-finite step).
+    ``decimation``-th state (the first stored state is ``state0``); or up to the end time ``t_end``
+    (fixed-step integrators: n_steps = round((t_end − t0)/dt), a static number, so a new end time
+    recompiles). Returns a :class:`~mrds_jax.integrate.Trajectory` (t, q and v per module, first non-finite
+    step, solve diagnostics).
+
+    ``integrator="dopri5"``: error-controlled Dormand-Prince 5(4) (:func:`mrds_jax.integrate.adaptive.dopri5`)
+    from t0 to ``t_end`` at tolerances ``rtol``/``atol`` (on every q and v component), ``dt`` its first step,
+    storing ``n_out`` + 1 equally spaced states t0 … t_end; ``t_end``, ``t0``, ``dt``, the tolerances and
+    every parameter are traced, so a new end time, output spacing (for the same ``n_out``) or tolerance
+    does not recompile. Returns :class:`~mrds_jax.integrate.adaptive.AdaptiveTrajectory` (with the numbers
+    of accepted and rejected steps). Differentiable in forward mode. Its default stabilisation is the same
+    Baumgarte rate 1/(50 dt) with ``dt`` the first step.
 
     ``integrator``: "rk4_compact" (default: classical RK4 with its stages in a ``lax.scan``, so the system
     dynamics is traced and compiled once instead of four times — on the planar four-bar about 2.5× faster
     to compile, 4× faster to compile under ``jax.grad``, and no slower per step on CPU), "rk4" (stages
     unrolled) or "euler" (semi-implicit, one evaluation per step). ``forces``: force elements
-    (:mod:`.forces`); ``tau``: constant joint forces per module; ``stabilisation``: None (off) or a
+    (:mod:`.forces`); ``tau``: constant joint forces per module; ``stabilisation``: "auto" (default:
+    Baumgarte with α = β = 1/(50 dt), :func:`default_stabilisation`), None (off) or a
     :class:`~mrds_jax.system.stabilisation.Stabilisation`; ``solver``, ``method``: as in
     :func:`~mrds_jax.system.forward_dynamics`; ``path``: "auto" (default: Lilly & Orin's fast path for simple
     closed chains without stabilisation, the general MRDS path otherwise), "general" or "lilly"
     (:func:`dynamics_path`).
+    The returned trajectory carries the constraint solve's diagnostics: ``traj.solve`` (a
+    :class:`~mrds_jax.integrate.integrators.SolveInfo` of arrays over the stored states: the worst relative
+    residual, condition of the part of Bᶜ solved and number of dropped directions over the steps since the
+    previous stored state) and ``traj.last_finite`` (those of the last step that was still finite).
     With ``check`` (default) and concrete inputs: the initial state is checked first
-    (:func:`check_initial_state` with ``tol`` and ``cond_warn``) and a NaN in the result raises
-    :class:`~mrds_jax.integrate.SimulationError` naming the step. Under ``jit``/``vmap``/``grad`` the
-    checks are skipped (use :func:`~mrds_jax.integrate.check_trajectory` on the result).
+    (:func:`check_initial_state` with ``tol`` and ``cond_warn``); a NaN in the result raises
+    :class:`~mrds_jax.integrate.SimulationError` naming the step, the last finite solve's condition and the
+    contacts spanning Bᶜ's near-null space there; and where during the run the condition exceeds
+    ``cond_warn`` or ``cond_jump`` times its median over the run (passing near a singular configuration:
+    on the parallelogram chain the condition rises from ~10 to 1e5-1e7 within a step of the crossing), the
+    solve drops more directions than it does everywhere else in the run (at a singular configuration;
+    redundant constraints drop theirs throughout and are reported once, at t₀) or the residual exceeds
+    ``residual_warn``, a :class:`SingularConfigurationWarning` names the time windows and the contacts and
+    says which settings help (``strict=True``: :class:`SingularConfigurationError` instead).
+    Under ``jit``/``vmap``/``grad`` the checks are skipped (use
+    :func:`~mrds_jax.integrate.check_trajectory` and :func:`report_solve` on the result).
     """
-    validation.simulation(system, state0, dt, n_steps, decimation, integrator, INTEGRATORS)
+    validation.simulation(system, state0, dt, n_steps, decimation, integrator, INTEGRATORS + ("dopri5",), t_end)
     forces = tuple(forces)
-    dynamics_path(system, path, stabilisation, solver)          # bad path names fail here, not inside jit
+    stabilisation = resolve_stabilisation(stabilisation, dt)
+    path = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
     dtype = jnp.asarray(state0.q[0]).dtype
     traced = _is_traced((system, state0, dt, t0, forces, stabilisation, tau))
     if check and not traced:
@@ -147,11 +239,110 @@ def simulate(system, state0, dt, n_steps, decimation=1, integrator="rk4_compact"
         targets = stabilisation.position_targets if stabilisation is not None else ()
         check_initial_state(system, state0, t=t0, tol=tol, cond_warn=cond_warn, position_targets=targets)
     args = _as_float((tuple(state0.q), tuple(state0.v), dt, t0, forces, stabilisation, tau), dtype)
+    if integrator == "dopri5":
+        if t_end is None:
+            raise validation.ArgumentError("simulate: integrator='dopri5' integrates to an end time: give t_end")
+        tr = _simulate_adaptive_core(system, *args, *_as_float((t_end, rtol, atol), dtype), n_out=n_out,
+                                     max_steps=max_steps, solver=solver, method=method, path=path)
+        if check and not _is_traced(tr.reached_end) and np.ndim(tr.reached_end) == 0:
+            if not all(np.all(np.isfinite(np.asarray(x))) for x in tr.q + tr.v):
+                raise SimulationError(f"dopri5: the state became NaN/inf ({int(tr.accepted)} steps accepted)")
+            if not bool(tr.reached_end):
+                raise SimulationError(f"dopri5: max_steps = {max_steps} ran out before t_end = {float(t_end):g} s "
+                                      f"({int(tr.accepted)} accepted, {int(tr.rejected)} rejected); loosen rtol/atol "
+                                      "or raise max_steps")
+        return tr
+    if n_steps is None:
+        if _is_traced((t_end, dt, t0)):
+            raise ValueError("fixed-step integrators need a concrete t_end and dt (n_steps is static); use "
+                             "integrator='dopri5' for a traced end time")
+        n_steps = int(round((float(t_end) - float(t0)) / float(dt)))
+        n_steps -= n_steps % decimation
     traj = _simulate_core(system, *args, n_steps=n_steps, decimation=decimation, integrator=integrator,
                           solver=solver, method=method, path=path)
-    if check and not _is_traced(traj.first_nonfinite):
-        check_trajectory(traj, float(dt) if not isinstance(dt, jax.core.Tracer) else None)
+    if check and not _is_traced(traj.first_nonfinite) and np.ndim(traj.first_nonfinite) == 0:
+        try:
+            check_trajectory(traj, float(dt) if not isinstance(dt, jax.core.Tracer) else None)
+        except SimulationError as e:
+            last = _last_finite_state(traj)
+            names = _weak_contacts(system, _state_at(traj, last), float(traj.t[last])) if last is not None else []
+            raise SimulationError(f"{e}; contacts spanning the near-null space of Bᶜ at the last stored finite "
+                                  f"state (t = {float(traj.t[last]):g} s): {names}" if last is not None else str(e)) from None
+        report_solve(system, traj, cond_warn, residual_warn, strict, cond_jump)
     return traj
+
+
+# ----------------------------------------------------------------------------- solve diagnostics of a run
+def _last_finite_state(traj):
+    ok = np.all(np.stack([np.all(np.isfinite(np.asarray(x)), axis=1) for x in traj.q + traj.v]), axis=0)
+    idx = np.flatnonzero(ok)
+    return int(idx[-1]) if idx.size else None
+
+
+def _state_at(traj, i):
+    return SystemState(tuple(jnp.asarray(x[i]) for x in traj.q), tuple(jnp.asarray(x[i]) for x in traj.v))
+
+
+def _weak_contacts(system, state, t=0.0):
+    """Names of the contacts spanning the near-null space (smallest eigenvector) of Bᶜ at a state."""
+    Bc = np.asarray(_report_core(system, state, jnp.asarray(t, state.q[0].dtype), Stabilisation())[1])
+    if not Bc.size:
+        return []
+    w, V = np.linalg.eigh(0.5 * (Bc + Bc.T))
+    v0 = np.abs(V[:, 0])
+    return [c.name for c, sl in zip(system.contacts, system.connectivity.constraint_slices())
+            if v0[sl].size and v0[sl].max() > 0.1]
+
+
+def _runs(flags):
+    """[(first, last)] index ranges of consecutive True entries."""
+    out, start = [], None
+    for i, f in enumerate(flags):
+        if f and start is None:
+            start = i
+        if not f and start is not None:
+            out.append((start, i - 1))
+            start = None
+    if start is not None:
+        out.append((start, len(flags) - 1))
+    return out
+
+
+def report_solve(system, traj, cond_warn=1e8, residual_warn=1e-6, strict=False, cond_jump=1e3, max_listed=10):
+    """Warn (:class:`SingularConfigurationWarning`; ``strict``: raise :class:`SingularConfigurationError`)
+    where a trajectory's constraint solve crossed a threshold (see :func:`simulate`), naming the time
+    windows (between stored states), the worst condition there and the contacts spanning Bᶜ's near-null
+    space at the stored state that ends the window. Returns the list of (t_from, t_to, condition, contacts)."""
+    info = traj.solve
+    if info is None or not len(np.asarray(info.condition)) > 1:
+        return []
+    t = np.asarray(traj.t)
+    res, cond, drop = (np.nan_to_num(np.asarray(x, dtype=float), nan=np.inf) for x in info)
+    base = np.min(drop[1:])
+    limit = min(np.inf if cond_warn is None else cond_warn, cond_jump * np.median(cond[1:]))
+    flags = (cond > limit) | (drop > base + 0.5) | (res > residual_warn)
+    flags[0] = False
+    events = []
+    for a, b in _runs(flags):
+        k = a + int(np.argmax(cond[a:b + 1]))
+        names = _weak_contacts(system, _state_at(traj, k), t=t[k])
+        events.append((float(t[a - 1]), float(t[b]), float(np.max(cond[a:b + 1])),
+                       int(np.max(drop[a:b + 1]) - base), float(np.max(res[a:b + 1])), names))
+    if not events:
+        return events
+    lines = [f"t in [{a:.6g}, {b:.6g}] s: condition {c:.3g} (median {np.median(cond[1:]):.3g}), {d} more dropped "
+             f"direction(s), residual {r:.2g}, contacts {names}" for a, b, c, d, r, names in events[:max_listed]]
+    more = f" (and {len(events) - max_listed} more)" if len(events) > max_listed else ""
+    msg = (f"the constraint solve met a singular configuration during the run at {len(events)} time window(s)"
+           f"{more}: " + "; ".join(lines) + ". The default solve (SolverSettings(method='pinv')) returns the "
+           "minimum-norm forces there and the default stabilisation (stabilisation='auto', Baumgarte) pulls the "
+           "state back onto the constraints; if the motion near these times matters, use a smaller dt (or "
+           "stored states closer together, decimation, to locate them) and keep the stabilisation on; "
+           "stabilisation=None is what lets such runs drift into NaN.")
+    if strict:
+        raise SingularConfigurationError(msg)
+    warnings.warn(msg, SingularConfigurationWarning, stacklevel=3)
+    return events
 
 
 def trajectory_states(traj):
@@ -386,7 +577,8 @@ def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_
     return StateReport(pos, vel, cond, weak)
 
 
-__all__ = ["Diagnostics", "Energies", "InconsistentStateError", "SingularConfigurationWarning", "StateReport",
+__all__ = ["Diagnostics", "Energies", "InconsistentStateError", "SingularConfigurationError",
+           "SingularConfigurationWarning", "StateReport", "default_stabilisation", "report_solve",
            "Trajectory", "check_initial_state", "constraint_matrix", "make_consistent", "project_positions", "project_velocities",
            "simulate", "system_acceleration", "dynamics_path", "system_energy", "total_momentum", "trajectory_diagnostics",
            "trajectory_states"]

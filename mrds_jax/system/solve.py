@@ -2,71 +2,119 @@
 constraints.
 
 Bᶜ = ψᶜᵀ B ψᶜ is symmetric positive semi-definite (B = Σₖ Gₖ Hₖ⁻¹ Gₖᵀ). It is positive definite when the
-contacts' constrained directions are independent; it is singular when they are redundant (e.g. a
-spatial revolute closing a planar loop: the out-of-plane rows are dependent) or at a singular
-configuration (§6.4).
+contacts' constrained directions are independent; it is singular when they are redundant (a spatial
+revolute closing a planar loop, the Bennett linkage: dependent rows everywhere) or at a singular
+configuration (§6.4). Numerically, "singular" is never exact: a few 1e-7 off the constraint manifold (an RK4
+stage) the redundant directions of Bᶜ get eigenvalues of order 1e-14 · ‖Bᶜ‖ instead of 0, and yᶜ a small
+component along them. An exact solve of that nearly singular system enforces the redundant direction with
+forces ~ yᶜ/λ (large, and wrong: the reduced-coordinate motion does not see them), so the default drops it.
 
 Methods (``SolverSettings.method``):
 
-``"proximal"`` (default): proximal-point iterations (the scheme of Pinocchio's ``ProximalSettings``)
+``"pinv"`` (default): the minimum-norm least-squares solution with a relative cut,
+    Fᶜ = B̃⁺ yᶜ,   B̃ = L Lᵀ from Cholesky with diagonal pivoting of Bᶜ, pivots ≤ ``regularization`` ·
+    max diag Bᶜ dropped (:func:`mrds_jax.spatial.dense.psd_pinv_solve`). **Guarantees**, for finite input:
+    (i) ‖Bᶜ − B̃‖₂ ≤ (n_C − r) · ``regularization`` · max diag Bᶜ (r = the rank kept); (ii) Fᶜ ∈ range(B̃) and
+    B̃ Fᶜ = P yᶜ, P the orthogonal projection onto range(B̃): the part of yᶜ outside range(B̃) (an inconsistent
+    right-hand side, e.g. off the manifold) is ignored, and of all such Fᶜ this is the shortest — the
+    minimum-norm constraint forces that Pinocchio and the reduced-coordinate model give for redundant
+    constraints; (iii) at full numerical rank (every pivot kept) Fᶜ = Bᶜ⁻¹ yᶜ exactly (to rounding,
+    ≈ ε · cond Bᶜ); (iv) never NaN (Bᶜ = 0 gives Fᶜ = 0); (v) differentiable: a custom JVP, the derivative of
+    the pseudo-inverse at constant rank (exact wherever the rank does not change; the discrete pivot choice is
+    not differentiated). No LAPACK call (fused under ``vmap``; README "Known trap"): n_C argmax-pivoted
+    column steps, one Cholesky of the n_C x n_C Gram matrix LᵀL and four triangular solves.
+    What it does not do: a genuinely independent constraint whose pivot falls below the cut (a configuration
+    within ~√``regularization`` of a singular one) is dropped too, i.e. not enforced at that instant; the
+    ``rank`` and ``min_pivot`` outputs show it, and :func:`~mrds_jax.system.simulate` warns.
+``"proximal"``: proximal-point iterations (the scheme of Pinocchio's ``ProximalSettings``)
     F₀ = 0,   F_{k+1} = F_k + (Bᶜ + μ1)⁻¹ (yᶜ − Bᶜ F_k),   μ = ``regularization`` · max(diag Bᶜ),
-    one Cholesky factorisation of the always positive-definite Bᶜ + μ1, then ``iterations`` pairs of
-    triangular solves (both without LAPACK, :mod:`mrds_jax.spatial.linalg`: fused under ``vmap``). For
-    non-singular Bᶜ the error contracts by μ/(λ_min + μ) per iteration, so with the
-    defaults it is exact to rounding unless Bᶜ is ill-conditioned beyond ~1/``regularization``. For
-    singular Bᶜ with a consistent yᶜ (redundant constraints) it converges to the **minimum-norm** Fᶜ
-    (starting from 0, no component ever enters the null space of Bᶜ) — the answer Pinocchio returns. For
-    finite inputs it never produces NaN, and it is differentiable (no branches). Use the returned
-    ``residual`` = ‖Bᶜ Fᶜ − yᶜ‖ / ‖yᶜ‖ to detect inconsistent (truly singular) situations.
-``"cholesky"``: one plain Cholesky solve — the fastest, exact for well-posed systems; returns NaN when Bᶜ
-    is not numerically positive definite (use only when the constraints are known independent).
-``"lstsq"``: minimum-norm least squares by a symmetric eigendecomposition with relative cut-off
-    ``regularization``; robust, but its derivative is undefined at repeated eigenvalues (avoid under
-    ``jax.grad``).
+    ``iterations`` times. Exact for well-conditioned Bᶜ and minimum-norm for exactly singular Bᶜ with an
+    exactly consistent yᶜ, but not in between: a near-null eigenvalue λ ≪ μ is partly enforced (force
+    ≈ k·y_λ/μ after k iterations), which is what moved the Bennett linkage off its reduced-coordinate
+    motion by 4e-2 rad in 2 s (issue 12). Kept for comparison.
+``"cholesky"``: one plain Cholesky solve — exact for well-posed systems; NaN when Bᶜ is not numerically
+    positive definite (use only when the constraints are known independent; Lilly & Orin's fast path solves
+    this way).
+``"lstsq"``: minimum-norm least squares by a symmetric eigendecomposition (LAPACK ``eigh``) with relative
+    cut-off ``regularization`` on the eigenvalues: the same answer as "pinv" up to the cut's rule; its
+    derivative is undefined at repeated eigenvalues (avoid under ``jax.grad``).
 
-Defaults depend on the dtype: float64 ``regularization = 1e-9``, float32 ``1e-4``; ``iterations = 4``.
+Defaults depend on the dtype: float64 ``regularization = 1e-9``, float32 ``1e-4``; ``iterations = 4``
+("proximal" only).
+
+Besides Fᶜ every method returns the relative residual ‖Bᶜ Fᶜ − yᶜ‖ / ‖yᶜ‖ (large when yᶜ is inconsistent:
+a truly singular situation), the rank kept and ``min_pivot`` ≈ λ_min/λ_max of the part solved (the inverse
+condition number; for "cholesky"/"proximal" the smallest squared Cholesky pivot over max diag Bᶜ).
 """
 from typing import NamedTuple, Optional
 
 import jax.numpy as jnp
 
-from ..spatial.linalg import cholesky, matmul, spd_solve, triangular_solve
+from ..spatial.dense import psd_pinv_solve
+from ..spatial.linalg import cholesky, matmul, triangular_solve
 
-METHODS = ("proximal", "cholesky", "lstsq")
+METHODS = ("pinv", "proximal", "cholesky", "lstsq")
 
 
 class SolverSettings(NamedTuple):
-    method: str = "proximal"
+    method: str = "pinv"
     regularization: Optional[float] = None   # None: 1e-9 (float64) / 1e-4 (float32)
     iterations: int = 4
+
+
+class ConstraintSolve(NamedTuple):
+    """Result of :func:`solve_constraint_system`."""
+    F: jnp.ndarray           # (n_C,) Fᶜ
+    residual: jnp.ndarray    # ‖Bᶜ Fᶜ − yᶜ‖ / ‖yᶜ‖
+    rank: jnp.ndarray        # rank of the part of Bᶜ solved (float)
+    min_pivot: jnp.ndarray   # ≈ λ_min / λ_max of that part (inverse condition number); 1 when n_C = 0
 
 
 def _default_regularization(dtype):
     return 1e-9 if jnp.finfo(dtype).bits >= 64 else 1e-4
 
 
+def regularization(settings, dtype):
+    """The relative cut (or proximal weight) that ``settings`` means for ``dtype``."""
+    return _default_regularization(dtype) if settings.regularization is None else settings.regularization
+
+
+def _cholesky_pivot_ratio(L, scale):
+    d = jnp.diagonal(L)
+    return jnp.min(d * d) / scale
+
+
 def solve_constraint_system(Bc, yc, settings=SolverSettings()):
-    """Solve Bᶜ Fᶜ = yᶜ (eq. 87) by ``settings``; returns (Fᶜ, relative residual). See module docstring."""
+    """Solve Bᶜ Fᶜ = yᶜ (eq. 87) by ``settings``; returns :class:`ConstraintSolve`. See module docstring."""
     if settings.method not in METHODS:
         raise ValueError(f"unknown constraint solver {settings.method!r}; use one of {METHODS}")
     n = yc.shape[0]
+    one = jnp.ones((), dtype=yc.dtype)
     if n == 0:
-        return yc, jnp.zeros((), dtype=yc.dtype)
-    reg = settings.regularization
-    reg = _default_regularization(Bc.dtype) if reg is None else reg
+        return ConstraintSolve(yc, jnp.zeros((), dtype=yc.dtype), 0 * one, one)
+    reg = regularization(settings, Bc.dtype)
     Bc = 0.5 * (Bc + Bc.T)
     scale = jnp.maximum(jnp.max(jnp.abs(jnp.diag(Bc))), jnp.finfo(Bc.dtype).tiny)
-    if settings.method == "cholesky":
-        F = spd_solve(Bc, yc)
+    rank = n * one
+    if settings.method == "pinv":
+        F, rank, ratio, _ = psd_pinv_solve(Bc, yc, reg)
+    elif settings.method == "cholesky":
+        L = cholesky(Bc)
+        F = triangular_solve(L, triangular_solve(L, yc), lower=False)
+        ratio = _cholesky_pivot_ratio(L, scale)
     elif settings.method == "lstsq":
         w, V = jnp.linalg.eigh(Bc)
         keep = w > reg * scale
         w_inv = jnp.where(keep, 1.0 / jnp.where(keep, w, 1.0), 0.0)
         F = matmul(V, w_inv * (matmul(V.T, yc)))
+        rank = jnp.sum(keep).astype(yc.dtype)
+        ratio = jnp.min(jnp.where(keep, w, jnp.inf)) / jnp.maximum(w[-1], jnp.finfo(Bc.dtype).tiny)
+        ratio = jnp.where(rank > 0, ratio, 0.0)
     else:
         L = cholesky(Bc + (reg * scale) * jnp.eye(n, dtype=Bc.dtype))
         F = jnp.zeros_like(yc)
         for _ in range(settings.iterations):
             F = F + triangular_solve(L, triangular_solve(L, yc - matmul(Bc, F)), lower=False)
+        ratio = _cholesky_pivot_ratio(L, scale)
     residual = jnp.linalg.norm(matmul(Bc, F) - yc) / jnp.maximum(jnp.linalg.norm(yc), jnp.finfo(yc.dtype).tiny)
-    return F, residual
+    return ConstraintSolve(F, residual, rank, ratio)

@@ -102,6 +102,8 @@ def pose_error(contact, R_EP, r_EP):
     if contact.dim == 3:
         theta = jnp.arctan2(R_EP[1, 0], R_EP[0, 0])
         return jnp.concatenate([theta[None], r_EP[:2]])
+    if contact.kind == "spherical":          # ψᶜ has no angular rows: e_ω is never read (saves its kernels)
+        return jnp.concatenate([jnp.zeros(3, dtype=r_EP.dtype), r_EP])
     if contact.kind == "universal" and getattr(contact, "modes", None) is not None:
         a1, a2 = contact.phi_u[:3, 0], contact.phi_u[:3, 1]
         b = matmul(R_EP, a2)
