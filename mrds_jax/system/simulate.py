@@ -228,7 +228,7 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     Under ``jit``/``vmap``/``grad`` the checks are skipped (use
     :func:`~mrds_jax.integrate.check_trajectory` and :func:`report_solve` on the result).
     """
-    validation.simulation(system, state0, dt, n_steps, decimation, integrator, INTEGRATORS + ("dopri5",), t_end)
+    validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
     forces = tuple(forces)
     stabilisation = resolve_stabilisation(stabilisation, dt)
     path = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
