@@ -9,6 +9,9 @@ Problems (definitions and parameters: tests/mbs_benchmarks.py's docstring):
 * A02 N-four-bar — 40 parallelogram four-bars in a row, 1 m / 1 kg rods and couplers, cranks released vertical
   with the couplers at 1 m/s; it turns over and passes its singular all-aligned configuration twice per turn.
   Reference: the 1-DOF reduced model (Pinocchio RNEA/CRBA, SciPy DOP853 1e-13).
+  A02r: the same with the solve's relative cut 1e-12 (``SolverSettings(regularization=1e-12)``) instead of the
+  default 1e-9: at N = 40 the condition of Bᶜ near the aligned configuration reaches ~1e9, where the default cut
+  drops directions (no MuJoCo row: same model as A02).
 * A05 flyball governor (our parameters after the library's layout, without its spring/damper): spatial, two
   loops closed by spherical contacts with redundant constraints, mobility 2. Reference: the 2-DOF reduced model.
 * Bennett linkage (tests/hard_mechanisms.py): spatial over-constrained 4R loop, Grübler −2, mobility 1.
@@ -67,9 +70,10 @@ def angle_error(a, b):
 
 
 # ----------------------------------------------------------------------------- problems
-def _problem(pid, title, system, state, reference, mjcf, notes):
+def _problem(pid, title, system, state, reference, mjcf, notes, **kw):
+    """``kw``: settings passed to ``simulate`` (none: the defaults); ``mjcf`` None: no MuJoCo row."""
     return SimpleNamespace(pid=pid, title=title, system=system, state=state, reference=reference, mjcf=mjcf,
-                           notes=notes)
+                           notes=notes, kw=kw)
 
 
 def _mjcf_options(xml):
@@ -111,7 +115,8 @@ def a01():
                     f"m = {p['m']} kg, L = {p['L']} m, I_c = {p['I_c']:g} kg m², from horizontal at rest")
 
 
-def a02(n):
+def a02(n, **kw):
+    """A02; with ``kw`` (simulate settings) a variant row without MuJoCo."""
     p = B.A02
     system = B.a02_nfourbar(n)
 
@@ -122,6 +127,9 @@ def a02(n):
 
     pairs = [(f"chain/end{i}", f"chain/tip{i + 1}") for i in range(n)]
     xml = _with_connects(to_mjcf({"chain": system.modules[0]}, timestep=DT), pairs)
+    if kw:
+        return _problem("A02r", f"A02 N-four-bar, N = {n}, solve cut 1e-12 instead of 1e-9", system, B.a02_state(n),
+                        reference, None, "`solver=SolverSettings(regularization=1e-12)`", **kw)
     return _problem("A02", f"A02 N-four-bar, N = {n} (passes singular configurations), 1 DOF", system,
                     B.a02_state(n), reference, _mjcf_options(xml),
                     f"rods/couplers {p['length']} m, {p['mass']} kg; θ₀ = π/2, θ̇₀ = {p['omega0']} rad/s")
@@ -172,7 +180,8 @@ def run_ours(problem, T, chunk):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             start = time.perf_counter()
-            tr = S.simulate(problem.system, state, DT, n, decimation=DECIMATION, t0=k * chunk)
+            tr = S.simulate(problem.system, state, DT, n, decimation=DECIMATION, t0=k * chunk,
+                            **problem.kw)
             jax.block_until_ready(tr.q)
             secs.append(time.perf_counter() - start)
         for w in caught:
@@ -195,7 +204,7 @@ def run_ours(problem, T, chunk):
     t = np.asarray(traj.t)
     q_ref = problem.reference(t)
     finite = all(np.all(np.isfinite(np.asarray(x))) for x in traj.q + traj.v)
-    return dict(engine="mrds_jax (defaults)", error=angle_error(traj.q[0], q_ref), energy=d.relative_energy_drift,
+    return dict(engine="mrds_jax" if problem.kw else "mrds_jax (defaults)", error=angle_error(traj.q[0], q_ref), energy=d.relative_energy_drift,
                 closure=d.constraint_drift, run=med * len(secs), compile=max(secs[0] - med, 0.0), finite=finite,
                 windows=windows, redundant=redundant, messages=messages, t=t.tolist(), q_ref=q_ref.tolist())
 
@@ -230,7 +239,9 @@ def run_mujoco(problem, T, t_ref, q_ref):
                 compile=compile_s, finite=finite)
 
 
-PROBLEMS = {"A01": a01, "A02": lambda: a02(B.A02["n"]), "A05": a05, "BEN": bennett_problem}
+PROBLEMS = {"A01": a01, "A02": lambda: a02(B.A02["n"]),
+            "A02r": lambda: a02(B.A02["n"], solver=S.SolverSettings(regularization=1e-12)),
+            "A05": a05, "BEN": bennett_problem}
 
 
 def table(results, T):
@@ -259,7 +270,7 @@ def table(results, T):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="1 s horizons instead of 10 s")
-    ap.add_argument("--only", default="", help="comma-separated problem ids (A01, A02, A05, BEN)")
+    ap.add_argument("--only", default="", help="comma-separated problem ids (A01, A02, A02r, A05, BEN)")
     ap.add_argument("--chunk", type=float, default=None, help="seconds per simulate call (default 1; quick 0.5)")
     ap.add_argument("--no-mujoco", action="store_true")
     a = ap.parse_args(argv)
@@ -274,7 +285,7 @@ def main(argv=None):
         ours = run_ours(problem, T, chunk)
         t, q_ref = np.asarray(ours.pop("t")), np.asarray(ours.pop("q_ref"))
         engines = [ours]
-        if not a.no_mujoco:
+        if not a.no_mujoco and problem.mjcf is not None:
             engines.append(run_mujoco(problem, T, t, q_ref))
         res = dict(title=problem.title, notes=problem.notes, T=T, engines=engines)
         (store / f"{pid}.json").write_text(json.dumps(res, indent=1))
