@@ -77,26 +77,36 @@ def bennett_q(theta):
 
 # ----------------------------------------------------------------------------- reduced-coordinate reference
 def reduced_reference(pin_model, q_of_theta, theta0, dtheta0, t_eval, rtol=1e-13, atol=1e-13):
-    """Integrate the 1-DOF reduced model (module docstring) by SciPy's DOP853; returns (θ, θ̇) at ``t_eval``
-    and the function θ ↦ q(θ) as NumPy."""
+    """Integrate the reduced model (module docstring) by SciPy's DOP853 from (θ₀, θ̇₀) and return (θ, θ̇) at
+    ``t_eval`` and the functions θ ↦ q(θ), θ ↦ q'(θ) as NumPy.
+
+    1 DOF (scalar θ₀): q' is a vector, θ and θ̇ are 1-D arrays over ``t_eval``. k DOF (θ₀ of length k):
+    Q = ∂q/∂θ (n x k), q̈ = Q θ̈ + (∂Q/∂θ · θ̇) θ̇ (the second term by jax.jvp of θ ↦ Q(θ) θ̇ along θ̇),
+    Qᵀ M Q θ̈ = −Qᵀ RNEA(q, Q θ̇, (∂Q/∂θ · θ̇) θ̇); θ and θ̇ are (k, len(t_eval))."""
+    scalar = np.ndim(theta0) == 0
+    q_vec = (lambda th: q_of_theta(th[0])) if scalar else q_of_theta
+    k = 1 if scalar else len(theta0)
     data = pin_model.createData()
-    q_fn = jax.jit(q_of_theta)
-    dq_fn = jax.jit(jax.jacfwd(q_of_theta))
-    ddq_fn = jax.jit(jax.jacfwd(jax.jacfwd(q_of_theta)))
+    q_fn = jax.jit(q_vec)
+    Q_fn = jax.jit(jax.jacfwd(q_vec))
+    quad_fn = jax.jit(lambda th, w: jax.jvp(lambda x: jax.jacfwd(q_vec)(x) @ w, (th,), (w,))[1])
 
     def rhs(_, x):
-        th, w = x
-        q, dq, ddq = (np.asarray(f(th), dtype=float) for f in (q_fn, dq_fn, ddq_fn))
+        th, w = x[:k], x[k:]
+        q, Q, quad = (np.asarray(v, dtype=float) for v in (q_fn(th), Q_fn(th), quad_fn(th, w)))
         M = pin.crba(pin_model, data, q)
         M = np.triu(M) + np.triu(M, 1).T
-        r = pin.rnea(pin_model, data, q, dq * w, ddq * w * w)
-        return [w, -dq @ r / (dq @ M @ dq)]
+        r = pin.rnea(pin_model, data, q, Q @ w, quad)
+        return np.concatenate([w, -np.linalg.solve(Q.T @ M @ Q, Q.T @ r)])
 
-    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), [theta0, dtheta0], method="DOP853", t_eval=t_eval,
-                    rtol=rtol, atol=atol)
+    x0 = np.concatenate([np.atleast_1d(theta0), np.atleast_1d(dtheta0)]).astype(float)
+    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), x0, method="DOP853", t_eval=t_eval, rtol=rtol, atol=atol)
     assert sol.success, sol.message
-    return sol.y[0], sol.y[1], lambda th: np.asarray(q_fn(th), dtype=float), \
-        lambda th: np.asarray(dq_fn(th), dtype=float)
+    if scalar:
+        return sol.y[0], sol.y[1], lambda th: np.asarray(q_fn(jnp.atleast_1d(th)), dtype=float), \
+            lambda th: np.asarray(Q_fn(jnp.atleast_1d(th))[:, 0], dtype=float)
+    return sol.y[:k], sol.y[k:], lambda th: np.asarray(q_fn(jnp.asarray(th)), dtype=float), \
+        lambda th: np.asarray(Q_fn(jnp.asarray(th)), dtype=float)
 
 
 @functools.lru_cache(maxsize=None)
@@ -108,22 +118,27 @@ def bennett_pin():
 PARALLELOGRAM = dict(n=3, r=0.4, L=0.5)
 
 
-def parallelogram_chain(n=PARALLELOGRAM["n"], r=PARALLELOGRAM["r"], L=PARALLELOGRAM["L"], gravity=3.0):
+def parallelogram_chain(n=PARALLELOGRAM["n"], r=PARALLELOGRAM["r"], L=PARALLELOGRAM["L"], gravity=3.0,
+                        rod=(0.5, (1e-3, 2e-3, 2e-3)), bar=(0.8, (1e-3, 4e-3, 4e-3))):
     """N = ``n`` parallelogram four-bars in series (planar, gravity ``gravity`` m/s² along −y, weak so that
     moderate speeds turn the rods over): n + 1 equal rods ("rod0" … "rodN",
     length r) pivoted on the ground at x = 0, L, …, nL, and n couplers (length L) each hinged to the tip of
     rod i and closed on the tip of rod i+1 by a planar revolute contact ("loop1" … "loopN"). 2n + 1 joints,
     2n constraints: mobility 1 (all rods parallel, couplers horizontal), except where every rod lies on the
     ground line (θ = 0 or π): there each loop is singular (Bᶜ loses n of its 2n ranks) and the mobility
-    jumps to n + 1."""
+    jumps to n + 1. ``rod`` and ``bar``: (mass, principal inertias about the centre of mass, which is
+    at the middle of each rod and coupler).
+
+    The IFToMM benchmark A02 ("N-four-bar mechanism") is ``n=40, r=L=1, gravity=9.81`` with 1 kg uniform
+    rods and couplers (tests/mbs_benchmarks.py)."""
     bld = ModuleBuilder(planar=True, gravity=(0.0, -gravity, 0.0))
-    rod_I, bar_I = (1e-3, 2e-3, 2e-3), (1e-3, 4e-3, 4e-3)
+    (rod_m, rod_I), (bar_m, bar_I) = rod, bar
     for i in range(n + 1):             # depth-first link order (rod0, bar0, rod1, …): Pinocchio's convention
-        bld.add_link(f"rod{i}", joint="revolute", position=(i * L, 0.0, 0.0), mass=0.5, com=(0.5 * r, 0.0, 0.0),
+        bld.add_link(f"rod{i}", joint="revolute", position=(i * L, 0.0, 0.0), mass=rod_m, com=(0.5 * r, 0.0, 0.0),
                      inertia=rod_I)
         bld.add_frame(f"tip{i}", f"rod{i}", position=(r, 0.0, 0.0))
         if i < n:
-            bld.add_link(f"bar{i}", parent=f"rod{i}", joint="revolute", position=(r, 0.0, 0.0), mass=0.8,
+            bld.add_link(f"bar{i}", parent=f"rod{i}", joint="revolute", position=(r, 0.0, 0.0), mass=bar_m,
                          com=(0.5 * L, 0.0, 0.0), inertia=bar_I)
             bld.add_frame(f"end{i}", f"bar{i}", position=(L, 0.0, 0.0))
     contacts = [C.planar_revolute(f"loop{i + 1}", ("chain", f"end{i}"), ("chain", f"tip{i + 1}"))
