@@ -43,8 +43,6 @@ from mrds_jax import system as S  # noqa: E402
 from mrds_jax.flexible import TABLE_22, bonaventura_system, link_outputs  # noqa: E402
 from mrds_jax.flexible import segmented as SG  # noqa: E402
 from mrds_jax.flexible.systems import TORQUES  # noqa: E402
-from mrds_jax.dynamics.interface import point_motion  # noqa: E402
-from mrds_jax.system.forces import JointTorque  # noqa: E402
 from mrds_jax.system.stabilisation import pd_suppression  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent / "out"
@@ -104,35 +102,9 @@ def run_assumed_modes(key, duration=None, stabilisation=None, n_modes=None, kine
     err = np.asarray(d.position_error)
     cv = [np.linalg.norm(e, axis=1) for e in np.split(err, np.cumsum(d.n_c)[:-1], axis=1)] if err.size else []
     out["cv"] = np.stack(cv, 1)[::EVERY] if cv else np.zeros((len(out["t"]), 0))
-    E = np.asarray(d.energy.total)
-    W = motor_work(sc, traj, dt)
-    out["energy_balance"] = (E[::2] - E[0] - W)[:: EVERY // 2]
-    out["work"] = W[:: EVERY // 2]
+    out["energy_balance"] = d.energy_balance[::EVERY]
+    out["work"] = d.work_done[::EVERY]
     return out
-
-
-def motor_work(sc, traj, dt):
-    """∫ P dt of every joint torque (composite Simpson over the stored steps): P = Qᵀ v for the motors on a
-    module's joints, and τ (ω_P − ω_E) for a torque in an actuated revolute contact (its free direction),
-    with ω the world angular rates of the contact's two points."""
-    P = np.zeros(len(traj.t))
-    system = sc.system
-    for f in sc.forces:
-        if isinstance(f, JointTorque):
-            k = system.module_names.index(f.module)
-            Q = jax.vmap(lambda t, q, v: f.fn(t, q, v, f.params))(traj.t, traj.q[k], traj.v[k])
-            P += np.einsum("ti,ti->t", np.asarray(Q), np.asarray(traj.v[k]))
-        else:
-            c = system.contacts[system.contact_names.index(f.contact)]
-            w = []
-            for side in (c.E, c.P):
-                k = system.module_names.index(side[0])
-                m = system.modules[k]
-                xd = jax.vmap(lambda q, v: point_motion(m, q, v, (side[1],)).xd[0])(traj.q[k], traj.v[k])
-                w.append(np.asarray(xd)[:, 2])
-            tau = jax.vmap(lambda t: f.fn(t, None, f.params))(traj.t)[:, 0]
-            P += np.asarray(tau) * (w[1] - w[0])
-    return np.concatenate([[0.0], np.cumsum(dt / 3 * (P[0:-2:2] + 4 * P[1:-1:2] + P[2::2]))])
 
 
 # ----------------------------------------------------------------------------- segmented references

@@ -34,7 +34,7 @@ from ..integrate.integrators import Accelerations, SolveInfo
 from .build import SystemError, SystemState
 from .dynamics import _taus, forward_dynamics
 from .lilly import lilly_forward_dynamics, lilly_stabilisation_problem, simple_closed_chain_reference
-from .forces import dissipated_power, force_potential_energy, generalized_forces, validate_forces
+from .forces import applied_power, dissipated_power, force_potential_energy, generalized_forces, validate_forces
 from .solve import SolverSettings
 from .stabilisation import Stabilisation, baumgarte, constraint_errors, constraint_jacobian
 
@@ -377,6 +377,7 @@ class Diagnostics(NamedTuple):
     t: jnp.ndarray
     energy: Energies            # each (n,)
     dissipated_power: jnp.ndarray   # (n,) Σ c ℓ̇² of the dampers
+    applied_power: jnp.ndarray      # (n,) Σ vᵀQ of the applied loads (forces.applied_power)
     position_error: jnp.ndarray     # (n, n_C) Φ_p (m or rad)
     velocity_error: jnp.ndarray     # (n, n_C) Φ_v (m/s or rad/s)
     contact_names: tuple
@@ -405,6 +406,25 @@ class Diagnostics(NamedTuple):
         ve = np.asarray(self.velocity_error)
         return float(np.max(np.abs(ve))) if ve.size else 0.0
 
+    @property
+    def energy_balance(self):
+        """E(t) − E(0) − ∫₀ᵗ (P_applied − P_dissipated) dt at every stored state (J): zero along an exact
+        motion (work-energy theorem; E includes the springs' stored energy). The integral is SciPy's cumulative
+        Simpson rule over the stored times, so its own error is O(Δt³) of the output spacing."""
+        from scipy.integrate import cumulative_simpson
+        net = np.asarray(self.applied_power, float) - np.asarray(self.dissipated_power, float)
+        t = np.asarray(self.t, float)
+        work = cumulative_simpson(net, x=t, initial=0.0) if len(t) > 2 else np.zeros_like(t)
+        E = np.asarray(self.energy.total, float)
+        return E - E[0] - work
+
+    @property
+    def work_done(self):
+        """∫₀ᵗ (P_applied − P_dissipated) dt at every stored state (J), the integral in
+        :attr:`energy_balance`."""
+        E = np.asarray(self.energy.total, float)
+        return E - E[0] - self.energy_balance
+
     def per_contact(self, which="position"):
         """dict contact name -> max |Φ| over time."""
         err = np.abs(np.asarray(self.position_error if which == "position" else self.velocity_error))
@@ -419,7 +439,8 @@ def _state_diagnostics(system, forces, targets, state, t):
     errs = constraint_errors(system, state, t, targets)
     cat = lambda xs: jnp.concatenate(xs) if xs else jnp.zeros(0, dtype=state.q[0].dtype)  # noqa: E731
     diss = dissipated_power(system, forces, state) if forces else jnp.zeros((), dtype=state.q[0].dtype)
-    return system_energy(system, state, forces), diss, cat(errs.position), cat(errs.velocity)
+    return (system_energy(system, state, forces), diss, applied_power(system, forces, state, t), cat(errs.position),
+            cat(errs.velocity))
 
 
 @jax.jit
@@ -429,13 +450,13 @@ def _diagnostics_core(system, forces, stabilisation, q, v, t):
 
 
 def trajectory_diagnostics(system, traj, forces=(), stabilisation=None):
-    """Energies, dissipated power and constraint errors at every stored state of ``traj``
+    """Energies, dissipated and applied power and constraint errors at every stored state of ``traj``
     (:class:`Diagnostics`); ``stabilisation`` only supplies position targets of excited contacts."""
     forces = tuple(forces)
     dtype = traj.q[0].dtype
-    E, P, pe, ve = _diagnostics_core(system, _as_float(forces, dtype), stabilisation, tuple(traj.q), tuple(traj.v),
-                                     jnp.asarray(traj.t, dtype))
-    return Diagnostics(traj.t, E, P, pe, ve, system.contact_names, system.connectivity.n_c)
+    E, P, W, pe, ve = _diagnostics_core(system, _as_float(forces, dtype), stabilisation, tuple(traj.q),
+                                        tuple(traj.v), jnp.asarray(traj.t, dtype))
+    return Diagnostics(traj.t, E, P, W, pe, ve, system.contact_names, system.connectivity.n_c)
 
 
 # ----------------------------------------------------------------------------- consistent initial states
