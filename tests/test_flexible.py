@@ -84,18 +84,22 @@ def test_equations_of_motion_equal_appendix_A_to_first_order(rng):
     np.testing.assert_allclose(d1 / d2, 4.0, rtol=0.02)        # ... and are second order in every row
 
 
-def test_tip_jacobian_equals_appendix_A(rng):
-    """J of the tip of link 2 (Appendix A.1, exact for the second-order kinematics) equals ours."""
+@pytest.mark.parametrize("kinematics", ["second_order", "first_order_jacobian", "first_order"])
+def test_tip_jacobian_equals_appendix_A(kinematics, rng):
+    """J of the tip of link 2 (Appendix A.1, exact for the second-order kinematics) equals ours at each of
+    Ch. 8.1's levels, with A.1's terms dropped as the thesis describes each: case 3 keeps everything; case 2
+    drops the second-order foreshortening ū from J but keeps the first-order terms it brings (d₁₃, e₂₃ =
+    ∂ū/∂q_f); case 1 drops both."""
     n, L1, L2 = 2, 1.0, 0.5
-    mod = flexible_chain([L1, L2], n)
+    mod = flexible_chain([L1, L2], n, kinematics=kinematics)
     q = np.concatenate([rng.normal(size=2), 0.05 * rng.normal(size=2 * n)])
     u = unit_integrals(n)
     qf1, qf2 = q[2:2 + n], q[2 + n:]
     s1, c1, s12, c12 = np.sin(q[0]), np.cos(q[0]), np.sin(q[0] + q[1]), np.cos(q[0] + q[1])
     a13, b23 = u["int_dd"] / L1, u["int_dd"] / L2
     w1, w2 = u["tip"] @ qf1, u["tip"] @ qf2
-    ub1, ub2 = -0.5 * qf1 @ a13 @ qf1, -0.5 * qf2 @ b23 @ qf2
-    d13, e23 = a13 @ qf1, b23 @ qf2
+    ub1, ub2 = (-0.5 * qf1 @ a13 @ qf1, -0.5 * qf2 @ b23 @ qf2) if kinematics == "second_order" else (0.0, 0.0)
+    d13, e23 = (a13 @ qf1, b23 @ qf2) if kinematics != "first_order" else (0.0 * qf1, 0.0 * qf2)
     Jx = np.concatenate([[-(L1 + ub1) * s1 - w1 * c1 - (L2 + ub2) * s12 - w2 * c12, -(L2 + ub2) * s12 - w2 * c12],
                          -s1 * u["tip"] - d13 * c1, -s12 * u["tip"] - e23 * c12])
     Jy = np.concatenate([[(L1 + ub1) * c1 - w1 * s1 + (L2 + ub2) * c12 - w2 * s12, (L2 + ub2) * c12 - w2 * s12],
