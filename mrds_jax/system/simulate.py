@@ -209,7 +209,9 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     Baumgarte with α = β = 1/(50 dt), :func:`default_stabilisation`), None (off) or a
     :class:`~mrds_jax.system.stabilisation.Stabilisation`; ``solver``, ``method``: as in
     :func:`~mrds_jax.system.forward_dynamics`; ``path``: "auto" (default: Lilly & Orin's fast path for simple
-    closed chains without stabilisation, the general MRDS path otherwise), "general" or "lilly"
+    closed chains, the general MRDS path otherwise; when, with ``check`` and concrete inputs, the Lilly run goes
+    non-finite — a chain at a kinematic singularity, e.g. fully extended, where its M_k of eq. 36 is singular —
+    it is rerun on the general path with a :class:`SingularConfigurationWarning`), "general" or "lilly"
     (:func:`dynamics_path`).
     The returned trajectory carries the constraint solve's diagnostics: ``traj.solve`` (a
     :class:`~mrds_jax.integrate.integrators.SolveInfo` of arrays over the stored states: the worst relative
@@ -231,7 +233,26 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
     forces = tuple(forces)
     stabilisation = resolve_stabilisation(stabilisation, dt)
-    path = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
+    chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
+    if check and path == "auto" and chosen == "lilly" and not _is_traced((system, state0, dt, t0, forces,
+                                                                           stabilisation, tau, t_end)):
+        # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (eq. 36) singular while
+        # the general path's minimum-norm solve is fine: retry there instead of returning NaN
+        kwargs = dict(n_steps=n_steps, decimation=decimation, integrator=integrator, forces=forces, tau=tau,
+                      stabilisation=stabilisation, solver=solver, method=method, check=check, tol=tol,
+                      cond_warn=cond_warn, strict=strict, residual_warn=residual_warn, cond_jump=cond_jump,
+                      t_end=t_end, rtol=rtol, atol=atol, n_out=n_out, max_steps=max_steps, t0=t0)
+        try:
+            return simulate(system, state0, dt, path="lilly", **kwargs)
+        except SimulationError as e:
+            if "NaN" not in str(e):
+                raise
+            warnings.warn(f"Lilly & Orin's path (chosen by path='auto') failed ({str(e).split(';')[0]}): a chain is "
+                          "at a kinematic singularity where its M_k (eq. 36) is singular, e.g. fully extended; "
+                          "reran on the general path, whose minimum-norm solve handles it. Pass path='general' "
+                          "to skip the first attempt", SingularConfigurationWarning, stacklevel=2)
+            return simulate(system, state0, dt, path="general", **kwargs)
+    path = chosen
     dtype = jnp.asarray(state0.q[0]).dtype
     traced = _is_traced((system, state0, dt, t0, forces, stabilisation, tau))
     if check and not traced:
