@@ -9,14 +9,15 @@ that replace the thesis' Working Model 2D.
    and the thesis' outputs are plotted in the style of Appendix C (link angles, tip position, transverse tip
    deflections, angular velocities, constraint violations): experiments/out/bonaventura/system_*.png.
 2. Segmented references (Working Model's approach, done right: mrds_jax.flexible.segmented): Systems 1,
-   2a, 2c and 6a with N = 4, 8, 16, 32 elements per flexible link in MuJoCo (RK4, 0.1 ms; its loop and slider
-   equalities are soft), and Systems 1 and 2a with our own rigid modules (N = 4, 8, RK4 0.1 ms). The
+   2a, 2c and 6a with N = 4, 8, 16, 32 elements per flexible link in MuJoCo (RK4, 0.1 ms, 20 µs for the
+   stiff N = 32 chains of 2a and 2c; its loop and slider equalities are soft), and Systems 1 and 2a with our
+   own rigid modules (N = 4, 8, 16, RK4 0.1 ms). The
    table gives the largest differences from the assumed-modes motion (two and three modes) over the whole
    manoeuvre, with the thesis' own MRDS-vs-Working-Model figures beside them.
 3. System 6a over its 30 s: constraint violation without and with the PD suppression of eq. 104-105
    (K_p = 0.1, K_v = 0.2, the thesis' gains), and the energy balance: work of the joint torques against the
-   change of kinetic + elastic energy (float64, no damping). System 6b with first- and second-order contact
-   kinematics (Ch. 8.1's linearisation levels; the thesis needed second order for 6b).
+   change of kinetic + elastic energy (float64, no damping). System 6b at each of Ch. 8.1's three
+   contact-kinematics linearisation levels (the thesis needed second order for 6b).
 
 Results are cached per run in experiments/out/bonaventura/cache/ (delete it to recompute; an interrupted run
 resumes where it stopped), the summary goes to experiments/out/bonaventura_systems.md.
@@ -43,15 +44,26 @@ from mrds_jax import system as S  # noqa: E402
 from mrds_jax.flexible import TABLE_22, bonaventura_system, link_outputs  # noqa: E402
 from mrds_jax.flexible import segmented as SG  # noqa: E402
 from mrds_jax.flexible.systems import TORQUES  # noqa: E402
-from mrds_jax.dynamics.interface import point_motion  # noqa: E402
-from mrds_jax.system.forces import JointTorque  # noqa: E402
 from mrds_jax.system.stabilisation import pd_suppression  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent / "out"
 FIG = OUT / "bonaventura"
 CACHE = FIG / "cache"
 DT, EVERY = 1e-3, 10                 # assumed modes: 1 ms steps, outputs every 10 ms
-DT_SEG = 1e-4                        # segmented models (stiff springs at N = 32)
+DT_SEG = 1e-4                        # segmented models
+# The N = 32 chains of Systems 2a and 2c (0.5 m links cut into 1.6 cm segments: stiff springs on light
+# segments) diverge at DT_SEG in MuJoCo's RK4; they run at a smaller step.
+DT_SEG_STIFF = {("2a", 32): 2e-5, ("2c", 32): 2e-5}
+
+
+def seg_dt(key, n):
+    return DT_SEG_STIFF.get((key, n), DT_SEG)
+
+
+def seg_name(engine, key, n):
+    """Cache name of a segmented run (its step is in the name when it is not DT_SEG)."""
+    dt = seg_dt(key, n)
+    return f"{engine.split()[0]}_{key}_N{n}" + ("" if dt == DT_SEG else f"_dt{dt:g}")
 # the thesis' MRDS-vs-Working-Model agreement (Ch. 8.3): max joint-angle error [deg], tip error [m]
 THESIS = {"1": (9.61e-2, None), "2a": (0.0874, 4.678e-4)}
 # initial absolute link angles of each system's chains (mrds_jax.flexible.systems), for the segmented models
@@ -104,35 +116,9 @@ def run_assumed_modes(key, duration=None, stabilisation=None, n_modes=None, kine
     err = np.asarray(d.position_error)
     cv = [np.linalg.norm(e, axis=1) for e in np.split(err, np.cumsum(d.n_c)[:-1], axis=1)] if err.size else []
     out["cv"] = np.stack(cv, 1)[::EVERY] if cv else np.zeros((len(out["t"]), 0))
-    E = np.asarray(d.energy.total)
-    W = motor_work(sc, traj, dt)
-    out["energy_balance"] = (E[::2] - E[0] - W)[:: EVERY // 2]
-    out["work"] = W[:: EVERY // 2]
+    out["energy_balance"] = d.energy_balance[::EVERY]
+    out["work"] = d.work_done[::EVERY]
     return out
-
-
-def motor_work(sc, traj, dt):
-    """∫ P dt of every joint torque (composite Simpson over the stored steps): P = Qᵀ v for the motors on a
-    module's joints, and τ (ω_P − ω_E) for a torque in an actuated revolute contact (its free direction),
-    with ω the world angular rates of the contact's two points."""
-    P = np.zeros(len(traj.t))
-    system = sc.system
-    for f in sc.forces:
-        if isinstance(f, JointTorque):
-            k = system.module_names.index(f.module)
-            Q = jax.vmap(lambda t, q, v: f.fn(t, q, v, f.params))(traj.t, traj.q[k], traj.v[k])
-            P += np.einsum("ti,ti->t", np.asarray(Q), np.asarray(traj.v[k]))
-        else:
-            c = system.contacts[system.contact_names.index(f.contact)]
-            w = []
-            for side in (c.E, c.P):
-                k = system.module_names.index(side[0])
-                m = system.modules[k]
-                xd = jax.vmap(lambda q, v: point_motion(m, q, v, (side[1],)).xd[0])(traj.q[k], traj.v[k])
-                w.append(np.asarray(xd)[:, 2])
-            tau = jax.vmap(lambda t: f.fn(t, None, f.params))(traj.t)[:, 0]
-            P += np.asarray(tau) * (w[1] - w[0])
-    return np.concatenate([[0.0], np.cumsum(dt / 3 * (P[0:-2:2] + 4 * P[1:-1:2] + P[2::2]))])
 
 
 # ----------------------------------------------------------------------------- segmented references
@@ -144,8 +130,9 @@ def layouts(key, n):
 
 def run_mujoco(key, n, duration):
     lay = layouts(key, n)
+    dt = seg_dt(key, n)
     xml = SG.segmented_mjcf(lay, slider_y=0.6 if key == "2c" else None, connect_tips=key == "6a",
-                            timestep=DT_SEG, solref=(1e-3, 1.0))
+                            timestep=dt, solref=(1e-3, 1.0))
     model = mujoco.MjModel.from_xml_string(xml)
     data = mujoco.MjData(model)
     offsets, q0 = {}, []
@@ -158,10 +145,10 @@ def run_mujoco(key, n, duration):
     data.qpos[:] = q0
     mujoco.mj_forward(model, data)
     A, T = map(np.asarray, TORQUES[key])
-    every = int(round(DT * EVERY / DT_SEG))
+    every = int(round(DT * EVERY / dt))
     qs = [data.qpos.copy()]
-    for i in range(int(round(duration / DT_SEG))):
-        data.ctrl[:] = A * np.sin(2 * np.pi * (data.time + DT_SEG / 2) / T)
+    for i in range(int(round(duration / dt))):
+        data.ctrl[:] = A * np.sin(2 * np.pi * (data.time + dt / 2) / T)
         mujoco.mj_step(model, data)
         if (i + 1) % every == 0:
             qs.append(data.qpos.copy())
@@ -187,8 +174,9 @@ def run_ours_segmented(key, n, duration):
     forces = (SG.segmented_torques("motors+springs", "chain", layout, A, T),)
     q0 = jnp.asarray(SG.initial_joint_angles(layout, START[key]["a"]))
     state = S.SystemState((q0,), (jnp.zeros_like(q0),))
-    every = int(round(DT * EVERY / DT_SEG))
-    traj = S.simulate(system, state, DT_SEG, int(round(duration / DT_SEG)), decimation=every, forces=forces)
+    dt = seg_dt(key, n)
+    every = int(round(DT * EVERY / dt))
+    traj = S.simulate(system, state, dt, int(round(duration / dt)), decimation=every, forces=forces)
     return segmented_result({"a": layout}, {"a": (0, len(layout.link))}, np.asarray(traj.q[0]))
 
 
@@ -233,7 +221,7 @@ def main(argv=None):
     tag = "quick_" if quick else ""
     lines = ["# Bonaventura's validation systems (Ch. 8.3) — `experiments/bonaventura_systems.py`" + (" --quick" if quick else ""),
              "", f"jax {jax.__version__}, mujoco {mujoco.__version__}, float64, RK4; assumed modes dt = {DT} s, "
-             f"segmented models dt = {DT_SEG} s. CPU times are from a shared 2-core machine (indicative only).", ""]
+             f"segmented models dt = {DT_SEG} s ({', '.join(f'{k} N = {n}: {v:g} s' for (k, n), v in DT_SEG_STIFF.items())}). CPU times are from a shared 2-core machine (indicative only).", ""]
 
     # 1. every system
     keys = ["1", "2a"] if quick else ["1", "2a", "2b", "2c", "3", "4", "5a", "5b", "5c", "6a", "6b"]
@@ -268,9 +256,9 @@ def main(argv=None):
         ref3 = cached(f"{tag}am3_{key}", lambda: run_assumed_modes(key, dur, n_modes=3))
         refs, mj = [], {}
         for engine, runner, ns in (("MuJoCo", run_mujoco, Ns), ("mrds_jax rigid", run_ours_segmented,
-                                                                 Ns[:2] if key in ("1", "2a") else ())):
+                                                                 Ns[:3] if key in ("1", "2a") else ())):
             for n in ns:
-                seg = cached(f"{tag}{engine.split()[0]}_{key}_N{n}", lambda: runner(key, n, dur))
+                seg = cached(tag + seg_name(engine, key, n), lambda: runner(key, n, dur))
                 d2, d3 = differences(ref2, seg), differences(ref3, seg)
                 if engine == "MuJoCo":
                     mj[n] = seg
@@ -294,8 +282,11 @@ def main(argv=None):
         lines += ["", "## 3. Closed loop (System 6)", "", "| run | max constraint violation [m] | energy balance / max work |",
                   "| --- | --- | --- |"]
         runs = [("6a, no suppression", "am_6a"), ("6a, PD suppression Kp = 0.1, Kv = 0.2", "am_6a_pd"),
-                ("6b, second-order contact kinematics", "am_6b"), ("6b, first-order contact kinematics", "am_6b_first")]
+                ("6b, second-order contact kinematics (case 3)", "am_6b"),
+                ("6b, first-order placements, first-order-consistent Jacobian (case 2)", "am_6b_case2"),
+                ("6b, first-order contact kinematics (case 1)", "am_6b_first")]
         extra = {"am_6a_pd": lambda: run_assumed_modes("6a", stabilisation=pd_suppression(0.1, 0.2)),
+                 "am_6b_case2": lambda: run_assumed_modes("6b", kinematics="first_order_jacobian"),
                  "am_6b_first": lambda: run_assumed_modes("6b", kinematics="first_order")}
         for label, name in runs:
             r = results.get(name[3:]) if name in ("am_6a", "am_6b") else cached(name, extra[name])

@@ -270,3 +270,22 @@ def test_lilly_gradients_equal_general_path_and_finite_differences():
         e[k] = h
         fd = (np.asarray(f(jnp.asarray(m0 + e))) - np.asarray(f(jnp.asarray(m0 - e)))) / (2 * h)
         np.testing.assert_allclose(J_lilly[:, k], fd, rtol=0, atol=1e-6 * scale, err_msg=f"mass {k}")
+
+
+def test_auto_path_falls_back_to_general_at_a_singular_chain():
+    """Bonaventura's System 4 (rigid here: 0 modes) starts fully extended: the two-link robot, a chain of the
+    simple closed chain, cannot move its tip along its own axis, so Lilly's M_k (eq. 36) is singular and the
+    Lilly path returns NaN at step 1. ``path="auto"`` must not hand that to the user: it warns and reruns on
+    the general path, whose trajectory it returns (equal to asking for the general path directly)."""
+    from mrds_jax.flexible import bonaventura_system
+    sc = bonaventura_system("4", n_modes=0)
+    assert S.dynamics_path(sc.system) == "lilly"
+    run = functools.partial(S.simulate, sc.system, sc.state, 1e-3, 300, decimation=100, forces=sc.forces)
+    with pytest.warns(S.SingularConfigurationWarning, match=r"Lilly & Orin's path .* failed \(the state became "
+                                                               r"NaN/inf at step 1 .* reran on the general path"):
+        auto = run()
+    general = run(path="general")
+    moved = max(float(np.abs(np.asarray(q[-1] - q[0])).max()) for q in general.q)
+    assert moved > 1e-6
+    for a, g in zip(auto.q + auto.v, general.q + general.v):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(g))

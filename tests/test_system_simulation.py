@@ -150,17 +150,24 @@ def _simpson(y, h):
 
 
 def test_damper_and_torques_power_balance_along_rollout():
-    """E(10 s) − E(0) = ∫ (τ·v − c ℓ̇²) dt with the eq. 134 sinusoidal torques and the damper."""
+    """E(10 s) − E(0) = ∫ (τ·v − c ℓ̇²) dt with the eq. 134 sinusoidal torques and the damper; the library's
+    applied power (Σ vᵀQ through the generalized forces) equals τ·v written out here, and its
+    ``energy_balance`` (SciPy's cumulative Simpson) agrees with this test's composite Simpson."""
     _, runs, _ = fourbar_runs()
     traj, forces, d = runs["damped_driven"]
     A, T = (np.asarray(x) for x in forces[1].params)
     tau = A * np.sin(2 * np.pi * np.asarray(traj.t)[:, None] / T)
-    work = _simpson(np.sum(tau * np.asarray(traj.v[0]), axis=1), DT * 10)
+    power = np.sum(tau * np.asarray(traj.v[0]), axis=1)
+    np.testing.assert_allclose(d.applied_power, power, rtol=1e-12, atol=1e-12 * np.abs(power).max())
+    work = _simpson(power, DT * 10)
     dissipated = _simpson(d.dissipated_power, DT * 10)
     E = np.asarray(d.energy.total)
-    print(f"\nΔE = {E[-1] - E[0]:.6f} J, torque work {work:.6f} J, dissipated {dissipated:.6f} J")
+    print(f"\nΔE = {E[-1] - E[0]:.6f} J, torque work {work:.6f} J, dissipated {dissipated:.6f} J, "
+          f"max |energy balance| {np.abs(d.energy_balance).max():.2e} J")
     assert dissipated > 0.1
     np.testing.assert_allclose(E[-1] - E[0], work - dissipated, rtol=1e-5, atol=1e-6 * dissipated)
+    np.testing.assert_allclose(d.work_done[-1], work - dissipated, rtol=1e-6)
+    assert np.abs(d.energy_balance).max() < 1e-5 * dissipated
 
 
 def test_nan_in_rollout_is_reported_with_its_step():
@@ -199,17 +206,19 @@ def test_instantaneous_power_balance():
         tau = forces[1].params[0] * jnp.sin(2 * jnp.pi * t / forces[1].params[1])
         Q_push = S.generalized_forces(system, push, st, t)[0]
         return (dE, tau @ v, forces[0].damping * rate ** 2, S.dissipated_power(system, forces, st), Q_push,
-                jax.grad(work)(q))
-    dE, P_tau, P_c, P_diss, Q_push, dW = (np.asarray(x) for x in check(q, jnp.asarray([2.0, -1.0, 0.5])))
+                jax.grad(work)(q), S.applied_power(system, forces, st, t))
+    dE, P_tau, P_c, P_diss, Q_push, dW, P_app = (np.asarray(x) for x in check(q, jnp.asarray([2.0, -1.0, 0.5])))
     assert P_c > 0.01 and abs(P_tau) > 0.01
     np.testing.assert_allclose(dE, P_tau - P_c, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(P_diss, P_c, rtol=1e-12)
+    np.testing.assert_allclose(P_app, P_tau, rtol=1e-12)
     assert np.abs(dW).max() > 0.1
     np.testing.assert_allclose(Q_push, dW, rtol=1e-12, atol=1e-14)
 
 
 def test_contact_force_element_equals_contact_applied_force():
-    """A ContactForce Fᵘ(t, state) on the loop revolute == the same Fᵘ(t) given as the contact's ``applied``."""
+    """A ContactForce Fᵘ(t, state) on the loop revolute == the same Fᵘ(t) given as the contact's ``applied``:
+    the same accelerations and the same applied power, which is dE/dt on a consistent state."""
     base = fourbar()
     law = lambda t: jnp.array([0.4 * jnp.cos(3.0 * t)])  # noqa: E731
     applied = S.build_system({"bar": base.modules[0]},
@@ -222,10 +231,18 @@ def test_contact_force_element_equals_contact_applied_force():
     def both(state):
         a = S.forward_dynamics(applied, state, None, 0.4).qdd[0]
         b = S.system_acceleration(base, elem)(state.q, state.v, 0.4)[0]
-        return a, b
+        # the constraint forces do no work on a consistent state: dE/dt is the applied power, by either route
+        st, _ = S.project_velocities(base, state)
+        qdd = S.forward_dynamics(applied, st, None, 0.4).qdd[0]
+        dE = jax.jvp(lambda q, v: S.system_energy(base, S.SystemState((q,), (v,))).total, (st.q[0], st.v[0]),
+                     (st.v[0], qdd))[1]
+        return a, b, dE, S.applied_power(applied, (), st, 0.4), S.applied_power(base, elem, st, 0.4)
     assert abs(float(law(0.4)[0])) > 0.1
-    a, b = both(state)
+    a, b, dE, P_own, P_elem = both(state)
     np.testing.assert_allclose(a, b, atol=1e-12)
+    assert abs(float(P_own)) > 1e-3
+    np.testing.assert_allclose(P_own, P_elem, rtol=1e-12)
+    np.testing.assert_allclose(dE, P_own, rtol=1e-9)
 
 
 # ----------------------------------------------------------------------------- constraint errors of every contact

@@ -11,7 +11,11 @@ The user supplies, as functions of a parameter pytree and q (nq = nv: no quatern
   in the world;
 * optionally ``bias(params, q, v)`` → b(q, v) below, when the module has a cheaper route to it than
   differentiating H (e.g. d'Alembert over mass points, b = Σ mᵢ Jᵢᵀ J̇ᵢ v + ∂V/∂q, :mod:`mrds_jax.flexible`);
-  it must equal the Lagrange form (the flexible links' test checks the two routes against each other).
+  it must equal the Lagrange form (the flexible links' test checks the two routes against each other);
+* optionally ``jacobians(params, q)`` → (n, 6, nv) world-aligned Jacobians of the points, when the module's
+  contact kinematics deliberately uses a Jacobian that is not the derivative of ``points`` (Bonaventura
+  Ch. 8.1's intermediate linearisation level, :mod:`mrds_jax.flexible`); J̇v is then the derivative of
+  that J(q) v. Without it J is the derivative of the placements, as below.
 
 Everything else follows from Lagrange's equations H q̈ + b(q, v) = τ with
     b = Ḣ v − ∂T/∂q + ∂V/∂q,   Ḣ v = (∂H/∂q · v) v           (Coriolis, centrifugal and potential forces)
@@ -47,6 +51,7 @@ class EnergyModule:
     nv: int = static()
     planar: bool = static(default=False)
     bias: Callable = static(default=None)
+    jacobians: Callable = static(default=None)
 
     @property
     def nq(self):
@@ -71,13 +76,21 @@ def _motion(R, p, dR, dp):
     return jnp.concatenate([unskew(matmul(dR, R.T)), dp])
 
 
-def _jacobians(module, q, points):
-    """(n, 6, nv) world-aligned Jacobians of the points (forward mode, one column per coordinate)."""
+def placement_jacobians(points, params, q):
+    """(n, 6, nv) world-aligned Jacobians of all placements ``points(params, q)`` (forward mode, one column
+    per coordinate: [unskew(∂R/∂qᵢ Rᵀ); ∂p/∂qᵢ])."""
     def column(e):
-        (R, p), (dR, dp) = jax.jvp(lambda x: _placements(module, x, points), (q,), (e,))
+        (R, p), (dR, dp) = jax.jvp(lambda x: points(params, x), (q,), (e,))
         return jax.vmap(_motion)(R, p, dR, dp)
-    cols = jax.vmap(column)(jnp.eye(module.nv, dtype=q.dtype))       # (nv, n, 6)
+    cols = jax.vmap(column)(jnp.eye(q.shape[0], dtype=q.dtype))      # (nv, n, 6)
     return jnp.moveaxis(cols, 0, -1)
+
+
+def _jacobians(module, q, points):
+    """(len(points), 6, nv) Jacobians of the named points: the module's own ``jacobians`` when it has one,
+    else the derivative of its placements."""
+    J = (module.jacobians or (lambda params, x: placement_jacobians(module.points, params, x)))(module.params, q)
+    return J[jnp.asarray([module.frame_index(f) for f in points])]
 
 
 def _jdot_v(module, q, v, points):

@@ -33,11 +33,15 @@ second-order model above):
 * ``kinematics="second_order"`` (default, Ch. 8.1 case 3): the points' placements, Jacobians and J̇v keep all
   second-order terms (ū in the tip position, the first-order terms it brings into J) — the only choice
   consistent with the energy, needed for closed loops with large deflections (System 6b);
+* ``kinematics="first_order_jacobian"`` (case 2): placed as in case 1 (no foreshortening in the placements,
+  velocities J v built from them), but the Jacobian keeps the first-order terms that the second-order
+  kinematics brings: J = J₃(q_θ, 0) + ∂J₃/∂q_f · q_f, the case-3 Jacobian J₃ truncated at first order in
+  the modal coordinates (J₃ − J = O(q_f²), J − J₁ = O(q_f)), and J̇v the derivative of that J(q) v. This is
+  the thesis' "extension of the consistent model to the operational space dynamics"; J is then not the
+  derivative of the placements used, so the contact constraints are no longer exactly those of a motion
+  (on closed loops the constraint drifts unless stabilised; the thesis' own finding);
 * ``kinematics="first_order"`` (case 1): the points are placed without foreshortening (ū = 0 in every tip,
   so neither ū nor the first-order terms derived from it appear in J or J̇v).
-
-The thesis' intermediate case 2 (first-order terms of the second-order kinematics kept in J only) mixes a
-Jacobian that is not the derivative of the placements used; it is not offered.
 """
 import dataclasses
 
@@ -45,13 +49,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics.energy_module import EnergyModule
+from ..dynamics.energy_module import EnergyModule, placement_jacobians
 from ..validation import ModelError
 from ..system.forces import JointTorque
 from ..spatial import rot_z
 from .modes import MAX_MODES, mode_tables
 
-KINEMATICS = ("second_order", "first_order")
+KINEMATICS = ("second_order", "first_order_jacobian", "first_order")
 
 # Bonaventura Table 22: aluminium strip 0.08 m x 0.002 m, E = 70 GPa, used for every link of Ch. 8.3
 TABLE_22 = dict(width=0.08, height=0.002, rho=0.448, E=70e9, I=5.3333e-11, EI=3.7333)
@@ -187,6 +191,20 @@ class ChainPoints:
         return jnp.stack([R for R, _ in frames]), jnp.stack([p for _, p in frames])
 
 
+@dataclasses.dataclass(frozen=True)
+class ChainFirstOrderJacobians:
+    """Case 2 of Ch. 8.1 (module docstring): the second-order points' Jacobian J₃ truncated at first order in
+    the modal coordinates, J = J₃(q_θ, 0) + ∂J₃/∂q_f · q_f (one forward-mode derivative along q_f)."""
+    layout: ChainLayout
+
+    def __call__(self, params, q):
+        full = ChainPoints(dataclasses.replace(self.layout, kinematics="second_order"))
+        rigid = self.layout.n_base + self.layout.n_links
+        q_f = jnp.zeros_like(q).at[rigid:].set(q[rigid:])
+        J0, dJ = jax.jvp(lambda x: placement_jacobians(full, params, x), (q - q_f,), (q_f,))
+        return J0 + dJ
+
+
 def _positive(name, value, n):
     a = np.broadcast_to(np.asarray(value, dtype=float), (n,)) if np.ndim(value) == 0 else np.asarray(value, float)
     if a.shape != (n,):
@@ -204,8 +222,8 @@ def flexible_chain(lengths, n_modes=2, rho=TABLE_22["rho"], EI=TABLE_22["EI"], t
     ``lengths``: one per link; ``n_modes``: an int for every link or one per link (0 = rigid link);
     ``rho``, ``EI``: scalars or one per link (default: Table 22); ``tip_mass``: point mass at the last tip;
     ``base``: (x, y, angle) of the fixed base (for a mobile base: its angle offset only, the position being
-    q[0:2]); ``gravity``: in-plane (g_x, g_y); ``kinematics``: "second_order" or "first_order" (the contact
-    points' kinematics level, Ch. 8.1). The parameters ``module.params`` (length, rho, EI, tip_mass, base,
+    q[0:2]); ``gravity``: in-plane (g_x, g_y); ``kinematics``: "second_order", "first_order_jacobian" or
+    "first_order" (the contact points' kinematics level, Ch. 8.1 cases 3, 2, 1; module docstring). The parameters ``module.params`` (length, rho, EI, tip_mass, base,
     gravity) are a pytree: ``jax.grad``/``jax.vmap`` over EI, ρ or the lengths work on them directly."""
     lengths = np.atleast_1d(np.asarray(lengths, dtype=float))
     n = lengths.shape[0]
@@ -227,8 +245,9 @@ def flexible_chain(lengths, n_modes=2, rho=TABLE_22["rho"], EI=TABLE_22["EI"], t
     params = dict(length=jnp.asarray(lengths), rho=jnp.asarray(_positive("rho", rho, n)),
                   EI=jnp.asarray(_positive("EI", EI, n)), tip_mass=jnp.asarray(float(tip_mass)),
                   base=jnp.asarray(base), gravity=jnp.asarray(np.asarray(gravity, dtype=float).reshape(2)))
+    jacobians = ChainFirstOrderJacobians(layout) if kinematics == "first_order_jacobian" else None
     return EnergyModule(params, ChainMassMatrix(layout), ChainPotential(layout), ChainPoints(layout),
-                        layout.frame_names, nv=layout.nv, planar=True, bias=ChainBias(layout))
+                        layout.frame_names, nv=layout.nv, planar=True, bias=ChainBias(layout), jacobians=jacobians)
 
 
 def chain_layout(module):

@@ -20,6 +20,7 @@ Elements:
   sides' modules like eq. 95-96. (A contact's own ``applied`` function covers Fᵘ(t); this element allows
   state feedback. The forces reported by the dynamics then hold only the constraint part ψᶜFᶜ.)
 """
+import functools
 from typing import Callable, Optional
 
 import jax
@@ -300,3 +301,27 @@ def force_potential_energy(system, forces, state):
 def dissipated_power(system, forces, state):
     """Power dissipated by the dampers, Σ c ℓ̇² (≥ 0)."""
     return _sum_over_springs(system, forces, state, lambda el, length, rate: el.damping * rate ** 2)
+
+
+@functools.lru_cache(maxsize=None)
+def _free_force_of(applied):
+    """A contact's own ``applied`` Fᵘ(t) as a :class:`ContactForce` law (one per function, so jit caches)."""
+    return lambda t, state, params: applied(t)
+
+
+def applied_power(system, forces, state, t):
+    """Power fed in by the applied loads, P = Σₖ vₖᵀ Qₖ: the joint torques, point forces and contact forces
+    among ``forces``, and every contact's own applied free-direction force Fᵘ(t) (``Contact.applied``).
+
+    With Qₖ the generalized forces of eq. 73 (:func:`generalized_forces`), vₖᵀQₖ is the work rate of the
+    element on module k; for a torque τ in an actuated revolute contact it is τ (ω_P − ω_E). Spring-dampers
+    are left out: their spring part is stored energy (:func:`force_potential_energy`) and their damper part is
+    :func:`dissipated_power`, so along an exact motion d/dt (E + V_springs) = applied_power − dissipated_power
+    (the work-energy balance that ``Diagnostics.energy_balance`` integrates)."""
+    loads = tuple(el for el in forces if not isinstance(el, SpringDamper))
+    loads += tuple(ContactForce(params=(), name=f"{c.name}.applied", contact=c.name, fn=_free_force_of(c.applied))
+                   for c in system.contacts if c.applied is not None)
+    if not loads:
+        return jnp.zeros((), dtype=state.q[0].dtype)
+    Q = generalized_forces(system, loads, state, t)
+    return sum(jnp.dot(vk, Qk) for vk, Qk in zip(state.v, Q))

@@ -34,7 +34,7 @@ from ..integrate.integrators import Accelerations, SolveInfo
 from .build import SystemError, SystemState
 from .dynamics import _taus, forward_dynamics
 from .lilly import lilly_forward_dynamics, lilly_stabilisation_problem, simple_closed_chain_reference
-from .forces import dissipated_power, force_potential_energy, generalized_forces, validate_forces
+from .forces import applied_power, dissipated_power, force_potential_energy, generalized_forces, validate_forces
 from .solve import SolverSettings
 from .stabilisation import Stabilisation, baumgarte, constraint_errors, constraint_jacobian
 
@@ -209,7 +209,9 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     Baumgarte with α = β = 1/(50 dt), :func:`default_stabilisation`), None (off) or a
     :class:`~mrds_jax.system.stabilisation.Stabilisation`; ``solver``, ``method``: as in
     :func:`~mrds_jax.system.forward_dynamics`; ``path``: "auto" (default: Lilly & Orin's fast path for simple
-    closed chains without stabilisation, the general MRDS path otherwise), "general" or "lilly"
+    closed chains, the general MRDS path otherwise; when, with ``check`` and concrete inputs, the Lilly run goes
+    non-finite — a chain at a kinematic singularity, e.g. fully extended, where its M_k of eq. 36 is singular —
+    it is rerun on the general path with a :class:`SingularConfigurationWarning`), "general" or "lilly"
     (:func:`dynamics_path`).
     The returned trajectory carries the constraint solve's diagnostics: ``traj.solve`` (a
     :class:`~mrds_jax.integrate.integrators.SolveInfo` of arrays over the stored states: the worst relative
@@ -231,7 +233,26 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
     forces = tuple(forces)
     stabilisation = resolve_stabilisation(stabilisation, dt)
-    path = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
+    chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
+    if check and path == "auto" and chosen == "lilly" and not _is_traced((system, state0, dt, t0, forces,
+                                                                           stabilisation, tau, t_end)):
+        # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (eq. 36) singular while
+        # the general path's minimum-norm solve is fine: retry there instead of returning NaN
+        kwargs = dict(n_steps=n_steps, decimation=decimation, integrator=integrator, forces=forces, tau=tau,
+                      stabilisation=stabilisation, solver=solver, method=method, check=check, tol=tol,
+                      cond_warn=cond_warn, strict=strict, residual_warn=residual_warn, cond_jump=cond_jump,
+                      t_end=t_end, rtol=rtol, atol=atol, n_out=n_out, max_steps=max_steps, t0=t0)
+        try:
+            return simulate(system, state0, dt, path="lilly", **kwargs)
+        except SimulationError as e:
+            if "NaN" not in str(e):
+                raise
+            warnings.warn(f"Lilly & Orin's path (chosen by path='auto') failed ({str(e).split(';')[0]}): a chain is "
+                          "at a kinematic singularity where its M_k (eq. 36) is singular, e.g. fully extended; "
+                          "reran on the general path, whose minimum-norm solve handles it. Pass path='general' "
+                          "to skip the first attempt", SingularConfigurationWarning, stacklevel=2)
+            return simulate(system, state0, dt, path="general", **kwargs)
+    path = chosen
     dtype = jnp.asarray(state0.q[0]).dtype
     traced = _is_traced((system, state0, dt, t0, forces, stabilisation, tau))
     if check and not traced:
@@ -377,6 +398,7 @@ class Diagnostics(NamedTuple):
     t: jnp.ndarray
     energy: Energies            # each (n,)
     dissipated_power: jnp.ndarray   # (n,) Σ c ℓ̇² of the dampers
+    applied_power: jnp.ndarray      # (n,) Σ vᵀQ of the applied loads (forces.applied_power)
     position_error: jnp.ndarray     # (n, n_C) Φ_p (m or rad)
     velocity_error: jnp.ndarray     # (n, n_C) Φ_v (m/s or rad/s)
     contact_names: tuple
@@ -405,6 +427,25 @@ class Diagnostics(NamedTuple):
         ve = np.asarray(self.velocity_error)
         return float(np.max(np.abs(ve))) if ve.size else 0.0
 
+    @property
+    def energy_balance(self):
+        """E(t) − E(0) − ∫₀ᵗ (P_applied − P_dissipated) dt at every stored state (J): zero along an exact
+        motion (work-energy theorem; E includes the springs' stored energy). The integral is SciPy's cumulative
+        Simpson rule over the stored times, so its own error is O(Δt³) of the output spacing."""
+        from scipy.integrate import cumulative_simpson
+        net = np.asarray(self.applied_power, float) - np.asarray(self.dissipated_power, float)
+        t = np.asarray(self.t, float)
+        work = cumulative_simpson(net, x=t, initial=0.0) if len(t) > 2 else np.zeros_like(t)
+        E = np.asarray(self.energy.total, float)
+        return E - E[0] - work
+
+    @property
+    def work_done(self):
+        """∫₀ᵗ (P_applied − P_dissipated) dt at every stored state (J), the integral in
+        :attr:`energy_balance`."""
+        E = np.asarray(self.energy.total, float)
+        return E - E[0] - self.energy_balance
+
     def per_contact(self, which="position"):
         """dict contact name -> max |Φ| over time."""
         err = np.abs(np.asarray(self.position_error if which == "position" else self.velocity_error))
@@ -419,7 +460,8 @@ def _state_diagnostics(system, forces, targets, state, t):
     errs = constraint_errors(system, state, t, targets)
     cat = lambda xs: jnp.concatenate(xs) if xs else jnp.zeros(0, dtype=state.q[0].dtype)  # noqa: E731
     diss = dissipated_power(system, forces, state) if forces else jnp.zeros((), dtype=state.q[0].dtype)
-    return system_energy(system, state, forces), diss, cat(errs.position), cat(errs.velocity)
+    return (system_energy(system, state, forces), diss, applied_power(system, forces, state, t), cat(errs.position),
+            cat(errs.velocity))
 
 
 @jax.jit
@@ -429,13 +471,13 @@ def _diagnostics_core(system, forces, stabilisation, q, v, t):
 
 
 def trajectory_diagnostics(system, traj, forces=(), stabilisation=None):
-    """Energies, dissipated power and constraint errors at every stored state of ``traj``
+    """Energies, dissipated and applied power and constraint errors at every stored state of ``traj``
     (:class:`Diagnostics`); ``stabilisation`` only supplies position targets of excited contacts."""
     forces = tuple(forces)
     dtype = traj.q[0].dtype
-    E, P, pe, ve = _diagnostics_core(system, _as_float(forces, dtype), stabilisation, tuple(traj.q), tuple(traj.v),
-                                     jnp.asarray(traj.t, dtype))
-    return Diagnostics(traj.t, E, P, pe, ve, system.contact_names, system.connectivity.n_c)
+    E, P, W, pe, ve = _diagnostics_core(system, _as_float(forces, dtype), stabilisation, tuple(traj.q),
+                                        tuple(traj.v), jnp.asarray(traj.t, dtype))
+    return Diagnostics(traj.t, E, P, W, pe, ve, system.contact_names, system.connectivity.n_c)
 
 
 # ----------------------------------------------------------------------------- consistent initial states
