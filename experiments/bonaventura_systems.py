@@ -44,6 +44,7 @@ from mrds_jax import system as S  # noqa: E402
 from mrds_jax.flexible import TABLE_22, bonaventura_system, link_outputs  # noqa: E402
 from mrds_jax.flexible import segmented as SG  # noqa: E402
 from mrds_jax.flexible.systems import TORQUES  # noqa: E402
+from mrds_jax.integrate import SimulationError  # noqa: E402
 from mrds_jax.system.stabilisation import pd_suppression  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent / "out"
@@ -289,7 +290,12 @@ def main(argv=None):
                  "am_6b_case2": lambda: run_assumed_modes("6b", kinematics="first_order_jacobian"),
                  "am_6b_first": lambda: run_assumed_modes("6b", kinematics="first_order")}
         for label, name in runs:
-            r = results.get(name[3:]) if name in ("am_6a", "am_6b") else cached(name, extra[name])
+            try:
+                r = results.get(name[3:]) if name in ("am_6a", "am_6b") else cached(name, extra[name])
+            except SimulationError as e:           # a blow-up is a result too: say where
+                lines.append(f"| {label} | diverged: {str(e).split(';')[0]} | — |")
+                print(lines[-1], flush=True)
+                continue
             bal = np.abs(r["energy_balance"]).max() / np.abs(r["work"]).max()
             lines.append(f"| {label} | {r['cv'].max():.2e} | {bal:.1e} |")
             print(lines[-1], flush=True)
