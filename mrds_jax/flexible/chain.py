@@ -223,8 +223,8 @@ def flexible_chain(lengths, n_modes=2, rho=TABLE_22["rho"], EI=TABLE_22["EI"], t
     ``rho``, ``EI``: scalars or one per link (default: Table 22); ``tip_mass``: point mass at the last tip;
     ``base``: (x, y, angle) of the fixed base (for a mobile base: its angle offset only, the position being
     q[0:2]); ``gravity``: in-plane (g_x, g_y); ``kinematics``: "second_order", "first_order_jacobian" or
-    "first_order" (the contact points' kinematics level, Ch. 8.1 cases 3, 2, 1; module docstring). The parameters ``module.params`` (length, rho, EI, tip_mass, base,
-    gravity) are a pytree: ``jax.grad``/``jax.vmap`` over EI, ρ or the lengths work on them directly."""
+    "first_order" (the contact points' kinematics level, Ch. 8.1 cases 3, 2, 1; module docstring). The
+    parameters ``module.params`` (length, rho, EI, tip_mass, base, gravity) are a pytree: ``jax.grad``/``jax.vmap`` over EI, ρ or the lengths work on them directly."""
     lengths = np.atleast_1d(np.asarray(lengths, dtype=float))
     n = lengths.shape[0]
     if lengths.ndim != 1 or n == 0:

@@ -434,23 +434,20 @@ class Diagnostics(NamedTuple):
         return float(np.max(np.abs(ve))) if ve.size else 0.0
 
     @property
-    def energy_balance(self):
-        """E(t) − E(0) − ∫₀ᵗ (P_applied − P_dissipated) dt at every stored state (J): zero along an exact
-        motion (work-energy theorem; E includes the springs' stored energy). The integral is SciPy's cumulative
-        Simpson rule over the stored times, so its own error is O(Δt³) of the output spacing."""
+    def work_done(self):
+        """∫₀ᵗ (P_applied − P_dissipated) dt at every stored state (J): SciPy's cumulative Simpson rule over the
+        stored times, so its own error is O(Δt³) of the output spacing."""
         from scipy.integrate import cumulative_simpson
         net = np.asarray(self.applied_power, float) - np.asarray(self.dissipated_power, float)
         t = np.asarray(self.t, float)
-        work = cumulative_simpson(net, x=t, initial=0.0) if len(t) > 2 else np.zeros_like(t)
-        E = np.asarray(self.energy.total, float)
-        return E - E[0] - work
+        return cumulative_simpson(net, x=t, initial=0.0) if len(t) > 2 else np.zeros_like(t)
 
     @property
-    def work_done(self):
-        """∫₀ᵗ (P_applied − P_dissipated) dt at every stored state (J), the integral in
-        :attr:`energy_balance`."""
+    def energy_balance(self):
+        """E(t) − E(0) − :attr:`work_done` at every stored state (J): zero along an exact motion (work-energy
+        theorem; E includes the springs' stored energy)."""
         E = np.asarray(self.energy.total, float)
-        return E - E[0] - self.energy_balance
+        return E - E[0] - self.work_done
 
     def per_contact(self, which="position"):
         """dict contact name -> max |Φ| over time."""
