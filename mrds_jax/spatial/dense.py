@@ -12,8 +12,8 @@ custom call at all. ``spatial.linalg`` covers the symmetric positive-definite ca
   columns above (one masked rank-1 update per column).
 * :func:`solve` — A⁻¹ b like ``jnp.linalg.solve`` (b of shape (n,) or (n, k)), with a custom JVP
   dx = A⁻¹ (db − dA x) that reuses the factorisation (reverse mode transposes it).
-* :func:`singular_values` — σ of an (m, n) matrix, m ≥ n, descending, by cyclic one-sided Jacobi (Hestenes)
-  rotations of the columns; custom JVP dσᵢ = uᵢᵀ dA vᵢ (exact for distinct σ). :func:`condition_number`
+* :func:`singular_values` — σ of an (m, n) matrix, m ≥ n, descending, by one-sided Jacobi (Hestenes)
+  rotations of the columns in Brent–Luk's parallel order (n/2 disjoint pairs per round, one round traced); custom JVP dσᵢ = uᵢᵀ dA vᵢ (exact for distinct σ). :func:`condition_number`
   σ_max/σ_min.
 
 * :func:`psd_pinv_solve` — the minimum-norm least-squares solution B̃⁺ y of a symmetric positive
@@ -157,52 +157,73 @@ def _solve_jvp(primals, tangents):
     return x, lu_solve(f, db - matmul(dA, x))
 
 
+def _jacobi_round(WV, _):
+    """One round of parallel (Brent–Luk round-robin) one-sided Jacobi on columns kept in "pair layout":
+    column i is paired with column n−1−i, and the n/2 pairs are rotated at once, each so that its two columns
+    become orthogonal (Hestenes: ζ = (β − α)/2γ, t = sign ζ/(|ζ| + √(1+ζ²)), c = 1/√(1+t²), s = c t with
+    α = ‖w_p‖², β = ‖w_q‖², γ = w_pᵀw_q). Then the columns move one place round the circle (column 0 fixed),
+    so that after n−1 rounds every pair has met once: one cyclic sweep. W and V move together, so W = A V
+    holds column by column throughout."""
+    W, V = WV
+    h = W.shape[1] // 2
+    eps, tiny = jnp.finfo(W.dtype).eps, jnp.finfo(W.dtype).tiny
+    wp, wq = W[:, :h], W[:, h:][:, ::-1]
+    alpha, beta, gamma = jnp.sum(wp * wp, axis=0), jnp.sum(wq * wq, axis=0), jnp.sum(wp * wq, axis=0)
+    skip = jnp.abs(gamma) <= eps * jnp.sqrt(alpha * beta) + tiny
+    one = jnp.ones_like(gamma)
+    zeta = (beta - alpha) / (2 * jax.lax.select(skip, one, gamma))
+    t = jax.lax.select(zeta >= 0, one, -one) / (jnp.abs(zeta) + jnp.sqrt(1 + zeta * zeta))
+    t = jax.lax.select(skip, jnp.zeros_like(t), t)
+    c = 1 / jnp.sqrt(1 + t * t)
+    sn = c * t
+
+    def rotate_and_move(X):
+        xp, xq = X[:, :h], X[:, h:][:, ::-1]
+        X = jnp.concatenate([c * xp - sn * xq, (sn * xp + c * xq)[:, ::-1]], axis=1)
+        return jnp.concatenate([X[:, :1], X[:, -1:], X[:, 1:-1]], axis=1)
+
+    return (rotate_and_move(W), rotate_and_move(V)), None
+
+
 def _jacobi(A, sweeps):
-    """(W, V) with W = A V having mutually orthogonal columns and V orthogonal (one-sided Jacobi)."""
+    """(W, V) with W = A V having mutually orthogonal columns and V orthogonal (one-sided Jacobi), by
+    ``sweeps`` sweeps of :func:`_jacobi_round` in a ``lax.scan`` (one traced round, however large n). An odd
+    number of columns gets a zero column appended, which no rotation touches (γ = 0) and which the caller
+    drops; the columns come back in a permuted order (singular values are sorted afterwards)."""
     n = A.shape[1]
-    tiny = jnp.finfo(A.dtype).tiny
-    eps = jnp.finfo(A.dtype).eps
-    pairs = [(p, q) for p in range(n) for q in range(p + 1, n)]
-
-    def rotate(X, p, q, c, s):
-        xp, xq = X[:, p], X[:, q]
-        return X.at[:, p].set(c * xp - s * xq).at[:, q].set(s * xp + c * xq)
-
-    def sweep(_, WV):
-        W, V = WV
-        for p, q in pairs:
-            wp, wq = W[:, p], W[:, q]
-            alpha, beta, gamma = jnp.sum(wp * wp), jnp.sum(wq * wq), jnp.sum(wp * wq)
-            skip = jnp.abs(gamma) <= eps * jnp.sqrt(alpha * beta) + tiny
-            zeta = (beta - alpha) / (2 * jnp.where(skip, 1, gamma))
-            t = jnp.where(zeta >= 0, 1.0, -1.0) / (jnp.abs(zeta) + jnp.hypot(1.0, zeta))
-            t = jnp.where(skip, 0.0, t)
-            c = 1 / jnp.sqrt(1 + t * t)
-            W, V = rotate(W, p, q, c, c * t), rotate(V, p, q, c, c * t)
+    W = A if n % 2 == 0 else jnp.concatenate([A, jnp.zeros_like(A[:, :1])], axis=1)
+    N = W.shape[1]
+    V = jnp.eye(N, dtype=A.dtype)
+    if N < 2:
         return W, V
+    (W, V), _ = jax.lax.scan(_jacobi_round, (W, V), None, length=sweeps * (N - 1))
+    return W, V
 
-    return jax.lax.fori_loop(0, sweeps, sweep, (A, jnp.eye(n, dtype=A.dtype)))
+
+def _singular_triplets(A):
+    """(σ, W, V) of :func:`_jacobi` with σ = ‖columns of W‖, the n largest (the zero column of an odd n
+    dropped), descending."""
+    W, V = _jacobi(A, JACOBI_SWEEPS)
+    s = jnp.sqrt(jnp.sum(W * W, axis=0))
+    order = jnp.argsort(-s)[: A.shape[1]]
+    return s[order], W[:, order], V[: A.shape[1], order]
 
 
 @jax.custom_jvp
 def singular_values(A):
     """Singular values of an (m, n) matrix with m ≥ n, descending (``jnp.linalg.svd(A, compute_uv=False)``),
-    by ``JACOBI_SWEEPS`` cyclic one-sided Jacobi sweeps; no LAPACK call."""
+    by ``JACOBI_SWEEPS`` sweeps of parallel-ordered one-sided Jacobi; no LAPACK call."""
     A = jnp.asarray(A)
     if A.ndim != 2 or A.shape[0] < A.shape[1]:
         raise ValueError(f"singular_values needs an (m, n) matrix with m >= n, got shape {A.shape}")
-    W, _ = _jacobi(A, JACOBI_SWEEPS)
-    return -jnp.sort(-jnp.sqrt(jnp.sum(W * W, axis=0)))
+    return _singular_triplets(A)[0]
 
 
 @singular_values.defjvp
 def _singular_values_jvp(primals, tangents):
     (A,), (dA,) = primals, tangents
-    W, V = _jacobi(A, JACOBI_SWEEPS)
-    s = jnp.sqrt(jnp.sum(W * W, axis=0))
-    ds = jnp.sum(W * matmul(dA, V), axis=0) / s                # uᵢᵀ dA vᵢ with uᵢ = A vᵢ / σᵢ
-    order = jnp.argsort(-s)
-    return s[order], ds[order]
+    s, W, V = _singular_triplets(A)
+    return s, jnp.sum(W * matmul(dA, V), axis=0) / s                # uᵢᵀ dA vᵢ with uᵢ = A vᵢ / σᵢ
 
 
 def condition_number(A):
