@@ -36,11 +36,14 @@ JACOBI_SWEEPS = 10  # cyclic sweeps of one-sided Jacobi (quadratic convergence: 
 
 
 def _swap_rows(X, k, p):
-    """Rows k (static or traced) and p (traced) of X exchanged, with ``where`` only (no gather/scatter)."""
-    rows = jnp.arange(X.shape[0]).reshape((-1,) + (1,) * (X.ndim - 1))
-    xk = jnp.sum(jnp.where(rows == k, X, 0), axis=0)
-    xp = jnp.sum(jnp.where(rows == p, X, 0), axis=0)
-    return jnp.where(rows == k, xp, jnp.where(rows == p, xk, X))
+    """Rows k (static or traced) and p (traced) of X exchanged, by selects against row masks (no gather or
+    scatter, no nested ``jit``)."""
+    rows = jax.lax.broadcasted_iota(jnp.int32, X.shape, 0)
+    zero = jnp.zeros_like(X)
+    at_k, at_p = rows == k, rows == p
+    xk = jnp.sum(jax.lax.select(at_k, X, zero), axis=0, keepdims=True)
+    xp = jnp.sum(jax.lax.select(at_p, X, zero), axis=0, keepdims=True)
+    return jax.lax.select(at_k, jnp.broadcast_to(xp, X.shape), jax.lax.select(at_p, jnp.broadcast_to(xk, X.shape), X))
 
 
 def _lu_unrolled(A):
@@ -86,20 +89,16 @@ def lu_factor(A):
 
 
 def _substitute_unrolled(LU, b):
+    """U⁻¹ L⁻¹ b for the packed factors, one row of the solution at a time: yᵢ = bᵢ − Lᵢ,:ᵢ y:ᵢ (unit lower),
+    then xᵢ = (yᵢ − Uᵢ,ᵢ₊₁: xᵢ₊₁:) / Uᵢᵢ."""
     n = LU.shape[0]
-    y = []
-    for i in range(n):                                   # L y = b, unit diagonal
-        yi = b[i]
-        for j in range(i):
-            yi = yi - LU[i, j] * y[j]
-        y.append(yi)
-    x = [None] * n
-    for i in reversed(range(n)):                         # U x = y
-        xi = y[i]
-        for j in range(i + 1, n):
-            xi = xi - LU[i, j] * x[j]
-        x[i] = xi / LU[i, i]
-    return jnp.stack(x)
+    y = b[:1]
+    for i in range(1, n):                                # L y = b, unit diagonal
+        y = jnp.concatenate([y, (b[i] - matmul(LU[i, :i], y))[None]])
+    x = y[n - 1:] / LU[n - 1, n - 1]
+    for i in reversed(range(n - 1)):                     # U x = y
+        x = jnp.concatenate([((y[i] - matmul(LU[i, i + 1:], x)) / LU[i, i])[None], x])
+    return x
 
 
 def _substitute_loop(LU, b):
