@@ -236,24 +236,10 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     forces = tuple(forces)
     stabilisation = resolve_stabilisation(stabilisation, dt)
     chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
-    if check and path == "auto" and chosen == "lilly" and not _is_traced((system, state0, dt, t0, forces,
-                                                                           stabilisation, tau, t_end)):
-        # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (eq. 36) singular while
-        # the general path's minimum-norm solve is fine: retry there instead of returning NaN
-        kwargs = dict(n_steps=n_steps, decimation=decimation, integrator=integrator, forces=forces, tau=tau,
-                      stabilisation=stabilisation, solver=solver, method=method, check=check, tol=tol,
-                      cond_warn=cond_warn, strict=strict, residual_warn=residual_warn, cond_jump=cond_jump,
-                      t_end=t_end, rtol=rtol, atol=atol, n_out=n_out, max_steps=max_steps, t0=t0)
-        try:
-            return simulate(system, state0, dt, path="lilly", **kwargs)
-        except SimulationError as e:
-            if "NaN" not in str(e):
-                raise
-            warnings.warn(f"Lilly & Orin's path (chosen by path='auto') failed ({str(e).split(';')[0]}): a chain is "
-                          "at a kinematic singularity where its M_k (eq. 36) is singular, e.g. fully extended; "
-                          "reran on the general path, whose minimum-norm solve handles it. Pass path='general' "
-                          "to skip the first attempt", SingularConfigurationWarning, stacklevel=2)
-            return simulate(system, state0, dt, path="general", **kwargs)
+    # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (eq. 36) singular while the
+    # general path's minimum-norm solve is fine: a run on the path "auto" chose that goes non-finite is rerun
+    # there (concrete inputs only; under a trace the path stays what dynamics_path says)
+    fallback = check and path == "auto" and chosen == "lilly"
     path = chosen
     dtype = jnp.asarray(state0.q[0]).dtype
     traced = _is_traced((system, state0, dt, t0, forces, stabilisation, tau))
@@ -265,10 +251,20 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     if integrator == "dopri5":
         if t_end is None:
             raise validation.ArgumentError("simulate: integrator='dopri5' integrates to an end time: give t_end")
-        tr = _simulate_adaptive_core(system, *args, *_as_float((t_end, rtol, atol), dtype), n_out=n_out,
-                                     max_steps=max_steps, solver=solver, method=method, path=path)
+
+        def adaptive(path):
+            return _simulate_adaptive_core(system, *args, *_as_float((t_end, rtol, atol), dtype), n_out=n_out,
+                                           max_steps=max_steps, solver=solver, method=method, path=path)
+
+        def finite(tr):
+            return all(np.all(np.isfinite(np.asarray(x))) for x in tr.q + tr.v)
+
+        tr = adaptive(path)
         if check and not _is_traced(tr.reached_end) and np.ndim(tr.reached_end) == 0:
-            if not all(np.all(np.isfinite(np.asarray(x))) for x in tr.q + tr.v):
+            if fallback and not finite(tr):
+                _warn_lilly_fallback("the state became NaN/inf")
+                tr = adaptive("general")
+            if not finite(tr):
                 raise SimulationError(f"dopri5: the state became NaN/inf ({int(tr.accepted)} steps accepted)")
             if not bool(tr.reached_end):
                 raise SimulationError(f"dopri5: max_steps = {max_steps} ran out before t_end = {float(t_end):g} s "
@@ -281,9 +277,17 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
                              "integrator='dopri5' for a traced end time")
         n_steps = int(round((float(t_end) - float(t0)) / float(dt)))
         n_steps -= n_steps % decimation
-    traj = _simulate_core(system, *args, n_steps=n_steps, decimation=decimation, integrator=integrator,
-                          solver=solver, method=method, path=path)
+
+    def fixed_step(path):
+        return _simulate_core(system, *args, n_steps=n_steps, decimation=decimation, integrator=integrator,
+                              solver=solver, method=method, path=path)
+
+    traj = fixed_step(path)
     if check and not _is_traced(traj.first_nonfinite) and np.ndim(traj.first_nonfinite) == 0:
+        if fallback and int(traj.first_nonfinite) >= 0:
+            when = f" (t = {int(traj.first_nonfinite) * float(dt):g} s)" if not _is_traced(dt) else ""
+            _warn_lilly_fallback(f"the state became NaN/inf at step {int(traj.first_nonfinite)}{when}")
+            traj = fixed_step("general")
         try:
             check_trajectory(traj, float(dt) if not isinstance(dt, jax.core.Tracer) else None)
         except SimulationError as e:
@@ -293,6 +297,13 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
                                   f"state (t = {float(traj.t[last]):g} s): {names}" if last is not None else str(e)) from None
         report_solve(system, traj, cond_warn, residual_warn, strict, cond_jump)
     return traj
+
+
+def _warn_lilly_fallback(what):
+    warnings.warn(f"Lilly & Orin's path (chosen by path='auto') failed ({what}): a chain is at a kinematic "
+                  "singularity where its M_k (eq. 36) is singular, e.g. fully extended; reran on the general path, "
+                  "whose minimum-norm solve handles it. Pass path='general' to skip the first attempt",
+                  SingularConfigurationWarning, stacklevel=3)
 
 
 # ----------------------------------------------------------------------------- solve diagnostics of a run
