@@ -29,6 +29,12 @@ def _finite(q, v):
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
+def _zero_as_batched(x):
+    """Zeros shaped like ``x`` that depend on it, so that they are batched under ``vmap`` when ``x`` is
+    (``zeros_like`` would be an unbatched constant; ``0 * x`` is NaN where x is inf)."""
+    return jax.lax.select(jnp.zeros(jnp.shape(x), bool), x, jnp.zeros_like(x))
+
+
 def rollout(modules, acceleration, q0, v0, dt, n_steps, decimation=1, integrator="rk4", t0=0.0):
     """Integrate ``n_steps`` steps of size ``dt`` and store every ``decimation``-th state (the initial
     state is stored first). Pure and jit/vmap/grad-able; ``n_steps``, ``decimation`` and ``integrator``
@@ -60,13 +66,17 @@ def rollout(modules, acceleration, q0, v0, dt, n_steps, decimation=1, integrator
         return (q, v, k, bad, worst, last, last_k), None
 
     def outer(carry, _):
-        carry = carry[:4] + (zero_info(dtype) if reports else None,) + carry[5:]
+        carry = carry[:4] + (jax.tree.map(_zero_as_batched, carry[4]) if reports else None,) + carry[5:]
         carry, _ = jax.lax.scan(inner, carry, None, length=decimation)
         q, v, k, _, worst = carry[:5]
         return carry, (t0 + k * dt, q, v, worst)
 
-    info0 = zero_info(dtype) if reports else None
-    init = (q0, v0, jnp.asarray(0), jnp.asarray(-1), info0, info0, jnp.asarray(-1))
+    # the flags start from the initial state (a non-finite one is step 0), so that under ``vmap`` they are
+    # batched from the first step on, like q and v: with a constant start the scans' batching rule would find
+    # them batched only after tracing the step once and trace it again (twice per nested scan)
+    bad0 = jnp.where(_finite(q0, v0), -1, 0)
+    info0 = jax.tree.map(lambda z: z + _zero_as_batched(bad0).astype(dtype), zero_info(dtype)) if reports else None
+    init = (q0, v0, jnp.asarray(0), bad0, info0, info0, jnp.minimum(bad0, -1))
     (_, _, _, bad, _, last, last_k), (t, q, v, worst) = jax.lax.scan(outer, init, None,
                                                                        length=n_steps // decimation)
     stack0 = lambda x0, xs: jnp.concatenate([x0[None], xs])  # noqa: E731
