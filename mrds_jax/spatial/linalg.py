@@ -21,7 +21,6 @@ deadlocks in those on 2-core CPUs, ``../shared/bench/jax_cpu_deadlock_repro.py``
 
 All are differentiable (ordinary JAX arithmetic: no custom rules needed) and shape-static.
 """
-import numpy as np
 import jax
 import jax.numpy as jnp
 
@@ -50,19 +49,16 @@ def matmul(a, b):
 
 
 def _cholesky_unrolled(A):
-    """Left-looking Cholesky, one column at a time: L[:, j] = (A[:, j] − L[:, :j] L[j, :j]ᵀ) / √(…)ⱼ on the rows
-    i ≥ j (the rows above are masked to zero, so only A's lower triangle is read). Each column is a handful of
-    vector operations, so the traced program grows as n, not as the n³/6 scalar products of the textbook
-    loop (they are the same products, only grouped)."""
     n = A.shape[-1]
-    rows = np.arange(n)
-    L = None
+    L = [[None] * n for _ in range(n)]
     for j in range(n):
-        v = A[:, j] if L is None else A[:, j] - matmul(L, L[j])
-        col = v / jnp.sqrt(v[j])
-        col = jax.lax.select(jnp.asarray(rows >= j), col, jnp.zeros_like(col))
-        L = col[:, None] if L is None else jnp.concatenate([L, col[:, None]], axis=1)
-    return L
+        d = A[j, j] - sum(L[j][k] * L[j][k] for k in range(j))
+        L[j][j] = jnp.sqrt(d)
+        inv = 1.0 / L[j][j]
+        for i in range(j + 1, n):
+            L[i][j] = (A[i, j] - sum(L[i][k] * L[j][k] for k in range(j))) * inv
+    zero = jnp.zeros_like(A[0, 0])
+    return jnp.stack([jnp.stack([L[i][j] if j <= i else zero for j in range(n)]) for i in range(n)])
 
 
 def _cholesky_loop(A):
@@ -88,19 +84,14 @@ def cholesky(A):
 
 
 def _substitute_unrolled(L, B, lower):
-    """Forward (L X = B) or back (Lᵀ X = B) substitution one row of X at a time, each row a short vector
-    product with the rows already known: xᵢ = (bᵢ − Σₖ Lᵢₖ xₖ) / Lᵢᵢ (k < i), or with L's column i below the
-    diagonal for Lᵀ (k > i)."""
     n = L.shape[0]
-    X = None                                        # the known rows, in the order they are solved
-    for i in (range(n) if lower else reversed(range(n))):
-        b = B[i]
-        if X is not None:
-            coeff = L[i, :i] if lower else L[i + 1:, i]
-            b = b - matmul(coeff, X)
-        x = (b / L[i, i])[None]
-        X = x if X is None else (jnp.concatenate([X, x]) if lower else jnp.concatenate([x, X]))
-    return X
+    x = [None] * n
+    order = range(n) if lower else reversed(range(n))
+    for i in order:
+        others = range(i) if lower else range(i + 1, n)
+        Lik = (lambda k: L[i, k]) if lower else (lambda k: L[k, i])
+        x[i] = (B[i] - sum(Lik(k) * x[k] for k in others)) / L[i, i]
+    return jnp.stack(x)
 
 
 def _substitute_loop(L, B, lower):
