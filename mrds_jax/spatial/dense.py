@@ -13,8 +13,8 @@ custom call at all. ``spatial.linalg`` covers the symmetric positive-definite ca
 * :func:`solve` — A⁻¹ b like ``jnp.linalg.solve`` (b of shape (n,) or (n, k)), with a custom JVP
   dx = A⁻¹ (db − dA x) that reuses the factorisation (reverse mode transposes it).
 * :func:`singular_values` — σ of an (m, n) matrix, m ≥ n, descending, by one-sided Jacobi (Hestenes)
-  rotations of the columns in Brent–Luk's parallel order (n/2 disjoint pairs per round, one round traced); custom JVP dσᵢ = uᵢᵀ dA vᵢ (exact for distinct σ). :func:`condition_number`
-  σ_max/σ_min.
+  rotations of the columns in Brent–Luk's parallel order (n/2 disjoint pairs per round, one round traced);
+  custom JVP dσᵢ = uᵢᵀ dA vᵢ (exact for distinct σ). :func:`condition_number` σ_max/σ_min.
 
 * :func:`psd_pinv_solve` — the minimum-norm least-squares solution B̃⁺ y of a symmetric positive
   semi-definite system by Cholesky with diagonal pivoting and a relative cut (rank-revealing), with the
