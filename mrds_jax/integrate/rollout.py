@@ -85,21 +85,30 @@ def rollout(modules, acceleration, q0, v0, dt, n_steps, decimation=1, integrator
                       tuple(map(stack0, v0, v)), bad, solve, last, last_k if reports else None)
 
 
-def check_trajectory(traj, dt=None):
-    """Raise :class:`SimulationError` naming the step (and time) where the state first became non-finite."""
+def nonfinite_description(traj, dt=None):
+    """"the state became NaN/inf at step k (t = …)[ in scenario i]" for the first non-finite step of a
+    (concrete) trajectory, or None when it stayed finite."""
     bad = np.asarray(traj.first_nonfinite)
     if bad.ndim == 0:
         bad = bad[None]
     hit = np.flatnonzero(bad >= 0)
-    if hit.size:
-        k = int(bad[hit[0]])
-        when = f" (t = {k * dt:g} s)" if dt is not None else ""
-        where = f" in scenario {int(hit[0])}" if bad.size > 1 else ""
+    if not hit.size:
+        return None
+    k = int(bad[hit[0]])
+    when = f" (t = {k * dt:g} s)" if dt is not None else ""
+    where = f" in scenario {int(hit[0])}" if bad.size > 1 else ""
+    return f"the state became NaN/inf at step {k}{when}{where}"
+
+
+def check_trajectory(traj, dt=None):
+    """Raise :class:`SimulationError` naming the step (and time) where the state first became non-finite."""
+    what = nonfinite_description(traj, dt)
+    if what is not None:
         last = ""
         if traj.last_finite is not None and np.ndim(traj.last_finite_step) == 0 and int(traj.last_finite_step) >= 0:
             li = traj.last_finite
             last = (f"; the last finite step ({int(traj.last_finite_step)}) had a constraint solve with condition "
                     f"≈ {float(li.condition):.3g}, {int(round(float(li.rank_deficiency)))} dropped direction(s) and "
                     f"relative residual {float(li.residual):.3g}")
-        raise SimulationError(f"the state became NaN/inf at step {k}{when}{where}{last}")
+        raise SimulationError(f"{what}{last}")
     return traj

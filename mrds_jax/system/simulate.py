@@ -29,6 +29,7 @@ from ..dynamics.interface import (integrate_configuration, kinetic_energy, norma
                                   potential_energy, spatial_momentum)
 from .. import validation
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
+from ..integrate.rollout import nonfinite_description
 from ..integrate.adaptive import dopri5
 from ..integrate.integrators import Accelerations, SolveInfo
 from .build import SystemError, SystemState
@@ -284,12 +285,12 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
 
     traj = fixed_step(path)
     if check and not _is_traced(traj.first_nonfinite) and np.ndim(traj.first_nonfinite) == 0:
+        dt_value = None if _is_traced(dt) else float(dt)
         if fallback and int(traj.first_nonfinite) >= 0:
-            when = f" (t = {int(traj.first_nonfinite) * float(dt):g} s)" if not _is_traced(dt) else ""
-            _warn_lilly_fallback(f"the state became NaN/inf at step {int(traj.first_nonfinite)}{when}")
+            _warn_lilly_fallback(nonfinite_description(traj, dt_value))
             traj = fixed_step("general")
         try:
-            check_trajectory(traj, float(dt) if not isinstance(dt, jax.core.Tracer) else None)
+            check_trajectory(traj, dt_value)
         except SimulationError as e:
             last = _last_finite_state(traj)
             names = _weak_contacts(system, _state_at(traj, last), float(traj.t[last])) if last is not None else []
