@@ -35,6 +35,11 @@ folder (``mkdocs build``; getting started, a guide per layer, the API reference 
 design document is ``DESIGN.md`` in the ``shared/docs`` folder beside the repository, and
 ``docs/algorithm_notes.md`` digests the papers' algorithms with the errata found.
 """
+# before anything starts JAX's CPU backend: the XLA:CPU flag the engine's speed depends on (backend_flags)
+from . import backend_flags as _backend_flags
+
+BACKEND_FLAGS = _backend_flags.apply()
+
 import importlib
 
 from . import contacts, dynamics, export, integrate, model, montecarlo, spatial, system  # noqa: F401

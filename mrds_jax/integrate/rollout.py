@@ -35,15 +35,18 @@ def _zero_as_batched(x):
     return jax.lax.select(jnp.zeros(jnp.shape(x), bool), x, jnp.zeros_like(x))
 
 
-def rollout(modules, acceleration, q0, v0, dt, n_steps, decimation=1, integrator="rk4", t0=0.0):
+def rollout(modules, acceleration, q0, v0, dt, n_steps, decimation=1, integrator="rk4", t0=0.0,
+            step_transform=None):
     """Integrate ``n_steps`` steps of size ``dt`` and store every ``decimation``-th state (the initial
     state is stored first). Pure and jit/vmap/grad-able; ``n_steps``, ``decimation`` and ``integrator``
-    are static. Use :func:`check_trajectory` outside jit to turn a NaN into an error."""
+    are static. Use :func:`check_trajectory` outside jit to turn a NaN into an error. ``step_transform``: None
+    or a function applied to the integrator step before it is scanned (e.g.
+    :func:`mrds_jax.spatial.lanewise.lanewise`, ``experiments/bench_engine.py``)."""
     if integrator not in INTEGRATORS:
         raise ValueError(f"unknown integrator {integrator!r}; use one of {sorted(INTEGRATORS)}")
     if n_steps % decimation:
         raise ValueError(f"n_steps ({n_steps}) must be a multiple of decimation ({decimation})")
-    step = INTEGRATORS[integrator]
+    step = INTEGRATORS[integrator] if step_transform is None else step_transform(INTEGRATORS[integrator])
     modules = tuple(modules)
     q0, v0 = tuple(q0), tuple(v0)
 
