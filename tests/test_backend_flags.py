@@ -1,0 +1,88 @@
+"""backend_flags: on a jaxlib with XLA:CPU's YNNPACK fusion of reductions, importing mrds_jax turns it off before
+the backend starts (the Stewart step is ~10x slower with it), keeps a user's own choice, can be switched off,
+and warns when it comes too late; the compiled Stewart step then holds no YNNPACK fusion, no custom call (no
+LAPACK), and no more kernels than stated. Each case runs in a fresh interpreter (XLA reads XLA_FLAGS once)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mrds_jax import backend_flags
+
+NEEDS_FLAG = backend_flags.jaxlib_version() in backend_flags.HAS_YNN_FLAG
+STEWART_KERNELS_MAX = 450   # 394 on jaxlib 0.10.2 and 385 on 0.9.2 (Stewart Euler rollout, float32, batch 64)
+
+
+def run(code, **env):
+    e = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "MRDS_JAX_XLA_FLAGS")}
+    e.update(env)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=500, env=e,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+REPORT = "import json, os, mrds_jax; print(json.dumps([mrds_jax.BACKEND_FLAGS, os.environ.get('XLA_FLAGS', '')]))"
+
+
+def test_import_sets_the_flag_where_the_jaxlib_has_it():
+    (what, flags), _ = run(REPORT)
+    if NEEDS_FLAG:
+        assert what == "set" and backend_flags.FLAG in flags.split()
+    else:
+        assert what == "not needed" and backend_flags.FLAG_NAME not in flags
+
+
+def test_a_users_choice_and_the_off_switch_are_kept():
+    (what, flags), _ = run(REPORT, XLA_FLAGS="--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE")
+    assert flags == "--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE"
+    assert what == ("kept" if NEEDS_FLAG else "not needed")
+    (what, flags), _ = run(REPORT, MRDS_JAX_XLA_FLAGS="0")
+    assert what == "off" and flags == ""
+
+
+@pytest.mark.skipif(not NEEDS_FLAG, reason="this jaxlib has no YNNPACK fusion (nothing to be late for)")
+def test_too_late_is_warned():
+    (what, flags), err = run("import json, os, jax; jax.numpy.ones(2).block_until_ready(); import mrds_jax; "
+                             "print(json.dumps([mrds_jax.BACKEND_FLAGS, os.environ.get('XLA_FLAGS', '')]))")
+    assert what == "late" and "BackendFlagWarning" in err and "import mrds_jax before" in err.lower()
+
+
+STEP = r"""
+import json, re
+import jax, jax.numpy as jnp
+from mrds_jax import system as S
+from mrds_jax.ckcm import multibody as MB
+from mrds_jax.ckcm.kinematics import home_pose
+from mrds_jax.ckcm.params import nominal
+params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), nominal())
+system = MB.build_ckcm_system(params)
+state = MB.state_from_pose(params, home_pose(params), jnp.asarray([0.02, -0.01, 0.01, 0.0, 0.0, 0.05], jnp.float32))
+def roll(s):
+    tr = S.simulate(system, s, jnp.asarray(1e-3, jnp.float32), 20, decimation=20, integrator="euler", check=False)
+    return tuple(q[-1] for q in tr.q)
+batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (64,) + x.shape), state)
+txt = jax.jit(jax.vmap(roll)).lower(batch).compile().as_text()
+kern = 0
+for comp in re.split(r"\n(?=\S)", txt):
+    head = comp.split("\n", 1)[0]
+    if "fused_computation" in head or head.startswith("HloModule") or "{" not in head:
+        continue
+    for line in comp.split("\n")[1:]:
+        m = re.search(r"=\s*\S+\s+([a-z\-]+)\(", line)
+        if m and m.group(1) not in ("parameter", "constant", "get-tuple-element", "tuple", "bitcast"):
+            kern += 1
+print(json.dumps(dict(kernels=kern, ynn=txt.count("__ynn_fusion"), custom_calls=len(re.findall(r" custom-call\(", txt)))))
+"""
+
+
+def test_compiled_stewart_step_has_no_ynn_fusion_no_custom_call_and_few_kernels():
+    (res, _), = [run(STEP, MRDS_JAX_FLOAT32="1")]
+    assert res["ynn"] == 0, res
+    assert res["custom_calls"] == 0, res
+    assert res["kernels"] <= STEWART_KERNELS_MAX, res
+    if NEEDS_FLAG:      # the check can fail: without the flag this jaxlib fuses the step's reductions with YNNPACK
+        (off, _), = [run(STEP, MRDS_JAX_FLOAT32="1", MRDS_JAX_XLA_FLAGS="0")]
+        assert off["ynn"] > 0, off
