@@ -59,7 +59,8 @@ def apply(environ=None):
     environ = os.environ if environ is None else environ
     if environ.get("MRDS_JAX_XLA_FLAGS", "1") == "0":
         return "off"
-    if jaxlib_version() not in HAS_YNN_FLAG:
+    version = jaxlib_version()
+    if version not in HAS_YNN_FLAG:
         return "not needed"
     flags = environ.get("XLA_FLAGS", "")
     if FLAG_NAME in flags:
@@ -67,7 +68,7 @@ def apply(environ=None):
     if _backends_started():
         warnings.warn(f"mrds_jax was imported after JAX started its backends, so XLA:CPU keeps its YNNPACK "
                       f"fusion of small reductions, which makes closed-chain steps ~10x slower on jaxlib "
-                      f"{'.'.join(map(str, jaxlib_version()))}. Import mrds_jax before running any JAX "
+                      f"{'.'.join(map(str, version))}. Import mrds_jax before running any JAX "
                       f"computation, or start Python with XLA_FLAGS={FLAG}", BackendFlagWarning, stacklevel=3)
         return "late"
     environ["XLA_FLAGS"] = f"{flags} {FLAG}".strip()

@@ -41,7 +41,7 @@ def rollout(modules, acceleration, q0, v0, dt, n_steps, decimation=1, integrator
     state is stored first). Pure and jit/vmap/grad-able; ``n_steps``, ``decimation`` and ``integrator``
     are static. Use :func:`check_trajectory` outside jit to turn a NaN into an error. ``step_transform``: None
     or a function applied to the integrator step before it is scanned (e.g.
-    :func:`mrds_jax.spatial.lanewise.lanewise`, ``experiments/bench_engine.py``)."""
+    :func:`mrds_jax.spatial.lanewise.lanewise`; tests/test_lanewise.py)."""
     if integrator not in INTEGRATORS:
         raise ValueError(f"unknown integrator {integrator!r}; use one of {sorted(INTEGRATORS)}")
     if n_steps % decimation:

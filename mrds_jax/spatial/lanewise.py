@@ -7,7 +7,12 @@ are tiny (3-vectors, 6x6 matrices, n_c x n_c blocks), so its sums, maxima and pr
 backend's heuristics for tiny axes: from jaxlib 0.10.2 XLA:CPU sends ``reduce`` ops through its YNNPACK
 fusion by default, which makes a vmapped 6x6 mat-vec ~10x slower than on 0.9.2 and the closed-chain step
 ~12x slower (openxla/xla#40677, jax-ml/jax#37465). Written as sums of slices, the same arithmetic is
-elementwise over the batch, which every XLA backend and version fuses into loop kernels, at full precision.
+elementwise over the batch, at full precision, whatever the backend does with ``reduce``.
+
+Status: opt-in (``rollout(..., step_transform=lanewise)``), not the default. On XLA:CPU the Stewart step
+measured slower rewritten than as written once YNNPACK's reduce fusion is off (:mod:`mrds_jax.backend_flags`):
+XLA fuses the cheap slice-sums into several consumers and computes them again (about twice the flops and
+bytes; ``experiments/out/stewart_speed_versions.md``). It is kept, tested, for measurement on other backends.
 
 How. :func:`lanewise` wraps a function: at trace time it traces the function once to a jaxpr (one scenario,
 the shapes of its arguments) and evaluates that jaxpr with the operations below replaced, on whatever the
