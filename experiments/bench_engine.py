@@ -8,6 +8,8 @@
   ours ≥ MuJoCo × cores.
 * One compiled Euler step of one scenario (float32): XLA kernels (``bench_gpu.count_kernels``) and XLA flops
   beside Lilly & Orin's operation count for m = 6 chains of N = 3 (Tables 2-3, ``bench_gpu.lilly_orin_ops``).
+* The opt-in rewritten step (``mrds_jax.spatial.lanewise`` through ``rollout(..., step_transform=...)``) beside
+  the same rollout as written, float32 Euler, both paths (issue 23: the form measured and not made the default).
 * One scenario: forward dynamics per call (jit, float64) next to Pinocchio's ``constraintDynamics`` per call on
   the same platform (``bench_closed_chain.stewart``).
 
@@ -33,7 +35,10 @@ import jax.numpy as jnp  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
+import mrds_jax  # noqa: E402
 from mrds_jax import system as S  # noqa: E402
+from mrds_jax.integrate import rollout  # noqa: E402
+from mrds_jax.spatial.lanewise import lanewise  # noqa: E402
 
 STEPS = 20
 LINES = []
@@ -72,6 +77,22 @@ def stewart_throughput(batch, dtype, integrator, path):
     states = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + x.shape), state)
     c, compile_s = BG.compile_aot(jax, jax.vmap(rollout_fn(system, taus, integrator, path)), states)
     return batch * STEPS / best_of(c, states), compile_s
+
+
+def transformed_throughput(batch, dtype, integrator, path, step_transform):
+    """``rollout`` of ``system_acceleration`` (no stabilisation) with the integrator step passed through
+    ``step_transform`` (None: as written); the system and forces are arguments of the jitted function, as in
+    ``simulate``."""
+    system, state, _, taus, _ = BG.stewart_setup(dtype)
+    dt = jnp.asarray(BG.DT, dtype)
+
+    def roll(system, taus, s):
+        acc = S.system_acceleration(system, tau=taus, path=path)
+        tr = rollout(system.modules, acc, s.q, s.v, dt, STEPS, STEPS, integrator, step_transform=step_transform)
+        return tuple(q[-1] for q in tr.q), tuple(v[-1] for v in tr.v)
+    states = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + x.shape), state)
+    c, compile_s = BG.compile_aot(jax, jax.vmap(roll, in_axes=(None, None, 0)), system, taus, states)
+    return batch * STEPS / best_of(c, system, taus, states), compile_s
 
 
 def mujoco_steps_per_s(n=4000):
@@ -113,7 +134,8 @@ def main(argv=None):
     out("# Engine bars on the CPU (experiments/bench_engine.py)")
     out()
     out(f"{platform.processor() or platform.machine()}, {cores} cores, jax {jax.__version__}, "
-        f"mujoco {mujoco.__version__}; load average before: {os.getloadavg()[0]:.2f}")
+        f"mujoco {mujoco.__version__}; XLA_FLAGS {os.environ.get('XLA_FLAGS', '')!r} (mrds_jax backend flags: "
+        f"{mrds_jax.BACKEND_FLAGS}); load average before: {os.getloadavg()[0]:.2f}")
     out()
     mj = mujoco_steps_per_s()
     out(f"## Stewart platform, batch {a.batch}, {STEPS}-step rollout, dt = 1 ms")
@@ -127,6 +149,16 @@ def main(argv=None):
         label = S.dynamics_path(BG.stewart_setup(dtype)[0], path)
         out(f"| mrds_jax (exact loops) | {jnp.dtype(dtype).name} | {integrator} | {path} ({label}) | {sps:.3g} | "
             f"{sps / (mj * cores):.2f} | {cs:.1f} |")
+    out()
+    out("Opt-in rewritten step (spatial.lanewise: small reductions and products as sums of slices), float32 "
+        "Euler, against the same rollout as written (no stabilisation):")
+    out()
+    out("| path | step | steps/s | / (MuJoCo 1 thread × cores) | compile s |")
+    out("| --- | --- | --- | --- | --- |")
+    for path in ("auto", "general"):
+        for name, transform in (("as written", None), ("lanewise", lanewise)):
+            sps, cs = transformed_throughput(a.batch, jnp.float32, "euler", path, transform)
+            out(f"| {path} | {name} | {sps:.3g} | {sps / (mj * cores):.2f} | {cs:.1f} |")
     mj_after = mujoco_steps_per_s()
     out()
     out(f"MuJoCo re-measured after our runs: {mj_after:.3g} steps/s (load average {os.getloadavg()[0]:.2f}).")
