@@ -29,6 +29,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .batching import fast_or_fallback
 from .linalg import cholesky, matmul, triangular_solve
 
 UNROLL_MAX = 12     # matrices up to this size are factorised by unrolled code, larger ones in a fori_loop
@@ -307,6 +308,48 @@ def _pinv_apply(f, x):
     return matmul(f.L, _gram_solve(f, _gram_solve(f, matmul(f.L.T, x)))) / f.scale
 
 
+def _plain_factor(B, cut):
+    """Unpivoted Cholesky of B / scale (scale = max diag B) and whether every pivot exceeds ``cut``: then B is of
+    full numerical rank and B⁺ = B⁻¹ (the fast path of :func:`psd_pinv_solve`). NaN pivots (B not numerically
+    positive definite) count as failed."""
+    dtype = B.dtype
+    scale = jnp.maximum(jnp.max(jnp.diagonal(B)), jnp.finfo(dtype).tiny)
+    L = cholesky(B / scale)
+    pivots = jnp.diagonal(L) ** 2
+    return L, scale, jnp.all(pivots > cut), jnp.min(pivots)
+
+
+def _solve_plain(B, y, cut):
+    L, scale, ok, min_pivot = _plain_factor(B, cut)
+    x = triangular_solve(L, triangular_solve(L, y), lower=False) / scale
+    one, zero = jnp.ones((), B.dtype), jnp.zeros((), B.dtype)
+    return ok, (x, B.shape[0] * one, min_pivot, zero)
+
+
+def _solve_pivoted(B, y, cut):
+    f = pivoted_cholesky(B, cut)
+    return _pinv_apply(f, y), f.rank, f.min_pivot, f.max_dropped
+
+
+def _pinv_matrices_plain(B, cut):
+    L, scale, ok, min_pivot = _plain_factor(B, cut)
+    n = B.shape[0]
+    eye = jnp.eye(n, dtype=B.dtype)
+    Linv = triangular_solve(L, eye)
+    return ok, (matmul(Linv.T, Linv) / scale, eye, n * jnp.ones((), B.dtype), min_pivot, jnp.zeros((), B.dtype))
+
+
+def _pinv_matrices_pivoted(B, cut):
+    f = pivoted_cholesky(B, cut)
+    LG = matmul(f.L, _gram_solve(f, jnp.eye(B.shape[0], dtype=B.dtype)))     # L G⁻¹
+    return matmul(LG, LG.T) / f.scale, matmul(LG, f.L.T), f.rank, f.min_pivot, f.max_dropped
+
+
+@functools.lru_cache(maxsize=None)
+def _switched(cut, plain, pivoted):
+    return fast_or_fallback(functools.partial(plain, cut=cut), functools.partial(pivoted, cut=cut))
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def psd_pinv_solve(B, y, cut):
     """Minimum-norm least-squares solution x = B̃⁺ y of B x = y for a symmetric positive semi-definite B,
@@ -315,27 +358,27 @@ def psd_pinv_solve(B, y, cut):
     (the part of y outside it — an inconsistent right-hand side — is ignored), and among those x the
     shortest. At full numerical rank B̃ = B and x = B⁻¹ y. Never NaN for finite B, y (B = 0 gives x = 0).
 
+    Fast path: a plain (unpivoted) Cholesky of B / max diag B whose pivots all exceed ``cut`` shows B of full
+    numerical rank; then x = B⁻¹ y by that factor (rank n, ``min_pivot`` its smallest pivot, nothing dropped)
+    and the pivoted factorisation is not run — under ``vmap`` it runs only when some scenario of the batch
+    needs it (:func:`~mrds_jax.spatial.batching.fast_or_fallback`).
+
     Returns (x, rank, min_pivot, max_dropped) (:class:`PivotedCholesky` for the last three: rank and two
     relative pivot sizes, not differentiated). Custom JVP: the derivative of the pseudo-inverse at constant
     rank (Golub & Pereyra 1973, eq. 4.12, for symmetric B̃):
     dx = B̃⁺(dy − dB x) + B̃⁺² dB (1 − P) y + (1 − P) dB B̃⁺ x — so forward and reverse mode are
     exact where the rank does not change, and the discrete pivot choice is never differentiated."""
-    f = pivoted_cholesky(B, cut)
-    return _pinv_apply(f, y), f.rank, f.min_pivot, f.max_dropped
+    return _switched(cut, _solve_plain, _solve_pivoted)(B, y)
 
 
 @psd_pinv_solve.defjvp
 def _psd_pinv_solve_jvp(cut, primals, tangents):
     B, y = primals
     dB, dy = tangents
-    f = pivoted_cholesky(B, cut)
-    n = B.shape[0]
-    LG = matmul(f.L, _gram_solve(f, jnp.eye(n, dtype=B.dtype)))     # L G⁻¹ (primal only: the tangent
-    pinv = matmul(LG, LG.T) / f.scale                                  # path below is products, which
-    proj = matmul(LG, f.L.T)                                           # transpose under reverse mode)
-    x = matmul(pinv, y)
-    r = y - matmul(proj, y)
-    Bx = matmul(dB, matmul(pinv, x))
+    pinv, proj, rank, min_pivot, max_dropped = _switched(cut, _pinv_matrices_plain, _pinv_matrices_pivoted)(B)
+    x = matmul(pinv, y)                                                # (primal only: the tangent path below
+    r = y - matmul(proj, y)                                            #  is products, which transpose under
+    Bx = matmul(dB, matmul(pinv, x))                                   #  reverse mode)
     dx = matmul(pinv, dy - matmul(dB, x) + matmul(pinv, matmul(dB, r))) + Bx - matmul(proj, Bx)
     zero = jnp.zeros((), dtype=B.dtype)
-    return (x, f.rank, f.min_pivot, f.max_dropped), (dx, zero, zero, zero)
+    return (x, rank, min_pivot, max_dropped), (dx, zero, zero, zero)

@@ -6,20 +6,18 @@ placements, velocities and open-chain (classical) accelerations ᴵẍᵒᵖᵉ�
 looks inside a module: a rigid tree, or any module type that implements :mod:`mrds_jax.dynamics.interface`.
 
 Step 3 (global, :func:`constraint_system`): for each contact i, Sᵢ = ᴵS_EiPi (eq. 20), the spatial
-rotation ℜᵢ = ᴵℜ_Ei, ζᵢ (eq. 81) and ᴱẍᵒᵖᵉⁿ_EP (eq. 83). The operator that takes the module's point
-accelerations to the contact's relative acceleration is, per contact and module,
-
-    Aₖ[i, E_i] = −ℜᵢᵀ Sᵢ  (if m(E_i) = k),   Aₖ[i, P_i] = +ℜᵢᵀ  (if m(P_i) = k)
-
-so that B = Σₖ Aₖ Λₖ⁻¹ Aₖᵀ reproduces Table 17 block by block (AA: ℜᵢᵀ[Λ_PP − Λ_PE Sⱼᵀ − Sᵢ Λ_EP +
-Sᵢ Λ_EE Sⱼᵀ]ℜⱼ; a Type B contact, whose E and P are on one module, gets both terms, i.e. the relative
-Jacobian ᴱJ_EP = ℜᵀ(J_P − S J_E) of eq. 71 through its O(N) forms eq. 92-94). Then Bᶜ = ψᶜᵀ B ψᶜ
-(eq. 88) and yᶜ = ẍᶜ + ψᶜᵀ [y − B ψᵘ Fᵘ] with yᵢ = φ̇ᵘẋᵘ + φ̇ᶜẋᶜ − ᴱẍᵒᵖᵉⁿ_EP (eq. 89-90; the φ̇ term
-is zero for constant modes, and for variable modes (universal joint) it and the bases φ, ψ come from
+rotation ℜᵢ = ᴵℜ_Ei, ζᵢ (eq. 81) and ᴱẍᵒᵖᵉⁿ_EP (eq. 83). The contact reaches the modules through its sides,
+with the operators T_E = −ℜᵢᵀ Sᵢ (side E) and T_P = +ℜᵢᵀ (side P): B = Σₖ Aₖ Λₖ⁻¹ Aₖᵀ with Aₖ[i, s] the sum
+of the Tₐ of contact i at point s of module k reproduces Table 17 block by block (AA: ℜᵢᵀ[Λ_PP − Λ_PE Sⱼᵀ −
+Sᵢ Λ_EP + Sᵢ Λ_EE Sⱼᵀ]ℜⱼ; a Type B contact, whose E and P are on one module, gets both terms, i.e. the
+relative Jacobian ᴱJ_EP = ℜᵀ(J_P − S J_E) of eq. 71 through its O(N) forms eq. 92-94). Bᶜ = ψᶜᵀ B ψᶜ
+(eq. 88) is built from the blocks of contact pairs that share a module, Aₖ is never formed
+(:mod:`.constraint_space`). yᶜ = ẍᶜ + ψᶜᵀ [y − B ψᵘ Fᵘ] with yᵢ = φ̇ᵘẋᵘ + φ̇ᶜẋᶜ − ᴱẍᵒᵖᵉⁿ_EP (eq. 89-90; the
+φ̇ term is zero for constant modes, and for variable modes (universal joint) it and the bases φ, ψ come from
 :func:`~mrds_jax.contacts.variable.contact_modes` at the current relative configuration); the solve
 (eq. 87, :mod:`.solve`), and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ (eq. 86).
 
-Step 4 (per module): q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP, which is eq. 74 (q̈ = q̈ᵒᵖᵉⁿ − Ψₖ Fₖ) with the forces
+Step 4 (per module): q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP (Aₖᵀ F_EP: :func:`.constraint_space.point_forces`), which is eq. 74 (q̈ = q̈ᵒᵖᵉⁿ − Ψₖ Fₖ) with the forces
 of eq. 95-96 (ᴵᴱF_EP = Sᵀ ℜ F_EP at E, ᴵᴾF_PE = −ℜ F_EP at P) and the sign fix of notes §2.3 for Type B
 rows (+ᴱΨ_EP F_EP).
 
@@ -38,10 +36,11 @@ from ..contacts.variable import contact_modes
 from ..dynamics.interface import ModuleTerms, module_terms, open_chain_acceleration  # noqa: F401 (re-export)
 from ..model.tree import task_slice
 from ..spatial import cross, skew, spatial_rotation
+from .constraint_space import constraint_space_matrix, contact_accelerations, contact_sides, point_forces
 from .solve import SolverSettings, solve_constraint_system
 from ..validation import per_module, system_state
 from .stabilisation import stabilisation_terms
-from ..spatial.linalg import matmul, spd_solve
+from ..spatial.linalg import matmul
 
 
 class ConstraintSystem(NamedTuple):
@@ -51,9 +50,10 @@ class ConstraintSystem(NamedTuple):
     xdd_open_EP: tuple         # per contact: ᴱẍᵒᵖᵉⁿ_EP (d,), eq. 83
     xd_EP: tuple               # per contact: ᴱẋ_EP (d,), eq. 98
     F_u: tuple                 # per contact: Fᵘ (d − n_c,)
-    A: tuple                   # per module: Aₖ (d·C, d·nₖ)
+    T: tuple                   # per contact: the d x d operators Tₐ of its sides on modules (:mod:`.constraint_space`)
     terms: tuple               # per module: ModuleTerms (None for modules without contact points)
     modes: tuple = ()          # per contact: ContactModes (bases at the current state, φ̇ term of eq. 90)
+    sides: tuple = ()          # per contact: its :class:`~.constraint_space.Side` s (static structure)
 
 
 class SystemDynamics(NamedTuple):
@@ -144,7 +144,9 @@ def _taus(system, tau, dtype):
 
 
 def constraint_system(system, state, tau=None, t=0.0, method="direct"):
-    """Steps 2-3 up to the linear system: Bᶜ (eq. 88), yᶜ (eq. 89) and the pieces needed afterwards."""
+    """Steps 2-3 up to the linear system: Bᶜ (eq. 88, Table 17's contact-pair blocks,
+    :func:`~mrds_jax.system.constraint_space.constraint_space_matrix`), yᶜ (eq. 89) and the pieces needed
+    afterwards."""
     system_state(system, state, "forward dynamics")
     conn = system.connectivity
     d = conn.dim
@@ -152,45 +154,32 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
     terms = _all_module_terms(system, state, taus, method)
-    C = len(system.contacts)
-    blocks = {}       # (module, contact, slot) -> d x d block of A_k
-    xdd_open_EP, xd_EP, F_u, modes = [], [], [], []
-    for i, (c, (mE, sE, mP, sP)) in enumerate(zip(system.contacts, conn.sides)):
+    sides = contact_sides(conn)
+    T, W, xdd_open_EP, xd_EP, F_u, modes = [], [], [], [], [], []
+    for c, (mE, sE, mP, sP) in zip(system.contacts, conn.sides):
         side_E, side_P = _side_kinematics(c, terms, mE, sE, dtype), _side_kinematics(c, terms, mP, sP, dtype)
         T_E, T_P, xd, xdd = contact_kinematics(c, side_E, side_P)
-        modes.append(_current_modes(c, side_E, side_P, xd, t, dtype))
-        if mE >= 0:
-            blocks[(mE, i, sE)] = T_E[rows, rows]
-        if mP >= 0:
-            key = (mP, i, sP)
-            blocks[key] = blocks.get(key, 0.0) + T_P[rows, rows]
+        m = _current_modes(c, side_E, side_P, xd, t, dtype)
+        Ti = tuple(Tx[rows, rows] for Tx, k in ((T_E, mE), (T_P, mP)) if k >= 0)
+        modes.append(m)
+        T.append(Ti)
+        W.append(tuple(matmul(Tx.T, m.psi_c) for Tx in Ti))                 # Wₐ = Tₐᵀ ψᶜ
         xd_EP.append(xd[rows])
         xdd_open_EP.append(xdd[rows])
         F_u.append(c.free_force(t, dtype))
-    # A_k (d·C x d·n_k): Table 17 / eq. 92-94 operator, see module docstring
-    A = []
-    for k, pts in enumerate(conn.points):
-        Ak = jnp.zeros((d * C, d * len(pts)), dtype=dtype)
-        for (m, i, s), blk in blocks.items():
-            if m == k:
-                Ak = Ak.at[d * i:d * (i + 1), d * s:d * (s + 1)].add(blk)
-        A.append(Ak)
-    psi_c = _block_diag([m.psi_c for m in modes], d, dtype)      # (d·C, n_C)
-    U = jnp.concatenate([matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)]) if C else jnp.zeros(0, dtype)
-    n_C = conn.n_constraints
-    Bc = jnp.zeros((n_C, n_C), dtype=dtype)
-    BU = jnp.zeros(d * C, dtype=dtype)
-    for Ak, tk in zip(A, terms):
-        if tk is None:
-            continue
-        Gc = matmul(psi_c.T, Ak)
-        Bc = Bc + matmul(matmul(Gc, tk.Lam_inv), Gc.T)
-        BU = BU + matmul(Ak, matmul(tk.Lam_inv, matmul(Ak.T, U)))
+    Lam_inv = [None if tk is None else tk.Lam_inv for tk in terms]
+    Bc = constraint_space_matrix(sides, W, Lam_inv, conn.n_c, d, dtype)     # eq. 88, Table 17
+    y = [m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]             # eq. 90
+    if any(c.applied is not None for c in system.contacts):                # − B ψᵘFᵘ (eq. 89)
+        U = [matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)]
+        x_U = [None if L is None else matmul(L, point_forces(sides, T, U, k, len(conn.points[k]), d))
+               for k, L in enumerate(Lam_inv)]
+        y = [yi - bu for yi, bu in zip(y, contact_accelerations(sides, T, x_U, d))]
     xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
-    y = (jnp.concatenate([m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]) if C   # eq. 90
-         else jnp.zeros(0, dtype))
-    yc = (jnp.concatenate(xdd_c) if C else jnp.zeros(0, dtype)) + matmul(psi_c.T, y - BU)   # eq. 89
-    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(A), terms, tuple(modes))
+    yc = (jnp.concatenate([xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]) if y   # eq. 89
+          else jnp.zeros(0, dtype))
+    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(T), terms, tuple(modes),
+                            sides)
 
 
 def _current_modes(contact, side_E, side_P, xd6, t, dtype):
@@ -200,17 +189,6 @@ def _current_modes(contact, side_E, side_P, xd6, t, dtype):
     R_P, p_P = side_P[0], side_P[1]
     xd_c = contact.constraint_velocity_and_acceleration(t, dtype)[0]
     return contact_modes(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E), xd6, xd_c)
-
-
-def _block_diag(mats, d, dtype):
-    n_rows = d * len(mats)
-    n_cols = sum(m.shape[1] for m in mats)
-    out = jnp.zeros((n_rows, n_cols), dtype=dtype)
-    col = 0
-    for i, m in enumerate(mats):
-        out = out.at[d * i:d * (i + 1), col:col + m.shape[1]].set(m)
-        col += m.shape[1]
-    return out
 
 
 def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), method="direct",
@@ -243,13 +221,13 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
         F_c_split.append(fc)
         F_EP.append(matmul(m.psi_u, fu) + matmul(m.psi_c, fc))                                   # eq. 86
         phi_v.append(matmul(m.psi_c.T, xd) - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # eq. 105
-    F_stack = jnp.concatenate(F_EP) if F_EP else jnp.zeros(0, dtype=F_c.dtype)
     qdd = []
-    for Ak, tk in zip(cs.A, cs.terms):
+    for k, tk in enumerate(cs.terms):
         if tk is None:
             qdd.append(None)
             continue
-        qdd.append(tk.qdd_open + matmul(tk.Psi, matmul(Ak.T, F_stack)))                         # eq. 74 (95-96)
+        f_k = point_forces(cs.sides, cs.T, F_EP, k, len(conn.points[k]), conn.dim)              # Aₖᵀ F (eq. 95-96)
+        qdd.append(tk.qdd_open + matmul(tk.Psi, f_k))                                           # eq. 74
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
     qdd = tuple(open_chain_acceleration(m, q, v, tq) if a is None else a

@@ -1,7 +1,7 @@
 """Closed-chain inverse dynamics: actuator forces and constraint forces that produce a prescribed motion.
 
 For each module k the equations of motion with contact forces read (eq. 74 multiplied by Hₖ, with the
-force mapping of eq. 95-96 written through the operator Aₖ of :func:`~.dynamics.constraint_system`):
+force mapping of eq. 95-96 written through the point forces Aₖᵀ F of :func:`~.constraint_space.point_forces`):
 
     Hₖ q̈ₖ + Cₖ vₖ + Gₖ − τₖ = Jₖᵀ Aₖᵀ F_EP,      F_EP = ψᵘ Fᵘ + ψᶜ Fᶜ   (eq. 86),
 
@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..dynamics.interface import inverse_dynamics as module_inverse_dynamics, task_jacobian
-from .dynamics import _block_diag, constraint_system
+from .constraint_space import point_forces
+from .dynamics import constraint_system
 from ..spatial import dense
 from ..spatial.linalg import matmul
 from ..validation import ArgumentError, per_module
@@ -63,20 +64,22 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
     dtype = state.q[0].dtype
     cs = constraint_system(system, state, None, t)
     d = conn.dim
-    psi_c = _block_diag([m.psi_c for m in cs.modes], d, dtype)
-    U = (jnp.concatenate([matmul(m.psi_u, fu) for m, fu in zip(cs.modes, cs.F_u)]) if system.contacts
-         else jnp.zeros(0, dtype))
+    n_C = conn.n_constraints
+    # per contact, the (d, n_C) force columns ψᶜᵢ placed at its constraint slice, and the known force ψᵘFᵘ
+    unit = [jnp.zeros((d, n_C), dtype).at[:, sl].set(m.psi_c) for m, sl in zip(cs.modes, conn.constraint_slices())]
+    U = [matmul(m.psi_u, fu) for m, fu in zip(cs.modes, cs.F_u)]
     offsets = np.cumsum([0] + [m.nv for m in system.modules])
     n_eq = int(offsets[-1])
     rows_G, rhs = [], []
-    for k, (module, Ak) in enumerate(zip(system.modules, cs.A)):
+    for k, module in enumerate(system.modules):
         b = module_inverse_dynamics(module, state.q[k], state.v[k], qdd[k])
-        if conn.points[k]:
-            JtAt = matmul(task_jacobian(module, state.q[k], conn.points[k]).T, Ak.T)
-            rows_G.append(matmul(JtAt, psi_c))
-            b = b - matmul(JtAt, U)
+        pts = conn.points[k]
+        if pts:
+            Jt = task_jacobian(module, state.q[k], pts).T
+            rows_G.append(matmul(Jt, point_forces(cs.sides, cs.T, unit, k, len(pts), d)))   # Jₖᵀ Aₖᵀ ψᶜ
+            b = b - matmul(Jt, point_forces(cs.sides, cs.T, U, k, len(pts), d))           # Jₖᵀ Aₖᵀ ψᵘFᵘ
         else:
-            rows_G.append(jnp.zeros((module.nv, conn.n_constraints), dtype))
+            rows_G.append(jnp.zeros((module.nv, n_C), dtype))
         rhs.append(b)
     S = np.zeros((n_eq, len(pairs)))
     for j, (k, dof) in enumerate(pairs):

@@ -33,7 +33,7 @@ from ..integrate.rollout import nonfinite_description
 from ..integrate.adaptive import dopri5
 from ..integrate.integrators import Accelerations, SolveInfo
 from .build import SystemError, SystemState
-from .dynamics import _taus, forward_dynamics
+from .dynamics import _taus, constraint_system, forward_dynamics
 from .lilly import lilly_forward_dynamics, lilly_stabilisation_problem, simple_closed_chain_reference
 from .forces import applied_power, dissipated_power, force_potential_energy, generalized_forces, validate_forces
 from .solve import SolverSettings
@@ -570,17 +570,10 @@ class StateReport(NamedTuple):
 
 
 def constraint_matrix(system, state, t=0.0):
-    """Bᶜ = Σₖ Jₖ Hₖ⁻¹ Jₖᵀ with Jₖ the module-k columns of the constraint Jacobian (eq. 109-111): the
-    matrix of the solve (eq. 88, Bᶜ = ψᶜᵀ B ψᶜ), from kinematics and mass matrices only."""
-    from ..dynamics.interface import mass_matrix
-    from ..spatial.linalg import spd_solve
-    J = constraint_jacobian(system, state, t)
-    Bc, s = jnp.zeros((J.shape[0], J.shape[0]), dtype=J.dtype), 0
-    for m, q in zip(system.modules, state.q):
-        Jk = J[:, s:s + m.nv]
-        s += m.nv
-        Bc = Bc + Jk @ spd_solve(mass_matrix(m, q), Jk.T)     # no LAPACK call (spatial.linalg)
-    return Bc
+    """Bᶜ = ψᶜᵀ B ψᶜ (eq. 88), the matrix of the solve, at ``state``: Table 17's contact-pair blocks
+    (:func:`~mrds_jax.system.constraint_space.constraint_space_matrix`, through the Step 2-3 quantities of
+    :func:`~mrds_jax.system.dynamics.constraint_system`; it depends on the configuration only)."""
+    return constraint_system(system, state, None, t).Bc
 
 
 @jax.jit
