@@ -72,8 +72,21 @@ def rollout_fn(system, taus, integrator, path):
     return roll
 
 
-def stewart_throughput(batch, dtype, integrator, path):
-    system, state, _, taus, _ = BG.stewart_setup(dtype)
+def dual_arm_setup(dtype):
+    """Two 6-R arms welded to one free 3 kg box (``mrds_jax.examples.dual_arm_grasp``: a consistent state at
+    rest), no joint torques: the grasp sags under gravity. Returns (system, state, None, taus, None) like
+    ``bench_gpu.stewart_setup``."""
+    from mrds_jax.examples import dual_arm_grasp
+    system, state = dual_arm_grasp()
+    system, state = jax.tree.map(lambda x: jnp.asarray(x, dtype), (system, state))
+    return system, state, None, tuple(jnp.zeros(m.nv, dtype) for m in system.modules), None
+
+
+SETUPS = {"stewart": BG.stewart_setup, "dual_arm": dual_arm_setup}
+
+
+def stewart_throughput(batch, dtype, integrator, path, mechanism="stewart"):
+    system, state, _, taus, _ = SETUPS[mechanism](dtype)
     states = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + x.shape), state)
     c, compile_s = BG.compile_aot(jax, jax.vmap(rollout_fn(system, taus, integrator, path)), states)
     return batch * STEPS / best_of(c, states), compile_s
@@ -95,11 +108,19 @@ def transformed_throughput(batch, dtype, integrator, path, step_transform):
     return batch * STEPS / best_of(c, system, taus, states), compile_s
 
 
-def mujoco_steps_per_s(n=4000):
-    _, state, _, _, tau0 = BG.stewart_setup(jnp.float64)
-    m = mujoco.MjModel.from_xml_path(str(ROOT.parent / "shared" / "bench" / "ckcm_stewart_mjx.xml"))
+def mujoco_steps_per_s(n=4000, mechanism="stewart"):
+    if mechanism == "dual_arm":      # the same system exported (welds as MuJoCo equality welds, soft)
+        from mrds_jax.export.mjcf import mujoco_state, to_mjcf
+        system, state, _, _, _ = dual_arm_setup(jnp.float64)
+        m = mujoco.MjModel.from_xml_string(to_mjcf(system))
+        qpos, qvel = (np.concatenate(x) for x in zip(*(mujoco_state(mk, q, v) for mk, q, v in
+                                                       zip(system.modules, state.q, state.v))))
+        tau0 = np.zeros(m.nu)
+    else:
+        _, state, _, _, tau0 = BG.stewart_setup(jnp.float64)
+        m = mujoco.MjModel.from_xml_path(str(ROOT.parent / "shared" / "bench" / "ckcm_stewart_mjx.xml"))
+        qpos, qvel = BG.mujoco_state(state)
     d = mujoco.MjData(m)
-    qpos, qvel = BG.mujoco_state(state)
     best = float("inf")
     for _ in range(3):
         d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, np.asarray(tau0, float)[: m.nu]
@@ -144,11 +165,24 @@ def main(argv=None):
     out("| --- | --- | --- | --- | --- | --- | --- |")
     out(f"| MuJoCo mj_step (soft loops) | float64 | Euler | - | {mj:.3g} | {1 / cores:.2f} | - |")
     for dtype, integrator, path in [(jnp.float32, "euler", "auto"), (jnp.float32, "euler", "general"),
-                                    (jnp.float64, "euler", "auto"), (jnp.float32, "rk4_compact", "auto")]:
+                                    (jnp.float64, "euler", "auto"), (jnp.float64, "euler", "general"),
+                                    (jnp.float32, "rk4_compact", "auto"), (jnp.float32, "rk4_compact", "general")]:
         sps, cs = stewart_throughput(a.batch, dtype, integrator, path)
         label = S.dynamics_path(BG.stewart_setup(dtype)[0], path)
         out(f"| mrds_jax (exact loops) | {jnp.dtype(dtype).name} | {integrator} | {path} ({label}) | {sps:.3g} | "
             f"{sps / (mj * cores):.2f} | {cs:.1f} |")
+    out()
+    mj_dual = mujoco_steps_per_s(mechanism="dual_arm")
+    out(f"## Dual-arm grasp (two 6-R arms welded to a free box: general path, two Type A welds), batch {a.batch}, "
+        f"{STEPS}-step rollout, dt = 1 ms")
+    out()
+    out("| engine | dtype | integrator | path | steps/s | / (MuJoCo 1 thread × cores) | compile s |")
+    out("| --- | --- | --- | --- | --- | --- | --- |")
+    out(f"| MuJoCo mj_step (soft welds, exported MJCF) | float64 | Euler | - | {mj_dual:.3g} | {1 / cores:.2f} | - |")
+    for dtype, integrator in [(jnp.float32, "euler"), (jnp.float64, "euler"), (jnp.float32, "rk4_compact")]:
+        sps, cs = stewart_throughput(a.batch, dtype, integrator, "general", "dual_arm")
+        out(f"| mrds_jax (exact loops) | {jnp.dtype(dtype).name} | {integrator} | general | {sps:.3g} | "
+            f"{sps / (mj_dual * cores):.2f} | {cs:.1f} |")
     out()
     out("Opt-in rewritten step (spatial.lanewise: small reductions and products as sums of slices), float32 "
         "Euler, against the same rollout as written (no stabilisation):")
