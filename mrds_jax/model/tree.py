@@ -131,6 +131,8 @@ class TreeParams:
     frame_R: jax.Array     # (nf, 3, 3) operational point frames in their link frame
     frame_p: jax.Array     # (nf, 3)
     gravity: jax.Array     # (3,) in the support frame
+    armature: jax.Array    # (nv,) rotor inertia per degree of freedom, added to the diagonal of the joint-space
+                           # inertia H (MuJoCo's dof_armature, Pinocchio's model.armature); zeros by default
 
 
 @pytree_dataclass
@@ -181,7 +183,7 @@ def validate(module, rtol=1e-9):
     n = t.n_links
     shapes = dict(joint_R=(n, 3, 3), joint_p=(n, 3), axis=(n, 3), axis2=(n, 3), pitch=(n,), mass=(n,),
                   com=(n, 3), inertia=(n, 3, 3), frame_R=(len(t.frame_names), 3, 3),
-                  frame_p=(len(t.frame_names), 3), gravity=(3,))
+                  frame_p=(len(t.frame_names), 3), gravity=(3,), armature=(t.nv,))
     for name, shape in shapes.items():
         got = np.shape(getattr(p, name))
         if got != shape:
@@ -191,6 +193,11 @@ def validate(module, rtol=1e-9):
         if not -1 <= parent < i:
             raise ModelError(f"link {t.link_names[i]!r}: parent index {parent} must be in [-1, {i}) "
                              "(links are listed parents first)")
+    armature = np.asarray(p.armature)
+    dof_joint = [t.joint_names[i] for i in t.dof_links()]
+    for d in np.flatnonzero(~(np.isfinite(armature) & (armature >= 0))):
+        raise ModelError(f"joint {dof_joint[d]!r}: armature (rotor inertia) must be finite and >= 0, got "
+                         f"{armature[d]} for degree of freedom {d}")
     mass = np.asarray(p.mass)
     inertia = np.asarray(p.inertia)
     for i, name in enumerate(t.link_names):
