@@ -137,6 +137,9 @@ def joint_spring_damper(name, module, stiffness=0.0, damping=0.0, springref=None
     stiffness, damping = jnp.asarray(stiffness, dtype=float), jnp.asarray(damping, dtype=float)
     nv = nv if nv is not None else max(jnp.size(stiffness), jnp.size(damping))
     springref = jnp.zeros(nq if nq is not None else nv) if springref is None else jnp.asarray(springref, dtype=float)
+    for what, x in (("stiffness", stiffness), ("damping", damping)):
+        if not is_traced(x) and not np.all(np.isfinite(np.asarray(x)) & (np.asarray(x) >= 0)):
+            raise ArgumentError(f"joint spring-damper {name!r}: {what} must be finite and >= 0, got {np.asarray(x)}")
     return JointSpringDamper(stiffness=jnp.broadcast_to(stiffness, (nv,)), damping=jnp.broadcast_to(damping, (nv,)),
                              springref=springref, name=name, module=module)
 
