@@ -414,11 +414,13 @@ def test_ignored_elements_are_named_in_warnings():
         system = load_mjcf(xml)
     text = "\n".join(str(w.message) for w in record)
     for expected in ("actuators (m1) are not applied: load_mjcf(..., return_forces=True)", "tendons (t) are ignored",
-                     "joint limits of jlim", "joint damping of jlim is not applied", "sensors (s1) are ignored",
+                     "joint damping of jlim is not applied", "sensors (s1) are ignored",
                      "contacts between geoms are ignored (collidable geoms: ga, gb"):
         assert expected in text, (expected, text)
     assert system.module_names == ("a",) and system.modules[0].topology.link_names == ("a", "b", "c")
     assert "armature" not in text and float(system.modules[0].params.armature[-1]) == 0.01   # read, not warned
+    assert "joint limits" not in text                                # kept (in radians: the file is in degrees)
+    np.testing.assert_allclose(system.modules[0].topology.joint_limits[-1], np.deg2rad([-1.0, 1.0]), rtol=1e-15)
 
 
 def test_missing_mujoco_gives_install_hint(monkeypatch):

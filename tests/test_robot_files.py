@@ -412,3 +412,56 @@ def test_monte_carlo_over_a_controller_of_the_file_actuators():
     targets = np.array([float(sample(spec, jax.random.fold_in(jax.random.PRNGKey(2), i))["target"][0])
                         for i in range(8)])
     assert np.corrcoef(targets, r.metrics["shoulder"])[0, 1] > 0.9
+
+
+# ----------------------------------------------------------------------------- Lilly & Orin's path
+def test_lilly_path_with_armature_equals_pinocchio():
+    """Two 6-R arms with armature (random, up to the links' own inertia) rigidly grasping a box, Lilly & Orin's
+    fast path (armature in each module's H through module_terms and reference_terms): q̈ = Pinocchio's
+    constraintDynamics on the export with model.armature, 1e-8, at 3 consistent states."""
+    from mrds_jax.system.lilly import lilly_forward_dynamics
+    from test_system_vs_pinocchio import grasp_systems
+    systems, states, pin_cases = grasp_systems(3, armature=lambda rng: rng.uniform(0.05, 0.5, 6))
+    assert S.dynamics_path(systems[0]) == "lilly"
+    fd = jax.jit(jax.vmap(lambda sy, q, v, tau: lilly_forward_dynamics(sy, S.SystemState(q, v), tau)))
+    out = fd(stack(systems), *(stack([s[i] for s in states]) for i in range(3)))
+    for k, (merged, cms, qp, vp, taup) in enumerate(pin_cases):
+        assert np.asarray(merged.model.armature)[:12].min() > 0          # both arms' joints (the box's free joint: 0)
+        ddq, _, _ = merged.constraint_dynamics(qp, vp, taup)
+        ours = merged.v([np.asarray(x[k]) for x in out.qdd])
+        np.testing.assert_allclose(ours, ddq, atol=1e-8 * max(1.0, np.abs(ddq).max()), rtol=0)
+
+
+# ----------------------------------------------------------------------------- joint limits
+def test_joint_limits_are_kept_from_mjcf_and_urdf():
+    """MJCF ranges of hinges and slides (MuJoCo's jnt_range, on qpos = our q) and URDF revolute limits
+    (Pinocchio's own parser's lower/upperPositionLimit) are kept in Topology.joint_limits."""
+    system, _, model = robot()
+    t = system.modules[0].topology
+    for j, name in enumerate(t.joint_names):
+        mj_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name) if "+" not in name else -1
+        expected = tuple(model.jnt_range[mj_id]) if mj_id >= 0 and model.jnt_limited[mj_id] else None
+        assert t.joint_limits[j] == expected, name
+    assert sum(lim is not None for lim in t.joint_limits) == 2
+    module = load_urdf(URDFS["ur5"])
+    pmodel = pin.buildModelFromUrdf(str(URDFS["ur5"]))
+    np.testing.assert_array_equal([lim[0] for lim in module.topology.joint_limits], pmodel.lowerPositionLimit)
+    np.testing.assert_array_equal([lim[1] for lim in module.topology.joint_limits], pmodel.upperPositionLimit)
+
+
+def test_simulate_reports_where_a_trajectory_leaves_a_joint_limit():
+    """A swinging arm whose elbow has a narrow range: simulate warns naming the elbow and the first stored time
+    outside; trajectory_diagnostics lists the same exit; the shoulder, within its range, is not named."""
+    xml = ARM.replace('armature="0.05" damping="0.2"', 'armature="0.05" damping="0.2" range="-0.05 0.05"').replace(
+        'springref="0.5"', 'springref="0.5" range="-3 3"')
+    system, forces = load_mjcf(xml, return_forces=True)
+    assert system.modules[0].topology.joint_limits == ((-3.0, 3.0), (-0.05, 0.05))
+    state = S.SystemState((jnp.array([0.7, 0.0]),), (jnp.array([0.0, 2.0]),))
+    with pytest.warns(S.JointLimitWarning, match=r"arm/elbow|upper/elbow") as record:
+        traj = S.simulate(system, state, 1e-2, 100, forces=forces)
+    elbow = np.asarray(traj.q[0])[:, 1]
+    first = int(np.flatnonzero((elbow < -0.05) | (elbow > 0.05))[0])
+    assert first > 0
+    assert f"t = {float(traj.t[first]):g} s" in str(record[0].message) and "shoulder" not in str(record[0].message)
+    exits = S.trajectory_diagnostics(system, traj, forces).limit_exits
+    assert [(e.joint, e.t) for e in exits] == [("elbow", float(traj.t[first]))]

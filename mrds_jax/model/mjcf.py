@@ -43,7 +43,10 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   :class:`~mrds_jax.system.Actuators` (``gear``, ``ctrlrange`` clamping unless disabled, ``forcerange``;
   MuJoCo's ``qfrc_actuator``). Without ``return_forces`` they are warned about, as not applied.
 
-Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons, joint limits,
+* **Joint limits** of lone hinges and slides (``jnt_range`` where ``limited``) → ``Topology.joint_limits``: kept,
+  not enforced; ``simulate`` reports where a trajectory leaves them.
+
+Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons, other joint limits,
 friction loss, contacts between geoms and explicit contact pairs, sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
@@ -284,7 +287,8 @@ class _Importer:
                 builder.add_link(self.body_names[b], parent=None if parent == 0 else self.body_names[parent],
                                  joint=kind, joint_name=joint_name, axis=axis,
                                  axis2=(0.0, 1.0, 0.0) if axis2 is None else axis2, position=T.p, rotation=T.R,
-                                 mass=mass, com=com, inertia=inertia, armature=self.dof_values(m.dof_armature, ids))
+                                 mass=mass, com=com, inertia=inertia, armature=self.dof_values(m.dof_armature, ids),
+                                 limits=self.limits(kind, ids))
                 self.module_of[b] = name
                 self.links[b] = T
         self.frames = {name: [] for name in self.names}
@@ -301,6 +305,13 @@ class _Importer:
                 taken = {f[0] for f in self.frames[mod]}
                 self.site_frames[s] = self.add_frame(mod, sname if sname not in taken else f"site:{sname}", owner, T)
         self.builders = builders
+
+    def limits(self, kind, ids):
+        """(lower, upper) of a limited lone hinge or slide (MuJoCo's jnt_range, on qpos = our q), else None."""
+        j = ids[0]
+        if kind in ("revolute", "prismatic") and self.m.jnt_limited[j]:
+            return tuple(float(x) for x in self.m.jnt_range[j])
+        return None
 
     def dof_values(self, per_dof, ids):
         """A per-degree-of-freedom MuJoCo array (``dof_armature``, ``dof_damping``) for the joints ``ids`` of one
@@ -498,8 +509,11 @@ class _Importer:
                       "load_mjcf(..., return_forces=True) returns them as a force element")
         if m.ntendon:
             self.warn(f"tendons ({names(mj.mjtObj.mjOBJ_TENDON, range(m.ntendon), 'tendon')}) are ignored")
-        if m.jnt_limited.any():
-            self.warn(f"joint limits of {names(J, np.flatnonzero(m.jnt_limited), 'joint')} are ignored")
+        other = [j for j in np.flatnonzero(m.jnt_limited)       # not a lone hinge (3) or slide (2) of its body
+                 if int(m.jnt_type[j]) not in (2, 3) or m.body_jntnum[m.jnt_bodyid[j]] > 1]
+        if other:
+            self.warn(f"joint limits of {names(J, other, 'joint')} are ignored (only those of lone hinges and slides "
+                      "are kept)")
         free_arm = [j for j in range(m.njnt) if int(m.jnt_type[j]) == 0
                     and np.any(m.dof_armature[m.jnt_dofadr[j]:m.jnt_dofadr[j] + 3] != 0)]
         if free_arm:
