@@ -447,6 +447,14 @@ def test_joint_limits_are_kept_from_mjcf_and_urdf():
     pmodel = pin.buildModelFromUrdf(str(URDFS["ur5"]))
     np.testing.assert_array_equal([lim[0] for lim in module.topology.joint_limits], pmodel.lowerPositionLimit)
     np.testing.assert_array_equal([lim[1] for lim in module.topology.joint_limits], pmodel.upperPositionLimit)
+    # and they go out again: to_pinocchio's position limits, export.mjcf's ranges as MuJoCo compiles them
+    twin = to_pinocchio(module)
+    np.testing.assert_array_equal(twin.model.lowerPositionLimit, pmodel.lowerPositionLimit)
+    np.testing.assert_array_equal(twin.model.upperPositionLimit, pmodel.upperPositionLimit)
+    exported = mujoco.MjModel.from_xml_string(to_mjcf({"m": system.modules[0]}))
+    for j, lim in enumerate(t.joint_limits):
+        jid = mujoco.mj_name2id(exported, mujoco.mjtObj.mjOBJ_JOINT, f"m/{t.joint_names[j]}")
+        assert (tuple(exported.jnt_range[jid]) if exported.jnt_limited[jid] else None) == lim
 
 
 def test_simulate_reports_where_a_trajectory_leaves_a_joint_limit():

@@ -5,7 +5,8 @@ Mapping: each module is a chain of nested bodies under the world body; link fram
 operational points become sites named ``<module>/<frame>``.
 Joints: revolute → hinge, prismatic → slide, universal → two hinges in one body (MuJoCo applies them in
 order, the second about the once-rotated axis, as ours), spherical → ball (quaternion w, x, y, z as
-ours), free → free joint; nonzero armature → the joint's ``armature`` (one value per MuJoCo joint). Screw and planar_free joints have no MuJoCo equivalent and raise.
+ours), free → free joint; nonzero armature → the joint's ``armature`` (one value per MuJoCo joint); joint
+limits of hinges and slides → ``range``. Screw and planar_free joints have no MuJoCo equivalent and raise.
 Contacts: ``weld`` → equality weld, ``spherical`` → equality connect (site-based); other kinds raise.
 MuJoCo's constraints are soft (solref/solimp), so a closed loop exported here drifts and its accelerations
 differ from the exact ones; open modules match exactly (tested).
@@ -59,8 +60,10 @@ def _module_bodies(name, module, indent):
         jname = f"{name}/{t.joint_names[i]}"
         arm = np.asarray(p.armature)[t.v_slices[i]]
         if kind in _JOINTS:
+            lim = t.joint_limits[i] if t.joint_limits else None
+            rng = "" if lim is None else f' limited="true" range="{_fmt(lim)}"'
             lines.append(f'{pad}  <joint name="{jname}" type="{_JOINTS[kind]}" axis="{_fmt(p.axis[i])}"'
-                         f'{_armature(arm)}/>')
+                         f'{_armature(arm)}{rng}/>')
         elif kind == "universal":
             lines.append(f'{pad}  <joint name="{jname}_1" type="hinge" axis="{_fmt(p.axis[i])}"{_armature(arm[:1])}/>')
             lines.append(f'{pad}  <joint name="{jname}_2" type="hinge" axis="{_fmt(p.axis2[i])}"{_armature(arm[1:])}/>')
