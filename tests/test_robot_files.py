@@ -1,13 +1,16 @@
 """Robots as their files describe them (issue 25), against MuJoCo and Pinocchio, float64.
 
 The MJCF model ``data/mjcf_robot_file.xml`` (written for these tests: free base, hinges with ``ref``, ball
-joints, a slide, armature per joint and from a default class, damping, stiffness about ``springref``, a
-loop closed by ``connect`` coupling knee and ankle, one actuator of each kind) is read by ``load_mjcf``; at random states
-its joint-space inertia (armature included) equals MuJoCo's ``qM`` (``mj_fullM``). ABA, the recursive H⁻¹
-and RNEA (all with armature in their own place) agree with it, on both tree recursions; the constrained q̈
-equals Pinocchio's ``constraintDynamics`` on the ``to_pinocchio`` export (``model.armature``), and a URDF
-robot of example-robot-data loaded with ``armature=`` equals Pinocchio's own URDF model with the same
-``model.armature``.
+joints, a slide, armature per joint and from a default class, damping, stiffness about ``springref``, joint
+ranges, a loop closed by ``connect`` coupling knee and ankle, one actuator of each kind) is read by
+``load_mjcf``. At random states its joint-space inertia (armature included) equals MuJoCo's ``qM``
+(``mj_fullM``); ABA, the recursive H⁻¹, RNEA and the kinetic energy (each with armature in its own place)
+agree with it on both tree recursions; its passive and actuator forces equal ``qfrc_passive`` and
+``qfrc_actuator``; the constrained q̈ equals the KKT solution built from MuJoCo's own quantities and Pinocchio's
+``constraintDynamics`` on the ``to_pinocchio`` export (``model.armature``). A URDF robot of
+example-robot-data loaded with ``armature=`` equals Pinocchio's own URDF model with the same
+``model.armature``; Lilly & Orin's path with armature equals Pinocchio; rollout gradients w.r.t. armature,
+damping and controls equal central differences; joint limits are kept and reported.
 """
 import functools
 import warnings
@@ -270,7 +273,8 @@ def test_passive_and_actuator_forces_equal_mujoco():
         qpos, qvel = mapping.to_mujoco(state)
         data.qpos[:], data.qvel[:] = qpos, qvel
         data.ctrl[:] = controller_np(ts[k], qpos, p)
-        clamped_ctrl += np.sum((data.ctrl < model.actuator_ctrlrange[:, 0]) | (data.ctrl > model.actuator_ctrlrange[:, 1]))
+        low, high = model.actuator_ctrlrange.T
+        clamped_ctrl += np.sum((data.ctrl < low) | (data.ctrl > high))
         mujoco.mj_forward(model, data)
         clamped_force += np.sum(model.actuator_forcelimited & (np.abs(data.actuator_force) >= np.abs(
             model.actuator_forcerange).min(axis=1) - 1e-12))

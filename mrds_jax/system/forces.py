@@ -534,8 +534,8 @@ def applied_power(system, forces, state, t):
 
     With Qₖ the generalized forces of eq. 73 (:func:`generalized_forces`), vₖᵀQₖ is the work rate of the
     element on module k; for a torque τ in an actuated revolute contact it is τ (ω_P − ω_E). Spring-dampers
-    and joint spring-dampers are left out: their spring part is stored energy (:func:`force_potential_energy`) and their damper part is
-    :func:`dissipated_power`, so along an exact motion d/dt (E + V_springs) = applied_power − dissipated_power
+    and joint spring-dampers are left out: their spring part is stored energy (:func:`force_potential_energy`)
+    and their damper part is :func:`dissipated_power`, so along an exact motion d/dt (E + V_springs) = applied_power − dissipated_power
     (the work-energy balance that ``Diagnostics.energy_balance`` integrates)."""
     loads = tuple(el for el in forces if not isinstance(el, (SpringDamper, JointSpringDamper)))
     loads += tuple(ContactForce(params=(), name=f"{c.name}.applied", contact=c.name, fn=_free_force_of(c.applied))
