@@ -281,6 +281,33 @@ CASES = [
      r"checkpoint folder '.*f' is a file"),
     ("Monte Carlo damaged meta.json", meta_damaged, CheckpointError,
      r"Monte Carlo checkpoint file '.*meta.json' is damaged \(not JSON"),
+    # robot files (issue 25): armature, joint spring-dampers, actuators
+    ("builder negative armature", lambda p: builder_with(armature=-0.1), ModelError,
+     r"link 'elbow': armature \(rotor inertia\) must be finite and >= 0, got -0\.1"),
+    ("builder armature per dof", lambda p: builder_with(joint="universal", armature=(0.1, 0.2, 0.3)), ModelError,
+     r"link 'elbow': armature has shape \(3,\); a universal joint needs one number or 2"),
+    ("urdf armature of a ghost joint", lambda p: load_urdf(write(p, "r.urdf", urdf_text(links("a", "b") + joint(
+        "j1", "a", "b"))), armature={"j9": 0.1}), UnknownNameError, r"armature given for joints \['j9'\]"),
+    ("negative joint damping", lambda p: S.joint_spring_damper("passive", "arm", damping=[0.1, -0.2]), ArgumentError,
+     r"joint spring-damper 'passive': damping must be finite and >= 0, got \[ 0\.1 -0\.2\]"),
+    ("actuator gear zero", lambda p: S.actuators("drives", [("arm", "upper_joint"), ("arm", "fore_joint")],
+                                                 gear=[2.0, 0.0]), ArgumentError,
+     r"actuators 'drives': actuator 'drives\[1\]' has gear 0"),
+    ("MJCF actuator gear zero", lambda p: load_mjcf_forces(
+        '<mujoco><worldbody><body><joint name="j"/><geom size="0.1" contype="0" conaffinity="0"/></body></worldbody>'
+        '<actuator><motor name="m" joint="j" gear="0"/></actuator></mujoco>'), ArgumentError,
+     r"actuators 'actuators': actuator 'm' has gear 0"),
+    ("ctrlrange low above high", lambda p: S.actuators("drives", [("arm", "upper_joint")], ctrl_range=(1.0, -1.0),
+                                                       actuator_names=["shoulder"]), ArgumentError,
+     r"actuator 'shoulder' has ctrl_range low 1\.0 > high -1\.0"),
+    ("control of wrong length", lambda p: S.with_control(S.actuators("drives", [("arm", "upper_joint")]), [0.5, 1.0]),
+     ArgumentError, r"actuators 'drives': control has shape \(2,\), needs \(1,\)"),
+    ("controller of wrong length", lambda p: S.simulate(
+        pinned(), zero_state(pinned()), 1e-3, 2, forces=[S.with_control(S.actuators(
+            "drives", [("spare", "upper_joint")]), (), lambda t, state, p: jnp.zeros(3))]), S.SystemError,
+     r"force element 'drives': the control has shape \(3,\), the 1 actuators \['drives\[0\]'\] need \(1,\)"),
+    ("actuator on a ghost joint", lambda p: S.simulate(pinned(), zero_state(pinned()), 1e-3, 2, forces=[
+        S.actuators("drives", [("spare", "wrist")])]), S.SystemError, r"actuator 'drives\[0\]'.*no joint 'wrist'"),
     # design optimisation
     ("Settings iterations", lambda p: D.Settings(iterations=0), ArgumentError, r"Settings.iterations must be >= 1, got 0"),
     ("Settings optimizer", lambda p: D.Settings(optimizer="sgd"), ArgumentError, r"unknown optimizer 'sgd'"),
@@ -292,6 +319,11 @@ CASES = [
     ("design file truncated", lambda p: D.load_design(write(p, "d.json", '{"format": 1, "par')), D.DesignFileError,
      r"d.json is not JSON"),
 ]
+
+
+def load_mjcf_forces(xml):
+    from mrds_jax.model.mjcf import load_mjcf
+    return load_mjcf(xml, return_forces=True)
 
 
 def _build_planar_off_z():

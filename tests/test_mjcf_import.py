@@ -332,7 +332,7 @@ def test_stewart_platform_mjcf_is_the_native_ckcm_build():
     test_system_vs_pinocchio.py::test_stewart_mjcf_import_has_the_native_ckcm_dynamics, next to the native
     build's own Pinocchio comparison (its states and compiled program)."""
     from mrds_jax import ckcm
-    with pytest.warns(UserWarning, match="actuators .*leg1_force.* are ignored"):
+    with pytest.warns(UserWarning, match="actuators .*leg1_force.* are not applied"):
         system = load_mjcf(STEWART)
     native = ckcm.multibody.build_ckcm_system(ckcm.nominal())
     order = [system.module_names.index(n) for n in ("leg1_lower", "leg2_lower", "leg3_lower", "leg4_lower",
@@ -413,11 +413,14 @@ def test_ignored_elements_are_named_in_warnings():
     with pytest.warns(UserWarning) as record:
         system = load_mjcf(xml)
     text = "\n".join(str(w.message) for w in record)
-    for expected in ("actuators (m1) are ignored", "tendons (t) are ignored", "joint limits of jlim",
-                     "joint damping of jlim", "joint armature of jlim", "sensors (s1) are ignored",
+    for expected in ("actuators (m1) are not applied: load_mjcf(..., return_forces=True)", "tendons (t) are ignored",
+                     "joint damping of jlim is not applied", "sensors (s1) are ignored",
                      "contacts between geoms are ignored (collidable geoms: ga, gb"):
         assert expected in text, (expected, text)
     assert system.module_names == ("a",) and system.modules[0].topology.link_names == ("a", "b", "c")
+    assert "armature" not in text and float(system.modules[0].params.armature[-1]) == 0.01   # read, not warned
+    assert "joint limits" not in text                                # kept (in radians: the file is in degrees)
+    np.testing.assert_allclose(system.modules[0].topology.joint_limits[-1], np.deg2rad([-1.0, 1.0]), rtol=1e-15)
 
 
 def test_missing_mujoco_gives_install_hint(monkeypatch):

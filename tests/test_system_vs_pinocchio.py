@@ -209,11 +209,23 @@ def box_module(rng):
 
 @functools.lru_cache(maxsize=None)
 def grasp_case():
+    systems, states, pin_cases = grasp_systems(N_STATES)
+    sysb = _stack(systems)
+    qb, vb, tb = (_stack([s[i] for s in states]) for i in range(3))
+    fd = _batched(lambda sy, q, v, tau: S.forward_dynamics(sy, S.SystemState(q, v), tau))
+    return pin_cases, jax.tree.map(np.asarray, fd(sysb, qb, vb, tb))
+
+
+def grasp_systems(n, armature=None):
+    """n dual-arm grasps at consistent states: (systems, our (q, v, τ), Pinocchio cases); ``armature``: a
+    function of a random generator giving each arm's armature (6,), or None."""
     rng = np.random.default_rng(3)
     arm1, arm2, box = random_tree(rng, ARM_SPEC), random_tree(rng, ARM_SPEC), box_module(rng)
+    if armature is not None:
+        arm1, arm2 = (a.with_params(armature=jnp.asarray(armature(rng))) for a in (arm1, arm2))
     contacts = [C.weld("grasp1", ("arm1", "op5"), ("box", "g1")), C.weld("grasp2", ("arm2", "op5"), ("box", "g2"))]
     systems, states, pin_cases = [], [], []
-    for _ in range(N_STATES):
+    for _ in range(n):
         q1, q2 = rng.uniform(-1.5, 1.5, 6), rng.uniform(-1.5, 1.5, 6)
         m0 = to_pinocchio([arm1, arm2, box])
         d = m0.model.createData()
@@ -239,10 +251,7 @@ def grasp_case():
         states.append((tuple(jnp.asarray(x) for x in qs), tuple(jnp.asarray(x) for x in vs),
                        tuple(jnp.asarray(x) for x in taus)))
         pin_cases.append((merged, cms, qp, vp, merged.v(taus)))
-    sysb = _stack(systems)
-    qb, vb, tb = (_stack([s[i] for s in states]) for i in range(3))
-    fd = _batched(lambda sy, q, v, tau: S.forward_dynamics(sy, S.SystemState(q, v), tau))
-    return pin_cases, jax.tree.map(np.asarray, fd(sysb, qb, vb, tb))
+    return systems, states, pin_cases
 
 
 def test_dual_arm_rigid_grasp():

@@ -229,7 +229,7 @@ def leg_module(params: CKCMParams, legs: LegInertia, i: int) -> Module:
         mass=jnp.stack([legs.m_lower, legs.m_upper]).astype(f),
         com=jnp.stack([o3.at[2].set(legs.s_lower), o3.at[2].set(-legs.c_upper)]),
         inertia=jnp.stack([jnp.diag(legs.I_lower), jnp.diag(legs.I_upper)]).astype(f),
-        frame_R=eye[None], frame_p=o3[None], gravity=o3.at[2].set(-params.g))
+        frame_R=eye[None], frame_p=o3[None], gravity=o3.at[2].set(-params.g), armature=jnp.zeros(LEG_TOPOLOGY.nv, f))
     return Module(params=tp, topology=LEG_TOPOLOGY)
 
 
@@ -241,7 +241,8 @@ def payload_module(params: CKCMParams) -> Module:
     tp = TreeParams(
         joint_R=eye[None], joint_p=o3[None], axis=eye[None, 0], axis2=eye[None, 1], pitch=jnp.zeros(1, f),
         mass=jnp.reshape(params.M, (1,)).astype(f), com=o3[None], inertia=jnp.diag(params.I_payload)[None].astype(f),
-        frame_R=jnp.broadcast_to(eye, (6, 3, 3)), frame_p=a, gravity=o3.at[2].set(-params.g))
+        frame_R=jnp.broadcast_to(eye, (6, 3, 3)), frame_p=a, gravity=o3.at[2].set(-params.g),
+        armature=jnp.zeros(PAYLOAD_TOPOLOGY.nv, f))
     return Module(params=tp, topology=PAYLOAD_TOPOLOGY)
 
 

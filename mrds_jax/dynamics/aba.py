@@ -39,23 +39,27 @@ def _inverse_small(D):
 
 
 def _articulated_step(children, link):
-    """One link of the inertia pass: Iᴬᵢ = Iᵢ + Σ_children (their hand-offs), Uᵢ = Iᴬᵢ Sᵢ, Dᵢ⁻¹, Iᵃᵢ = Iᴬᵢ −
-    Uᵢ Dᵢ⁻¹ Uᵢᵀ; hands ᶦ⁻¹X*ᵢ Iᵃᵢ ᶦXᵢ₋₁ to the parent. ``padding`` is the identity on padded columns of Sᵢ."""
-    I, S, padding, R, p = link
+    """One link of the inertia pass: Iᴬᵢ = Iᵢ + Σ_children (their hand-offs), Uᵢ = Iᴬᵢ Sᵢ, Dᵢ = SᵢᵀUᵢ + the
+    joint's armature (diagonal), Iᵃᵢ = Iᴬᵢ − Uᵢ Dᵢ⁻¹ Uᵢᵀ; hands ᶦ⁻¹X*ᵢ Iᵃᵢ ᶦXᵢ₋₁ to the parent. ``diagonal``
+    is diag(armature) on the joint's columns and the identity on padded columns of Sᵢ."""
+    I, S, diagonal, R, p = link
     IA = I + children
     U = matmul(IA, S)
-    D_inv = _inverse_small(matmul(S.T, U) + padding)
+    D_inv = _inverse_small(matmul(S.T, U) + diagonal)
     Ia = IA - matmul(matmul(U, D_inv), U.T)
     return transform_inertia(R, p, Ia), ArticulatedInertias(U, D_inv, Ia)
 
 
 def articulated_inertias(module, kin):
-    """Backward pass over the articulated-body inertias; depends on q only."""
+    """Backward pass over the articulated-body inertias; depends on q only. The joints' armature (rotor
+    inertia) enters Dᵢ = SᵢᵀIᴬᵢSᵢ + diag(armatureᵢ), as in Pinocchio's ABA, so q̈ = (H + diag(armature))⁻¹(…)."""
     t = module.topology
+    armature = module.params.armature
     if is_stacked(kin):
-        padding = padding_identity(t, kin.local_R.dtype)
+        arm = link_coordinates(t, armature)
+        diagonal = padding_identity(t, kin.local_R.dtype) + arm[:, :, None] * jnp.eye(arm.shape[1], dtype=arm.dtype)
         return inward(t, _articulated_step, jnp.zeros((6, 6), kin.local_R.dtype),
-                      (link_inertias(module), kin.S.padded, padding, kin.local_R, kin.local_p))
+                      (link_inertias(module), kin.S.padded, diagonal, kin.local_R, kin.local_p))
     IA = list(link_inertias(module))
     U, D_inv, Ia = [None] * t.n_links, [None] * t.n_links, [None] * t.n_links
     for i in reversed(range(t.n_links)):
@@ -64,7 +68,7 @@ def articulated_inertias(module, kin):
             U[i], D_inv[i], Ia[i] = S, jnp.zeros((0, 0), dtype=S.dtype), IA[i]
         else:
             U[i] = matmul(IA[i], S)
-            D_inv[i] = _inverse_small(matmul(S.T, U[i]))
+            D_inv[i] = _inverse_small(matmul(S.T, U[i]) + jnp.diag(armature[t.v_slices[i]]))
             Ia[i] = IA[i] - matmul(matmul(U[i], D_inv[i]), U[i].T)
         parent = t.parents[i]
         if parent >= 0:

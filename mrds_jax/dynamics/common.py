@@ -11,6 +11,14 @@ def link_inertias(module):
     return jax.vmap(spatial_inertia)(p.mass, p.com, p.inertia)
 
 
+def with_armature(module, H):
+    """H + diag(armature): the rotor inertia of each degree of freedom on the diagonal of the joint-space
+    inertia (the reflected-inertia model of a geared motor whose rotor spins only about its joint axis:
+    MuJoCo's ``dof_armature``, Pinocchio's ``model.armature``). Used where an algorithm has formed H
+    (CRBA, its parallel form); ABA adds the same term to Dᵢ = SᵢᵀIᴬᵢSᵢ, RNEA to τᵢ."""
+    return H + jnp.diag(module.params.armature)
+
+
 def gravity_acceleration(module, support_acceleration=None):
     """Fictitious support acceleration a_s − [0; g] that puts gravity into a recursion (Featherstone §5.3)."""
     g = module.params.gravity

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..validation import module_arrays
 from ..spatial import act_force, transform_inertia
-from .common import link_inertias
+from .common import link_inertias, with_armature
 from .kinematics import forward_kinematics, is_stacked, world_motion_subspaces
 from .levels import subtree_totals
 from ..spatial.linalg import matmul
@@ -50,12 +50,13 @@ def mass_matrix_from_kinematics(module, kin):
     Unrolled route: Featherstone Table 6.2 in link frames — Fᵢ = Iᶜᵢ Sᵢ, Hᵢᵢ = Sᵢᵀ Fᵢ, then Fᵢ is carried up the
     ancestors j by ʲX*ᵢ (a force transform per column) and H_ji = S_jᵀ F. Level-scan route: the composite
     inertias are moved to the support frame and H assembled from world-frame subspaces in one product
-    (:func:`assemble_mass_matrix`), which vectorises over a level but costs a 6x6 inertia transform per link."""
+    (:func:`assemble_mass_matrix`), which vectorises over a level but costs a 6x6 inertia transform per link.
+    Both routes end with the joints' armature on the diagonal (:func:`~.common.with_armature`)."""
     Ic = composite_inertias(module, kin)
     if is_stacked(kin):
         Ic0 = jax.vmap(transform_inertia)(kin.world_R, kin.world_p, Ic)
-        return assemble_mass_matrix(module.topology, world_motion_subspaces(kin), Ic0)
-    return _mass_matrix_link_frames(module.topology, kin, Ic)
+        return with_armature(module, assemble_mass_matrix(module.topology, world_motion_subspaces(kin), Ic0))
+    return with_armature(module, _mass_matrix_link_frames(module.topology, kin, Ic))
 
 
 def _mass_matrix_link_frames(t, kin, Ic):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..validation import module_arrays
 from ..spatial import motion_transform, transform_inertia
-from .common import link_inertias
+from .common import link_inertias, with_armature
 from .crba import assemble_mass_matrix
 from .kinematics import joint_placements
 from .levels import uses_level_scan
@@ -58,7 +58,8 @@ def composite_inertias_scan(topology, I0):
 
 
 def mass_matrix_parallel(module, q):
-    """H(q) by recursive doubling (Amin-Javaheri & Orin Table 2); equal to :func:`crba.mass_matrix`."""
+    """H(q) by recursive doubling (Amin-Javaheri & Orin Table 2), armature on the diagonal; equal to
+    :func:`crba.mass_matrix`."""
     q = module_arrays(module, "mass_matrix_parallel", q=q)
     t, par = module.topology, module.params
     if uses_level_scan(t):   # joint models evaluated per kind, not per link (levels.py)
@@ -72,4 +73,4 @@ def mass_matrix_parallel(module, q):
             matmul(motion_transform(R[i], p[i]), kind.motion_subspace(q[qs], par.axis[i], par.axis2[i], par.pitch[i]))
             for i, (kind, qs) in enumerate(zip(t.kinds, t.q_slices))], axis=1)
     I0 = jax.vmap(transform_inertia)(R, p, link_inertias(module))
-    return assemble_mass_matrix(t, S0, composite_inertias_scan(t, I0))
+    return with_armature(module, assemble_mass_matrix(t, S0, composite_inertias_scan(t, I0)))

@@ -14,9 +14,11 @@ def _over_links(x):
 
 
 def kinetic_energy(module, q, v, support_velocity=None):
-    """T = Σ ½ vᵢᵀ Iᵢ vᵢ over links (equals ½ vᵀ H v on a fixed support)."""
+    """T = Σ ½ vᵢᵀ Iᵢ vᵢ over links + ½ Σ armature_k v_k² over degrees of freedom (the rotors; equals ½ vᵀ H v
+    on a fixed support)."""
     vel = _over_links(forward_kinematics(module, q, v, support_velocity).velocity)
-    return 0.5 * jnp.sum(vel * matmul(link_inertias(module), vel[:, :, None])[:, :, 0])
+    rotors = 0.5 * jnp.sum(module.params.armature * v * v)
+    return 0.5 * jnp.sum(vel * matmul(link_inertias(module), vel[:, :, None])[:, :, 0]) + rotors
 
 
 def potential_energy(module, q):

@@ -12,7 +12,7 @@ from ..spatial.linalg import matmul
 
 
 def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_acceleration=None):
-    """τ = H(q) q̈ + C(q, v) v + G(q) − Σ Jᵢᵀ f_ext,i.
+    """τ = H(q) q̈ + C(q, v) v + G(q) − Σ Jᵢᵀ f_ext,i, H with the joints' armature (τᵢ gets armatureᵢ q̈ᵢ).
 
     ``f_ext`` (n_links, 6): forces applied on each link, link frame, [n; f] about the link origin.
     ``support_velocity``/``support_acceleration``: motion of the support frame (moving base).
@@ -20,7 +20,8 @@ def rnea(module, q, v, qdd, f_ext=None, support_velocity=None, support_accelerat
     q, v, qdd = module_arrays(module, "rnea", q=q, v=v, qdd=qdd)
     kin = forward_kinematics(module, q, v, support_velocity)
     acc = link_accelerations(module, kin, qdd, gravity_acceleration(module, support_acceleration))
-    return joint_forces(module, kin, acc, link_external_forces(module, f_ext, q.dtype))
+    tau = joint_forces(module, kin, acc, link_external_forces(module, f_ext, q.dtype))
+    return tau + module.params.armature * qdd
 
 
 def joint_forces(module, kin, acc, f_ext):

@@ -5,7 +5,8 @@ Mapping: each module is a chain of nested bodies under the world body; link fram
 operational points become sites named ``<module>/<frame>``.
 Joints: revolute → hinge, prismatic → slide, universal → two hinges in one body (MuJoCo applies them in
 order, the second about the once-rotated axis, as ours), spherical → ball (quaternion w, x, y, z as
-ours), free → freejoint. Screw and planar_free joints have no MuJoCo equivalent and raise.
+ours), free → free joint; nonzero armature → the joint's ``armature`` (one value per MuJoCo joint); joint
+limits of hinges and slides → ``range``. Screw and planar_free joints have no MuJoCo equivalent and raise.
 Contacts: ``weld`` → equality weld, ``spherical`` → equality connect (site-based); other kinds raise.
 MuJoCo's constraints are soft (solref/solimp), so a closed loop exported here drifts and its accelerations
 differ from the exact ones; open modules match exactly (tested).
@@ -29,6 +30,18 @@ def _quat(R):
     return _fmt(np.asarray(rotation_to_quat(np.asarray(R))))
 
 
+def _armature(arm, module=None, joint=None):
+    """The ``armature`` attribute of an MJCF joint (empty when zero). MuJoCo has one armature per joint, the
+    same for each of its degrees of freedom: a ball or free joint with unequal values raises."""
+    arm = np.asarray(arm, dtype=float)
+    if not np.any(arm):
+        return ""
+    if np.ptp(arm) != 0:
+        raise ValueError(f"module {module!r}: joint {joint!r} has unequal armature {arm} on its degrees of freedom; "
+                         "MuJoCo has one armature per joint")
+    return f' armature="{arm[0]:.17g}"'
+
+
 def _module_bodies(name, module, indent):
     t, p = module.topology, module.params
     children = {i: [] for i in range(-1, t.n_links)}
@@ -45,18 +58,22 @@ def _module_bodies(name, module, indent):
         lines.append(f'{pad}<body name="{name}/{t.link_names[i]}" pos="{_fmt(p.joint_p[i])}" '
                      f'quat="{_quat(p.joint_R[i])}">')
         jname = f"{name}/{t.joint_names[i]}"
+        arm = np.asarray(p.armature)[t.v_slices[i]]
         if kind in _JOINTS:
-            lines.append(f'{pad}  <joint name="{jname}" type="{_JOINTS[kind]}" axis="{_fmt(p.axis[i])}"/>')
+            lim = t.joint_limits[i] if t.joint_limits else None
+            rng = "" if lim is None else f' limited="true" range="{_fmt(lim)}"'
+            lines.append(f'{pad}  <joint name="{jname}" type="{_JOINTS[kind]}" axis="{_fmt(p.axis[i])}"'
+                         f'{_armature(arm)}{rng}/>')
         elif kind == "universal":
-            lines.append(f'{pad}  <joint name="{jname}_1" type="hinge" axis="{_fmt(p.axis[i])}"/>')
-            lines.append(f'{pad}  <joint name="{jname}_2" type="hinge" axis="{_fmt(p.axis2[i])}"/>')
+            lines.append(f'{pad}  <joint name="{jname}_1" type="hinge" axis="{_fmt(p.axis[i])}"{_armature(arm[:1])}/>')
+            lines.append(f'{pad}  <joint name="{jname}_2" type="hinge" axis="{_fmt(p.axis2[i])}"{_armature(arm[1:])}/>')
         elif kind == "spherical":
-            lines.append(f'{pad}  <joint name="{jname}" type="ball"/>')
+            lines.append(f'{pad}  <joint name="{jname}" type="ball"{_armature(arm, name, t.joint_names[i])}/>')
         elif kind == "free":
             if t.parents[i] >= 0:
                 raise ValueError(f"module {name!r}: free joint {t.joint_names[i]!r} is not at a root; MuJoCo "
                                  "allows free joints only on top-level bodies")
-            lines.append(f'{pad}  <freejoint name="{jname}"/>')
+            lines.append(f'{pad}  <joint name="{jname}" type="free"{_armature(arm, name, t.joint_names[i])}/>')
         elif kind != "fixed":
             raise ValueError(f"module {name!r}: joint {t.joint_names[i]!r} of kind {kind!r} has no MJCF equivalent")
         I = np.asarray(p.inertia[i])

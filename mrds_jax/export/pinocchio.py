@@ -5,7 +5,8 @@ independent reference for every rigid tree and closed chain) and for users movin
 
 Mapping (:func:`to_pinocchio`): the modules sit side by side in one model, each hanging from the universe, in
 system order (each module depth-first, as Pinocchio needs every subtree's joints contiguous). Joint placements
-and link inertias are copied as they are (Pinocchio's body frame = our link frame). Joints: revolute →
+and link inertias are copied as they are (Pinocchio's body frame = our link frame), the joints' armature to
+``model.armature`` (in Pinocchio's velocity order), joint limits to ``lower/upperPositionLimit``. Joints: revolute →
 ``RevoluteUnaligned``, prismatic → ``PrismaticUnaligned``, screw → ``HelicalUnaligned`` (pitch), universal →
 ``Universal``, spherical → ``Spherical``, free → ``FreeFlyer``; a fixed joint has no Pinocchio joint: its
 link's inertia is appended to the parent's joint at the fixed placement and its frames move there.
@@ -261,6 +262,16 @@ def to_pinocchio(source, contacts="all", gravity=None):
     jids, placements = zip(*[_add_module(pin, model, n, m) for n, m in zip(names, modules)])
     twin = PinocchioModel(model, names, modules, jids, placements,
                           tuple(PinocchioConversion.of(m) for m in modules))
+    model.armature = twin.v([np.asarray(m.params.armature, dtype=float) for m in modules])
+    lower, upper = np.array(model.lowerPositionLimit), np.array(model.upperPositionLimit)
+    q_at = np.cumsum([0] + [m.nq for m in modules])
+    for k, m in enumerate(modules):
+        t = getattr(m, "topology", None)
+        for j, lim in enumerate(getattr(t, "joint_limits", ()) or ()):
+            if lim is not None:     # a one-coordinate joint: its q keeps its place in Pinocchio's order
+                i = int(np.flatnonzero(twin.conversions[k].qperm == t.q_slices[j].start)[0]) + q_at[k]
+                lower[i], upper[i] = lim
+    model.lowerPositionLimit, model.upperPositionLimit = lower, upper
     cms, kept, skipped = [], [], []
     for c in system_contacts if contacts != "none" else ():
         if c.kind not in _CONTACT_TYPES:

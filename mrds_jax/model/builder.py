@@ -12,7 +12,7 @@ import numpy as np
 
 from .joints import joint_kind
 from ..validation import ModelError, UnknownNameError, finite_array, link_description
-from .tree import Module, Topology, TreeParams, validate
+from .tree import ONE_COORDINATE, Module, Topology, TreeParams, validate
 
 
 class ModuleBuilder:
@@ -28,9 +28,13 @@ class ModuleBuilder:
 
     def add_link(self, name, parent=None, joint="revolute", joint_name=None, axis=(0.0, 0.0, 1.0),
                  axis2=(0.0, 1.0, 0.0), pitch=0.0, position=(0.0, 0.0, 0.0), rotation=None,
-                 mass=1.0, com=(0.0, 0.0, 0.0), inertia=None):
+                 mass=1.0, com=(0.0, 0.0, 0.0), inertia=None, armature=0.0, limits=None):
         """Add a link attached to ``parent`` (a link name, or None for the support) by a joint whose frame
-        sits at ``position``/``rotation`` in the parent link frame. Returns the link index."""
+        sits at ``position``/``rotation`` in the parent link frame. ``armature``: rotor inertia of the joint's
+        degrees of freedom (a number for all of them, or one per degree of freedom), added to the diagonal of
+        the joint-space inertia. ``limits``: (lower, upper) of a one-coordinate joint's q, kept in the model
+        (``Topology.joint_limits``) and reported by ``simulate`` when a trajectory leaves them, not enforced.
+        Returns the link index."""
         axis, axis2, inertia = link_description(name, axis, axis2, position, rotation, mass, com, inertia)
         names = [lk["name"] for lk in self._links]
         if name in names:
@@ -41,7 +45,14 @@ class ModuleBuilder:
             parent_index = names.index(parent)
         else:
             raise UnknownNameError(f"link {name!r}: parent link {parent!r} does not exist (links so far: {names})")
-        joint_kind(joint, f" (link {name!r})")
+        nv = joint_kind(joint, f" (link {name!r})").nv
+        armature = _armature(armature, nv, name, joint)
+        if limits is not None:
+            lo, hi = (float(x) for x in np.asarray(limits, dtype=float).reshape(2))
+            if joint not in ONE_COORDINATE or not lo <= hi:
+                raise ModelError(f"link {name!r}: limits ({lo}, {hi}) need lower <= upper on a one-coordinate joint "
+                                 f"({', '.join(ONE_COORDINATE)}), the joint is {joint}")
+            limits = (lo, hi)
         joint_name = joint_name or f"{name}_joint"
         if joint_name in [lk["joint_name"] for lk in self._links]:
             raise ModelError(f"link {name!r}: joint {joint_name!r} is defined twice")
@@ -50,7 +61,7 @@ class ModuleBuilder:
             axis=axis, axis2=axis2, pitch=float(pitch),
             R=np.eye(3) if rotation is None else np.asarray(rotation, dtype=float),
             p=np.asarray(position, dtype=float), mass=float(mass), com=np.asarray(com, dtype=float),
-            inertia=inertia))
+            inertia=inertia, armature=armature, limits=limits))
         return len(self._links) - 1
 
     def add_frame(self, name, link, position=(0.0, 0.0, 0.0), rotation=None):
@@ -75,7 +86,8 @@ class ModuleBuilder:
             link_names=tuple(lk["name"] for lk in L), parents=tuple(lk["parent"] for lk in L),
             joint_names=tuple(lk["joint_name"] for lk in L), joint_kinds=tuple(lk["kind"] for lk in L),
             frame_names=tuple(f["name"] for f in F), frame_links=tuple(f["link"] for f in F),
-            planar=self.planar)
+            planar=self.planar,
+            joint_limits=tuple(lk["limits"] for lk in L) if any(lk["limits"] is not None for lk in L) else ())
         with jax.ensure_compile_time_eval():  # concrete arrays even when called inside a jit trace
             return self._build(topo, dtype)
 
@@ -93,5 +105,18 @@ class ModuleBuilder:
             pitch=arr([lk["pitch"] for lk in L], (n,)), mass=arr([lk["mass"] for lk in L], (n,)),
             com=arr([lk["com"] for lk in L], (n, 3)), inertia=arr([lk["inertia"] for lk in L], (n, 3, 3)),
             frame_R=arr([f["R"] for f in F], (nf, 3, 3)), frame_p=arr([f["p"] for f in F], (nf, 3)),
-            gravity=arr(self.gravity, (3,)))
+            gravity=arr(self.gravity, (3,)),
+            armature=arr(np.concatenate([lk["armature"] for lk in L]), (topo.nv,)))
         return validate(Module(params=params, topology=topo))
+
+
+def _armature(value, nv, link, joint):
+    """A joint's armature as (nv,) floats, each finite and >= 0; ModelError naming the link otherwise."""
+    a = np.asarray(value, dtype=float)
+    if a.ndim == 0:
+        a = np.full(nv, float(a))
+    if a.shape != (nv,):
+        raise ModelError(f"link {link!r}: armature has shape {a.shape}; a {joint} joint needs one number or {nv}")
+    if not np.all(np.isfinite(a) & (a >= 0)):
+        raise ModelError(f"link {link!r}: armature (rotor inertia) must be finite and >= 0, got {value!r}")
+    return a

@@ -3,7 +3,8 @@
 MuJoCo's own compiler is the source of truth: the file (or XML string) is compiled by the ``mujoco`` package
 and everything is read from the compiled ``MjModel`` — body frames (``body_pos``/``body_quat``), masses and
 inertias (``body_mass``/``body_ipos``/``body_iquat``/``body_inertia``, including those MuJoCo computes from
-geoms), joint types, axes, positions and reference angles (``jnt_*``, ``qpos0``), gravity, equalities.
+geoms), joint types, axes, positions and reference angles (``jnt_*``, ``qpos0``), armature (``dof_armature``), gravity,
+equalities.
 
 Mapping:
 
@@ -30,8 +31,23 @@ Mapping:
 A joint lock holds the joint's velocity at zero; its position target (``ref + polycoef[0]``, MuJoCo's
 ``qpos − ref = polycoef[0]``) is where the lock's pose error vanishes (used by projection and stabilisation).
 
-Not modelled, and said so (``UserWarning`` unless stated): actuators, tendons, joint limits, damping,
-armature, friction loss and joint stiffness, contacts between geoms and explicit contact pairs, sensors,
+* **Armature** (``dof_armature``, from the joint's ``armature`` or its class default) → the module's
+  ``armature`` (rotor inertia on the diagonal of H, as MuJoCo's ``qM``). On a free joint's linear degrees of
+  freedom MuJoCo's armature multiplies the world-frame velocity, ours (and Pinocchio's) the body-frame one:
+  the same H, but MuJoCo's has no Coriolis term armature·ω×v; a warning says so.
+
+* **Force elements** (``return_forces=True``): joint ``stiffness`` about ``springref`` (``qpos_spring``) and
+  ``damping`` → :class:`~mrds_jax.system.JointSpringDamper` per module (MuJoCo's ``qfrc_passive``: spring
+  and damper); actuators with a joint transmission on a hinge or slide, no activation dynamics and fixed or
+  affine gain and bias (``motor``, ``position`` and ``velocity`` without ``timeconst``, such ``general``) → one
+  :class:`~mrds_jax.system.Actuators` (``gear``, ``ctrlrange`` clamping unless disabled, ``forcerange``;
+  MuJoCo's ``qfrc_actuator``). Without ``return_forces`` they are warned about, as not applied.
+
+* **Joint limits** of lone hinges and slides (``jnt_range`` where ``limited``) → ``Topology.joint_limits``: kept,
+  not enforced; ``simulate`` reports where a trajectory leaves them.
+
+Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons, other joint limits,
+friction loss, contacts between geoms and explicit contact pairs, sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
 equalities that couple two joints, equality ``tendon``/``flex``/``distance``, flexes, a free joint below a
@@ -170,8 +186,8 @@ def _name(model, mujoco, obj, i, fallback):
 
 
 class _Importer:
-    def __init__(self, model, where):
-        self.m, self.where = model, where
+    def __init__(self, model, where, forces=False):
+        self.m, self.where, self.forces = model, where, forces
         self.mj = _mujoco()
         m, mj = model, self.mj
         self.body_names = [_name(m, mj, mj.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
@@ -271,7 +287,8 @@ class _Importer:
                 builder.add_link(self.body_names[b], parent=None if parent == 0 else self.body_names[parent],
                                  joint=kind, joint_name=joint_name, axis=axis,
                                  axis2=(0.0, 1.0, 0.0) if axis2 is None else axis2, position=T.p, rotation=T.R,
-                                 mass=mass, com=com, inertia=inertia)
+                                 mass=mass, com=com, inertia=inertia, armature=self.dof_values(m.dof_armature, ids),
+                                 limits=self.limits(kind, ids))
                 self.module_of[b] = name
                 self.links[b] = T
         self.frames = {name: [] for name in self.names}
@@ -288,6 +305,23 @@ class _Importer:
                 taken = {f[0] for f in self.frames[mod]}
                 self.site_frames[s] = self.add_frame(mod, sname if sname not in taken else f"site:{sname}", owner, T)
         self.builders = builders
+
+    def limits(self, kind, ids):
+        """(lower, upper) of a limited lone hinge or slide (MuJoCo's jnt_range, on qpos = our q), else None."""
+        j = ids[0]
+        if kind in ("revolute", "prismatic") and self.m.jnt_limited[j]:
+            return tuple(float(x) for x in self.m.jnt_range[j])
+        return None
+
+    def dof_values(self, per_dof, ids):
+        """A per-degree-of-freedom MuJoCo array (``dof_armature``, ``dof_damping``) for the joints ``ids`` of one
+        body, in our velocity order (a free joint's [v_world; ω_body] becomes [ω; v])."""
+        m = self.m
+        out = []
+        for j in ids:
+            a = np.array(per_dof[m.jnt_dofadr[j]:m.jnt_dofadr[j] + _NV[int(m.jnt_type[j])]], dtype=float)
+            out.append(np.concatenate([a[3:], a[:3]]) if m.jnt_type[j] == 0 else a)
+        return np.concatenate(out)
 
     def add_frame(self, module, name, owner, T):
         self.frames[module].append((name, self.body_names[owner], T))
@@ -388,6 +422,76 @@ class _Importer:
         return make_contact(name, E, P, free, col, kind="joint_lock",
                             ground_rotation=None if E else T.R, ground_position=None if E else T.p)
 
+    # ---------------------------------------------------------------------------------------- force elements
+    def module_dofs(self, name):
+        """(MuJoCo joint ids, their qpos indices, in our order) of module ``name``."""
+        jnts = [j for b in self.links if self.module_of[b] == name for j in self.joints[b][1]]
+        q = [np.arange(self.m.jnt_qposadr[j], self.m.jnt_qposadr[j] + _NQ[int(self.m.jnt_type[j])]) for j in jnts]
+        return jnts, np.concatenate(q)
+
+    def build_forces(self):
+        """Passive joint forces (one :class:`~mrds_jax.system.JointSpringDamper` per module with stiffness or
+        damping: MuJoCo's ``jnt_stiffness`` about ``qpos_spring``, ``dof_damping``) and one
+        :class:`~mrds_jax.system.Actuators` element for the actuators (named ``actuators``; MuJoCo's ctrl
+        order, those that cannot be read skipped with a warning)."""
+        from ..system.forces import actuators, joint_spring_damper
+        m, mj = self.m, self.mj
+        D = mj.mjtDisableBit
+        out = []
+        for name in self.names:
+            jnts, qidx = self.module_dofs(name)
+            k = np.concatenate([np.full(_NV[int(m.jnt_type[j])], float(m.jnt_stiffness[j])) for j in jnts])
+            d = self.dof_values(m.dof_damping, jnts)
+            if m.opt.disableflags & D.mjDSBL_SPRING:
+                k = np.zeros_like(k)
+            if m.opt.disableflags & D.mjDSBL_DAMPER:
+                d = np.zeros_like(d)
+            if np.any(k) or np.any(d):
+                label = "passive" if len(self.names) == 1 else f"passive:{name}"
+                out.append(joint_spring_damper(label, name, k, d, np.array(m.qpos_spring[qidx], dtype=float)))
+        acts = self.actuators()
+        if acts and not m.opt.disableflags & D.mjDSBL_ACTUATION:
+            cols = list(zip(*acts))
+            out.append(actuators("actuators", cols[0], gear=np.array(cols[1]), gain=np.array(cols[2]),
+                                 bias=np.array(cols[3]), ctrl_range=np.array(cols[4]), force_range=np.array(cols[5]),
+                                 actuator_names=cols[6]))
+        return tuple(out)
+
+    def actuators(self):
+        """(joint, gear, gain, bias, ctrl range, force range, name) of every actuator with a joint transmission
+        on a hinge or slide, no activation dynamics and fixed/affine gain and bias; others are skipped, warned."""
+        m, mj = self.m, self.mj
+        out, skipped = [], []
+        clamp = not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CLAMPCTRL
+        for u in range(m.nu):
+            name = _name(m, mj, mj.mjtObj.mjOBJ_ACTUATOR, u, "actuator")
+            j = int(m.actuator_trnid[u, 0])
+            ok = (int(m.actuator_trntype[u]) == int(mj.mjtTrn.mjTRN_JOINT)
+                  and int(m.actuator_dyntype[u]) == int(mj.mjtDyn.mjDYN_NONE)
+                  and int(m.jnt_type[j]) in (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
+                  and int(m.actuator_gaintype[u]) in (int(mj.mjtGain.mjGAIN_FIXED), int(mj.mjtGain.mjGAIN_AFFINE))
+                  and int(m.actuator_biastype[u]) in (int(mj.mjtBias.mjBIAS_NONE), int(mj.mjtBias.mjBIAS_AFFINE))
+                  and self.joints.get(int(m.jnt_bodyid[j]), (None,))[0] in ("revolute", "prismatic"))
+            if not ok:
+                skipped.append(name)
+                continue
+            b = int(m.jnt_bodyid[j])
+            gain = np.array(m.actuator_gainprm[u, :3], dtype=float)
+            if int(m.actuator_gaintype[u]) == int(mj.mjtGain.mjGAIN_FIXED):
+                gain[1:] = 0.0
+            bias = np.array(m.actuator_biasprm[u, :3], dtype=float)
+            if int(m.actuator_biastype[u]) == int(mj.mjtBias.mjBIAS_NONE):
+                bias[:] = 0.0
+            inf = (-np.inf, np.inf)
+            ctrl = m.actuator_ctrlrange[u] if m.actuator_ctrllimited[u] and clamp else inf
+            force = m.actuator_forcerange[u] if m.actuator_forcelimited[u] else inf
+            out.append(((self.module_of[b], self.joint_names[j]), float(m.actuator_gear[u, 0]), gain, bias,
+                        np.array(ctrl, dtype=float), np.array(force, dtype=float), name))
+        if skipped:
+            self.warn(f"actuators {skipped} are skipped: only joint transmissions on a lone hinge or slide, without "
+                      "activation dynamics, with fixed or affine gain and bias are read")
+        return out
+
     # ---------------------------------------------------------------------------------------- warnings
     def report_unmodelled(self):
         m, mj = self.m, self.mj
@@ -400,19 +504,34 @@ class _Importer:
         J = mj.mjtObj.mjOBJ_JOINT
         if m.nflex:
             self.fail(f"{m.nflex} flex (deformable) elements are not supported")
-        if m.nu:
-            self.warn(f"actuators ({names(mj.mjtObj.mjOBJ_ACTUATOR, range(m.nu), 'actuator')}) are ignored: "
-                      "apply their forces as generalized forces or force elements")
+        if m.nu and not self.forces:
+            self.warn(f"actuators ({names(mj.mjtObj.mjOBJ_ACTUATOR, range(m.nu), 'actuator')}) are not applied: "
+                      "load_mjcf(..., return_forces=True) returns them as a force element")
         if m.ntendon:
             self.warn(f"tendons ({names(mj.mjtObj.mjOBJ_TENDON, range(m.ntendon), 'tendon')}) are ignored")
-        for label, mask in (("limits", m.jnt_limited.astype(bool)), ("stiffness", m.jnt_stiffness != 0)):
-            if mask.any():
-                self.warn(f"joint {label} of {names(J, np.flatnonzero(mask), 'joint')} are ignored")
-        for label, arr in (("damping", m.dof_damping), ("armature", m.dof_armature),
-                           ("friction loss", m.dof_frictionloss)):
-            joints = sorted(set(int(m.dof_jntid[d]) for d in np.flatnonzero(arr != 0)))
-            if joints:
-                self.warn(f"joint {label} of {names(J, joints, 'joint')} is ignored")
+        other = [j for j in np.flatnonzero(m.jnt_limited)       # not a lone hinge (3) or slide (2) of its body
+                 if int(m.jnt_type[j]) not in (2, 3) or m.body_jntnum[m.jnt_bodyid[j]] > 1]
+        if other:
+            self.warn(f"joint limits of {names(J, other, 'joint')} are ignored (only those of lone hinges and slides "
+                      "are kept)")
+        free_arm = [j for j in range(m.njnt) if int(m.jnt_type[j]) == 0
+                    and np.any(m.dof_armature[m.jnt_dofadr[j]:m.jnt_dofadr[j] + 3] != 0)]
+        if free_arm:
+            self.warn(f"armature of free joints {names(J, free_arm, 'joint')} is read as ours and Pinocchio's (on the "
+                      "body-frame velocity); MuJoCo's acts on the world-frame linear velocity, so the accelerations "
+                      "differ by armature·ω×v")
+        if m.jnt_actfrclimited.any():
+            self.warn(f"joint actuator force ranges (actuatorfrcrange) of "
+                      f"{names(J, np.flatnonzero(m.jnt_actfrclimited), 'joint')} are ignored")
+        passive = [("stiffness", np.flatnonzero(m.jnt_stiffness != 0)),
+                   ("damping", sorted(set(int(m.dof_jntid[d]) for d in np.flatnonzero(m.dof_damping != 0))))]
+        for label, joints in passive:
+            if len(joints) and not self.forces:
+                self.warn(f"joint {label} of {names(J, joints, 'joint')} is not applied: load_mjcf(..., "
+                          "return_forces=True) returns it as a force element")
+        joints = sorted(set(int(m.dof_jntid[d]) for d in np.flatnonzero(m.dof_frictionloss != 0)))
+        if joints:
+            self.warn(f"joint friction loss of {names(J, joints, 'joint')} is ignored (non-smooth)")
         collide = np.flatnonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0))
         if not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CONTACT:
             if len(set(int(m.body_weldid[m.geom_bodyid[g]]) for g in collide)) > 1:
@@ -434,18 +553,21 @@ class _Importer:
                       "puts them")
 
 
-def load_mjcf(source, return_mapping=False):
+def load_mjcf(source, return_mapping=False, return_forces=False):
     """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
     (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
     mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
-    reference configuration ``qpos0``, where body-based loop anchors were computed).
+    reference configuration ``qpos0``, where body-based loop anchors were computed). With ``return_forces=True``
+    the force elements the file describes come last: a tuple with the joints' passive forces
+    (:class:`~mrds_jax.system.JointSpringDamper`) and the actuators (:class:`~mrds_jax.system.Actuators`, control
+    zero until :func:`~mrds_jax.system.with_control`), for ``simulate(..., forces=...)``.
 
     Raises FileNotFoundError for a missing file, ValueError naming the file and passing MuJoCo's message
     for a model MuJoCo rejects, and ValueError naming the element for what cannot be imported; warns
     (``UserWarning``) for each kind of element that is ignored."""
     from ..system import build_system
     model, where = compile_mjcf(source)
-    imp = _Importer(model, where)
+    imp = _Importer(model, where, forces=return_forces)
     imp.report_unmodelled()
     if not any(model.body_weldid[b] == b for b in range(1, model.nbody)):
         imp.fail("the model has no moving body")
@@ -458,9 +580,10 @@ def load_mjcf(source, return_mapping=False):
             for fname, link, T in imp.frames[name]:
                 builder.add_frame(fname, link, position=T.p, rotation=T.R)
             modules[name] = builder.build()
+        forces = imp.build_forces() if return_forces else ()
     system = build_system(modules, contacts)
     if not return_mapping:
-        return system
+        return (system, forces) if return_forces else system
     qi, di, free = [], [], []
     for name in imp.names:
         bodies = [b for b in imp.links if imp.module_of[b] == name]
@@ -475,7 +598,8 @@ def load_mjcf(source, return_mapping=False):
         qi.append(np.concatenate(q_))
         di.append(np.concatenate(d_))
         free.append(tuple(offs))
-    return system, MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0))
+    mapping = MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0))
+    return (system, mapping, forces) if return_forces else (system, mapping)
 
 
 _NQ = {0: 7, 1: 4, 2: 1, 3: 1}   # mjJNT_FREE, BALL, SLIDE, HINGE

@@ -16,6 +16,7 @@ from ..validation import ArgumentError, ModelError, UnknownNameError, module_arr
 from .joints import JOINT_KINDS, joint_kind
 
 RECURSIONS = ("auto", "unrolled", "level_scan")
+ONE_COORDINATE = ("revolute", "prismatic", "screw")   # joints whose q is one number (limits, actuators)
 PLANAR_ROWS = (2, 3, 4)  # [ω_z, v_x, v_y] of a 6-D [angular; linear] vector: the planar task space
 
 
@@ -39,6 +40,9 @@ class Topology:
     planar: bool = False    # task space [ω_z, v_x, v_y] (Bonaventura footnote 19)
     recursion: str = "auto"  # how the dynamics walk the tree: "auto", "unrolled" or "level_scan"
                              # (RECURSIONS; mrds_jax.dynamics.levels). Static: part of the jit cache key.
+    joint_limits: tuple = ()  # per joint: (lower, upper) of a one-coordinate joint's q, or None; () when no joint
+                              # has limits. Kept from the files, not enforced (inequalities): simulate reports
+                              # where a trajectory leaves them (mrds_jax.system.limits)
 
     @property
     def n_links(self):
@@ -131,6 +135,8 @@ class TreeParams:
     frame_R: jax.Array     # (nf, 3, 3) operational point frames in their link frame
     frame_p: jax.Array     # (nf, 3)
     gravity: jax.Array     # (3,) in the support frame
+    armature: jax.Array    # (nv,) rotor inertia per degree of freedom, added to the diagonal of the joint-space
+                           # inertia H (MuJoCo's dof_armature, Pinocchio's model.armature); zeros by default
 
 
 @pytree_dataclass
@@ -181,7 +187,7 @@ def validate(module, rtol=1e-9):
     n = t.n_links
     shapes = dict(joint_R=(n, 3, 3), joint_p=(n, 3), axis=(n, 3), axis2=(n, 3), pitch=(n,), mass=(n,),
                   com=(n, 3), inertia=(n, 3, 3), frame_R=(len(t.frame_names), 3, 3),
-                  frame_p=(len(t.frame_names), 3), gravity=(3,))
+                  frame_p=(len(t.frame_names), 3), gravity=(3,), armature=(t.nv,))
     for name, shape in shapes.items():
         got = np.shape(getattr(p, name))
         if got != shape:
@@ -191,6 +197,11 @@ def validate(module, rtol=1e-9):
         if not -1 <= parent < i:
             raise ModelError(f"link {t.link_names[i]!r}: parent index {parent} must be in [-1, {i}) "
                              "(links are listed parents first)")
+    armature = np.asarray(p.armature)
+    dof_joint = [t.joint_names[i] for i in t.dof_links()]
+    for d in np.flatnonzero(~(np.isfinite(armature) & (armature >= 0))):
+        raise ModelError(f"joint {dof_joint[d]!r}: armature (rotor inertia) must be finite and >= 0, got "
+                         f"{armature[d]} for degree of freedom {d}")
     mass = np.asarray(p.mass)
     inertia = np.asarray(p.inertia)
     for i, name in enumerate(t.link_names):
@@ -208,6 +219,12 @@ def validate(module, rtol=1e-9):
             if not np.allclose(R[i] @ R[i].T, np.eye(3), atol=1e-9) or np.linalg.det(R[i]) < 0:
                 label = t.joint_names[i] if nm == "joint" else t.frame_names[i]
                 raise ModelError(f"{nm} {label!r}: placement rotation is not a rotation matrix")
+    if t.joint_limits and len(t.joint_limits) != n:
+        raise ModelError(f"joint_limits has {len(t.joint_limits)} entries, expected one per joint ({n}) or none")
+    for i, lim in enumerate(t.joint_limits):
+        if lim is not None and (t.joint_kinds[i] not in ONE_COORDINATE or not lim[0] <= lim[1]):
+            raise ModelError(f"joint {t.joint_names[i]!r}: limits {lim} need lower <= upper on a one-coordinate joint "
+                             f"({', '.join(ONE_COORDINATE)}), it is {t.joint_kinds[i]}")
     if t.planar:
         _validate_planar(t, p)
     return module

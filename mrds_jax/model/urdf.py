@@ -3,7 +3,8 @@
 Conventions follow Pinocchio's parser so the two can be compared link for link: links joined by ``fixed``
 joints are merged into their parent (inertias summed, Featherstone §2.13) and kept as operational points;
 the root link is fixed to the support (its mass does not move) unless ``floating=True`` gives it a free
-joint; ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent).
+joint; ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent). The position
+limits of revolute and prismatic joints are kept in ``Topology.joint_limits`` (not enforced).
 Every URDF link becomes an operational point of the same name.
 """
 import xml.etree.ElementTree as ET
@@ -13,7 +14,7 @@ import numpy as np
 import jax.numpy as jnp
 
 from ..spatial import inertia_parameters, spatial_inertia, transform_inertia
-from ..validation import ModelError
+from ..validation import ModelError, UnknownNameError
 from .builder import ModuleBuilder
 
 SUPPORTED = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic", "fixed": "fixed",
@@ -74,8 +75,24 @@ def check_urdf_structure(path):
                                  f"(links: {links})")
 
 
-def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81)):
-    """Module from a URDF file. Raises ModelError (a ValueError) naming the file and the item: malformed XML,
+def _armature_of_joints(path, armature, joints):
+    """{joint name: armature} from ``load_urdf``'s argument: None, a number for every joint, or a dict."""
+    if armature is None:
+        return {}
+    if isinstance(armature, dict):
+        unknown = sorted(set(armature) - set(joints))
+        if unknown:
+            raise UnknownNameError(f"{path}: armature given for joints {unknown} that are not moving joints of the "
+                                   f"file (joints: {joints})")
+        return dict(armature)
+    return {j: armature for j in joints}
+
+
+def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None):
+    """Module from a URDF file. ``armature`` (URDF has no tag for it): rotor inertia added to the diagonal of
+    the joint-space inertia, a number for every joint of the file (not the free root joint ``floating`` adds),
+    or a dict joint name → number (as Pinocchio's ``model.armature``, MuJoCo's joint ``armature``).
+    Raises ModelError (a ValueError) naming the file and the item: malformed XML,
     a missing robot name, links or joints defined twice, a joint whose parent or child link does not exist
     (:func:`check_urdf_structure`), an unsupported joint type, a zero joint axis, a moving link without
     positive mass or with an unphysical inertia, a robot without moving links."""
@@ -120,7 +137,10 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81)):
                 visit(j.child, owner, T_child)
                 continue
             axis = np.array([1.0, 0.0, 0.0]) if j.axis is None else np.asarray(j.axis, dtype=float)
-            bodies.append(dict(name=j.child, parent=owner, kind=kind, joint=j.name, axis=axis, T=T_child))
+            limit = j.limit if j.type in ("revolute", "prismatic") else None
+            limits = None if limit is None or limit.lower is None or limit.upper is None else (limit.lower, limit.upper)
+            bodies.append(dict(name=j.child, parent=owner, kind=kind, joint=j.name, axis=axis, T=T_child,
+                               limits=limits))
             lumped[j.child] = np.zeros((6, 6))
             visit(j.child, j.child, np.eye(4))
 
@@ -136,6 +156,7 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81)):
     if not bodies:
         raise ModelError(f"{path}: the robot has no moving links (every joint is fixed); pass floating=True to "
                          "give its root a free joint")
+    rotor = _armature_of_joints(path, armature, [body["joint"] for body in bodies if body["kind"] != "free"])
     b = ModuleBuilder(gravity=gravity)
     for body in bodies:
         mass, com, I_c = (np.asarray(x) for x in inertia_parameters(jnp.asarray(lumped[body["name"]])))
@@ -145,7 +166,8 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81)):
         try:
             b.add_link(body["name"], parent=body["parent"], joint=body["kind"], joint_name=body["joint"],
                        axis=body["axis"], position=body["T"][:3, 3], rotation=body["T"][:3, :3],
-                       mass=mass, com=com, inertia=0.5 * (I_c + I_c.T))
+                       mass=mass, com=com, inertia=0.5 * (I_c + I_c.T), armature=rotor.get(body["joint"], 0.0),
+                       limits=body.get("limits"))
         except ModelError as e:
             raise ModelError(f"{path}: joint {body['joint']!r}, {e}") from None
     for name, owner, T in frames:

@@ -9,9 +9,11 @@ from .lilly import (ChainDynamics, ChainStructure, chain_structure, lilly_forwar
 from .solve import METHODS as SOLVER_METHODS, ConstraintSolve, SolverSettings, solve_constraint_system
 from .stabilisation import (ConstraintErrors, Stabilisation, baumgarte, constraint_errors, constraint_jacobian,
                             pd_suppression)
-from .forces import (ContactForce, JointTorque, PointForce, SpringDamper, applied_power, contact_force,
-                     dissipated_power, force_potential_energy, generalized_forces, joint_torque, point_force,
-                     sinusoidal_torques, spring_damper, spring_state)
+from .forces import (Actuators, ContactForce, JointSpringDamper, JointTorque, PointForce, SpringDamper, actuators,
+                     applied_power, contact_force, dissipated_power, force_potential_energy, generalized_forces,
+                     joint_spring_damper, joint_torque, point_force, sinusoidal_torques, spring_damper, spring_state,
+                     with_control)
+from .limits import JointLimitWarning, LimitExit, limit_exits
 from .simulate import (Diagnostics, Energies, InconsistentStateError, SingularConfigurationError,
                        SingularConfigurationWarning, StateReport, check_initial_state, constraint_matrix,
                        default_stabilisation, dynamics_path, make_consistent, project_positions, report_solve,

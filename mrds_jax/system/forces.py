@@ -19,6 +19,13 @@ Elements:
   contact), ᴱᴾF_EP = ψᵘ Fᵘ acting by E on P (frame E, torque reference point P, eq. 26), mapped to both
   sides' modules like eq. 95-96. (A contact's own ``applied`` function covers Fᵘ(t); this element allows
   state feedback. The forces reported by the dynamics then hold only the constraint part ψᶜFᶜ.)
+* :class:`JointSpringDamper` — passive joint forces of one module, Q = −K (q ⊖ q_spring) − D v per degree of
+  freedom (MuJoCo's joint ``stiffness`` about ``springref`` and ``damping``; q ⊖ q_spring is q − q_spring
+  for one-coordinate joints, the rotation vector of q_spring⁻¹ q for ball joints, as MuJoCo's ``mju_subQuat``).
+* :class:`Actuators` — joint actuators (MuJoCo's ``motor``/``position``/``velocity``/``general`` with a joint
+  transmission): control u clamped to ``ctrlrange``, force F = (g₀ + g₁ℓ + g₂ℓ̇) u + b₀ + b₁ℓ + b₂ℓ̇ with
+  ℓ = gear·q, ℓ̇ = gear·v, clamped to ``forcerange``, generalized force gear·F on the joint. The control
+  is a constant vector or a function of (t, state) jitted with the step (:func:`with_control`).
 """
 import functools
 from typing import Callable, Optional
@@ -29,9 +36,10 @@ import numpy as np
 
 from ..model.tree import PLANAR_ROWS
 from ..pytree import pytree_dataclass, static
-from ..spatial import cross, skew
+from ..spatial import cross, quat_multiply, quat_to_rotation, skew
 from .build import SystemError, _module_index
 from ..spatial.linalg import matmul
+from ..validation import ArgumentError, is_traced
 
 
 # ----------------------------------------------------------------------------- elements
@@ -111,7 +119,105 @@ def contact_force(name, contact, fn, params=()):
     return ContactForce(params=params, name=name, contact=contact, fn=fn)
 
 
-ELEMENTS = (SpringDamper, JointTorque, PointForce, ContactForce)
+@pytree_dataclass
+class JointSpringDamper:
+    """Q = −stiffness ∘ (q ⊖ springref) − damping ∘ v on the joints of ``module`` (see :func:`joint_spring_damper`)."""
+    stiffness: jnp.ndarray   # (nv,)
+    damping: jnp.ndarray     # (nv,)
+    springref: jnp.ndarray   # (nq,) the spring's rest configuration
+    name: str = static()
+    module: object = static(default=0)
+
+
+def joint_spring_damper(name, module, stiffness=0.0, damping=0.0, springref=None, nq=None, nv=None):
+    """Passive joint forces on ``module`` (name or index): per degree of freedom, a spring of ``stiffness``
+    about the configuration ``springref`` (default: zeros, i.e. q = 0; give the module's neutral configuration
+    for quaternion joints) and a damper of ``damping``; numbers broadcast to (nv,). ``nq``/``nv``: the
+    module's sizes, needed only when ``stiffness``, ``damping`` and ``springref`` are all scalars or None."""
+    stiffness, damping = jnp.asarray(stiffness, dtype=float), jnp.asarray(damping, dtype=float)
+    nv = nv if nv is not None else max(jnp.size(stiffness), jnp.size(damping))
+    springref = jnp.zeros(nq if nq is not None else nv) if springref is None else jnp.asarray(springref, dtype=float)
+    for what, x in (("stiffness", stiffness), ("damping", damping)):
+        if not is_traced(x) and not np.all(np.isfinite(np.asarray(x)) & (np.asarray(x) >= 0)):
+            raise ArgumentError(f"joint spring-damper {name!r}: {what} must be finite and >= 0, got {np.asarray(x)}")
+    return JointSpringDamper(stiffness=jnp.broadcast_to(stiffness, (nv,)), damping=jnp.broadcast_to(damping, (nv,)),
+                             springref=springref, name=name, module=module)
+
+
+@pytree_dataclass
+class Actuators:
+    """Joint actuators (see :func:`actuators`): one row per actuator."""
+    gear: jnp.ndarray          # (nu,)
+    gain: jnp.ndarray          # (nu, 3) g₀, g₁, g₂: gain = g₀ + g₁ ℓ + g₂ ℓ̇
+    bias: jnp.ndarray          # (nu, 3) b₀, b₁, b₂
+    ctrl_range: jnp.ndarray    # (nu, 2), ±inf where unlimited
+    force_range: jnp.ndarray   # (nu, 2), ±inf where unlimited
+    control: object            # the constant control (nu,), or the parameters of ``control_fn``
+    name: str = static()
+    joints: tuple = static(default=())          # (module, joint name) per actuator: a one-coordinate joint
+    control_fn: Optional[Callable] = static(default=None)   # u = control_fn(t, state, control)
+    actuator_names: tuple = static(default=())
+
+    @property
+    def nu(self):
+        return len(self.joints)
+
+
+def _rows(x, nu, width, what, where):
+    a = jnp.asarray(x, dtype=float)
+    a = jnp.broadcast_to(a, (nu,) if width is None else (nu, width)) if a.ndim <= (0 if width is None else 1) else a
+    if a.shape != ((nu,) if width is None else (nu, width)):
+        raise ArgumentError(f"{where}: {what} has shape {a.shape}, needs {(nu,) if width is None else (nu, width)}")
+    return a
+
+
+def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0), ctrl_range=None,
+              force_range=None, control=None, control_fn=None, actuator_names=None):
+    """Joint actuators on ``joints`` ((module, joint name) each, one-coordinate joints: revolute, prismatic,
+    screw). Per actuator: ``gear``, affine ``gain`` (g₀, g₁, g₂) and ``bias`` (b₀, b₁, b₂) in the actuator
+    length ℓ = gear·q and velocity ℓ̇ = gear·v, optional ``ctrl_range``/``force_range`` (low, high); rows
+    broadcast. MuJoCo's shortcuts: motor gain (1, 0, 0), bias 0; position gain (kp, 0, 0), bias (0, −kp, −kv);
+    velocity gain (kv, 0, 0), bias (0, 0, −kv). ``control``: a constant control vector (default zeros), or the
+    parameters of ``control_fn(t, state, control) -> (nu,)``. Raises ArgumentError naming the actuator for a zero
+    gear or a range with low > high."""
+    joints = tuple((m, j) for m, j in joints)
+    nu = len(joints)
+    where = f"actuators {name!r}"
+    names = tuple(actuator_names) if actuator_names is not None else tuple(f"{name}[{i}]" for i in range(nu))
+    inf = jnp.inf
+    gear = _rows(gear, nu, None, "gear", where)
+    rng = {}
+    for what, r in (("ctrl_range", ctrl_range), ("force_range", force_range)):
+        rng[what] = _rows((-inf, inf) if r is None else r, nu, 2, what, where)
+    if not is_traced(gear):
+        for i in np.flatnonzero(np.asarray(gear) == 0):
+            raise ArgumentError(f"{where}: actuator {names[i]!r} has gear 0 (it would exert no force)")
+    for what, r in rng.items():
+        if not is_traced(r):
+            for i in np.flatnonzero(~(np.asarray(r[:, 0]) <= np.asarray(r[:, 1]))):
+                raise ArgumentError(f"{where}: actuator {names[i]!r} has {what} low {float(r[i, 0])} > high "
+                                    f"{float(r[i, 1])}")
+    el = Actuators(gear=gear, gain=_rows(gain, nu, 3, "gain", where), bias=_rows(bias, nu, 3, "bias", where),
+                   ctrl_range=rng["ctrl_range"], force_range=rng["force_range"], control=jnp.zeros(nu),
+                   name=name, joints=joints, control_fn=None, actuator_names=names)
+    return with_control(el, jnp.zeros(nu) if control is None and control_fn is None else control, control_fn)
+
+
+def with_control(element, control, control_fn=None):
+    """``element`` (:class:`Actuators`) driven by ``control``: a constant vector of its ``nu`` controls, or,
+    with ``control_fn``, the parameters of u = control_fn(t, state, control) (a controller: state feedback,
+    a schedule in t), traced and jitted with the step. A constant of the wrong length raises ArgumentError."""
+    if control_fn is None:
+        control = jnp.asarray(control, dtype=float)
+        if jnp.shape(control) != (element.nu,):
+            raise ArgumentError(f"actuators {element.name!r}: control has shape {jnp.shape(control)}, needs "
+                                f"({element.nu},) (actuators {list(element.actuator_names)})")
+    return Actuators(gear=element.gear, gain=element.gain, bias=element.bias, ctrl_range=element.ctrl_range,
+                     force_range=element.force_range, control=control, name=element.name, joints=element.joints,
+                     control_fn=control_fn, actuator_names=element.actuator_names)
+
+
+ELEMENTS = (SpringDamper, JointTorque, PointForce, ContactForce, JointSpringDamper, Actuators)
 
 
 def _side_key(side, name, label):
@@ -151,11 +257,86 @@ def validate_forces(system, forces):
             if jnp.shape(out) != spec.shape:
                 raise SystemError(f"{where}: the torque function returns shape {jnp.shape(out)}, module "
                                   f"{system.module_names[k]!r} needs ({nv},)")
+        elif isinstance(f, JointSpringDamper):
+            k = _module_index(system.module_names, f.module, where)
+            m = system.modules[k]
+            for what, x, n in (("stiffness", f.stiffness, m.nv), ("damping", f.damping, m.nv),
+                               ("springref", f.springref, m.nq)):
+                if jnp.shape(x) != (n,):
+                    raise SystemError(f"{where}: {what} has shape {jnp.shape(x)}, module {system.module_names[k]!r} "
+                                      f"needs ({n},)")
+                if what != "springref" and not is_traced(x) and not np.all(np.asarray(x) >= 0):
+                    raise SystemError(f"{where}: {what} must be >= 0, got {np.asarray(x)}")
+        elif isinstance(f, Actuators):
+            _actuated_dofs(system, f)
+            if f.control_fn is None:
+                shape = jnp.shape(f.control)
+            else:
+                shape = jnp.shape(jax.eval_shape(lambda p: f.control_fn(0.0, _zero_state(system), p), f.control))
+            if shape != (f.nu,):
+                raise SystemError(f"{where}: the control has shape {shape}, the {f.nu} actuators "
+                                  f"{list(f.actuator_names)} need ({f.nu},)")
         elif isinstance(f, ContactForce):
             if f.contact not in system.contact_names:
                 raise SystemError(f"{where}: no contact named {f.contact!r}; contacts are "
                                   f"{list(system.contact_names)}")
     return forces
+
+
+def _zero_state(system):
+    from .build import SystemState
+    dtype = jax.tree.leaves(system.modules[0])[0].dtype
+    return SystemState(tuple(jnp.zeros(m.nq, dtype) for m in system.modules),
+                       tuple(jnp.zeros(m.nv, dtype) for m in system.modules))
+
+
+def _actuated_dofs(system, el):
+    """(module index, q index, v index) of every actuator's joint; SystemError naming it otherwise."""
+    out = []
+    for (module, joint), label in zip(el.joints, el.actuator_names):
+        where = f"force element {el.name!r}, actuator {label!r}"
+        k = _module_index(system.module_names, module, where)
+        t = system.modules[k].topology
+        if joint not in t.joint_names:
+            raise SystemError(f"{where}: module {system.module_names[k]!r} has no joint {joint!r}")
+        j = t.joint_names.index(joint)
+        if t.joint_kinds[j] not in ("revolute", "prismatic", "screw"):
+            raise SystemError(f"{where}: joint {joint!r} is {t.joint_kinds[j]}; actuators drive one-coordinate "
+                              "joints (revolute, prismatic, screw)")
+        out.append((k, t.q_slices[j].start, t.v_slices[j].start))
+    return out
+
+
+def configuration_difference(module, q_ref, q):
+    """q ⊖ q_ref (nv,): q − q_ref for one-coordinate and universal joints; for a ball joint the rotation
+    vector θ with q_ref ⊗ exp(θ) = q (body axes, MuJoCo's ``mju_subQuat``); for a free joint that and the
+    position difference in body axes (our free-joint velocity is [ω_body; v_body])."""
+    t = module.topology
+    parts = []
+    for kind, qs in zip(t.joint_kinds, t.q_slices):
+        a, b = q[qs], q_ref[qs]
+        if kind == "spherical":
+            parts.append(_quat_difference(a, b))
+        elif kind == "free":
+            R = quat_to_rotation(a[3:] / jnp.linalg.norm(a[3:]))
+            parts += [_quat_difference(a[3:], b[3:]), matmul(R.T, a[:3] - b[:3])]
+        elif kind == "planar_free":
+            raise SystemError("joint springs on planar_free joints are not supported")
+        else:
+            parts.append(a - b)
+    return jnp.concatenate(parts) if parts else q[:0]
+
+
+def _quat_difference(qa, qb):
+    """θ with qb ⊗ exp(θ) = qa, the angle wrapped to [−π, π] (MuJoCo's mju_subQuat / mju_quat2Vel)."""
+    qa = qa / jnp.linalg.norm(qa)
+    qb = qb / jnp.linalg.norm(qb)
+    d = quat_multiply(qb * jnp.array([1.0, -1.0, -1.0, -1.0], dtype=qb.dtype), qa)
+    xyz = d[1:]
+    s = _safe_norm(xyz)
+    angle = 2.0 * jnp.arctan2(s, d[0])
+    angle = jnp.where(angle > jnp.pi, angle - 2.0 * jnp.pi, angle)
+    return xyz * (angle / s)
 
 
 def _point(system, side, where):
@@ -249,9 +430,32 @@ def generalized_forces(system, forces, state, t):
                 add(k, Jw, Jv, w[3:], w[:3])
         elif isinstance(el, ContactForce):
             _contact_force(system, el, state, t, pts, Q, dtype)
+        elif isinstance(el, JointSpringDamper):
+            k = _module_index(system.module_names, el.module, "force element")
+            Q[k] = Q[k] - el.stiffness * configuration_difference(system.modules[k], el.springref, state.q[k]) \
+                - el.damping * state.v[k]
+        elif isinstance(el, Actuators):
+            for k, vi, f in actuator_forces(system, el, state, t):
+                Q[k] = Q[k].at[vi].add(f)
         else:
             raise SystemError(f"{el!r} is not a force element")
     return tuple(Q)
+
+
+def actuator_forces(system, el, state, t):
+    """[(module index, v index, generalized force gear·F)] of an :class:`Actuators` element at (t, state):
+    u clamped to ctrl_range, F = (g₀ + g₁ℓ + g₂ℓ̇) u + b₀ + b₁ℓ + b₂ℓ̇ clamped to force_range, ℓ = gear·q,
+    ℓ̇ = gear·v (MuJoCo's actuator_length/velocity for a joint transmission, its gain and bias of type
+    affine and its clamping)."""
+    dofs = _actuated_dofs(system, el)
+    u = el.control if el.control_fn is None else el.control_fn(t, state, el.control)
+    u = jnp.clip(jnp.asarray(u, dtype=state.q[0].dtype), el.ctrl_range[:, 0], el.ctrl_range[:, 1])
+    length = el.gear * jnp.stack([state.q[k][qi] for k, qi, _ in dofs])
+    rate = el.gear * jnp.stack([state.v[k][vi] for k, _, vi in dofs])
+    basis = jnp.stack([jnp.ones_like(length), length, rate], axis=1)
+    force = jnp.sum(el.gain * basis, axis=1) * u + jnp.sum(el.bias * basis, axis=1)
+    force = jnp.clip(force, el.force_range[:, 0], el.force_range[:, 1])
+    return [(k, vi, el.gear[i] * force[i]) for i, (k, _, vi) in enumerate(dofs)]
 
 
 def _contact_force(system, el, state, t, pts, Q, dtype):
@@ -292,15 +496,30 @@ def _sum_over_springs(system, forces, state, term):
     return total
 
 
+def _sum_over_joint_springs(system, forces, state, term):
+    """Σ term(element, module index) over the joint spring-dampers among ``forces``."""
+    total = jnp.zeros((), dtype=state.q[0].dtype)
+    for el in forces:
+        if isinstance(el, JointSpringDamper):
+            total = total + term(el, _module_index(system.module_names, el.module, "force element"))
+    return total
+
+
 def force_potential_energy(system, forces, state):
-    """Energy stored in the force elements: Σ ½ k (ℓ − ℓ₀)² over the spring-dampers."""
-    return _sum_over_springs(system, forces, state,
-                             lambda el, length, rate: 0.5 * el.stiffness * (length - el.rest_length) ** 2)
+    """Energy stored in the force elements: Σ ½ k (ℓ − ℓ₀)² over the spring-dampers, Σ ½ kᵢ (q ⊖ q_spring)ᵢ²
+    over the joint springs (for ball joints MuJoCo's spring torque −k θ is the gradient of ½ k |θ|² only to
+    first order in θ)."""
+    springs = _sum_over_springs(system, forces, state,
+                                lambda el, length, rate: 0.5 * el.stiffness * (length - el.rest_length) ** 2)
+    return springs + _sum_over_joint_springs(system, forces, state, lambda el, k: 0.5 * jnp.sum(
+        el.stiffness * configuration_difference(system.modules[k], el.springref, state.q[k]) ** 2))
 
 
 def dissipated_power(system, forces, state):
-    """Power dissipated by the dampers, Σ c ℓ̇² (≥ 0)."""
-    return _sum_over_springs(system, forces, state, lambda el, length, rate: el.damping * rate ** 2)
+    """Power dissipated by the dampers, Σ c ℓ̇² + Σ dᵢ vᵢ² over joint dampers (≥ 0)."""
+    dampers = _sum_over_springs(system, forces, state, lambda el, length, rate: el.damping * rate ** 2)
+    return dampers + _sum_over_joint_springs(system, forces, state,
+                                             lambda el, k: jnp.sum(el.damping * state.v[k] ** 2))
 
 
 @functools.lru_cache(maxsize=None)
@@ -315,10 +534,10 @@ def applied_power(system, forces, state, t):
 
     With Qₖ the generalized forces of eq. 73 (:func:`generalized_forces`), vₖᵀQₖ is the work rate of the
     element on module k; for a torque τ in an actuated revolute contact it is τ (ω_P − ω_E). Spring-dampers
-    are left out: their spring part is stored energy (:func:`force_potential_energy`) and their damper part is
-    :func:`dissipated_power`, so along an exact motion d/dt (E + V_springs) = applied_power − dissipated_power
+    and joint spring-dampers are left out: their spring part is stored energy (:func:`force_potential_energy`)
+    and their damper part is :func:`dissipated_power`, so along an exact motion d/dt (E + V_springs) = applied_power − dissipated_power
     (the work-energy balance that ``Diagnostics.energy_balance`` integrates)."""
-    loads = tuple(el for el in forces if not isinstance(el, SpringDamper))
+    loads = tuple(el for el in forces if not isinstance(el, (SpringDamper, JointSpringDamper)))
     loads += tuple(ContactForce(params=(), name=f"{c.name}.applied", contact=c.name, fn=_free_force_of(c.applied))
                    for c in system.contacts if c.applied is not None)
     if not loads:

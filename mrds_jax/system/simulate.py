@@ -35,6 +35,7 @@ from ..integrate.integrators import Accelerations, SolveInfo
 from .build import SystemError, SystemState
 from .dynamics import _taus, constraint_system, forward_dynamics
 from .lilly import lilly_forward_dynamics, lilly_stabilisation_problem, simple_closed_chain_reference
+from .limits import limit_exits, report_limits
 from .forces import applied_power, dissipated_power, force_potential_energy, generalized_forces, validate_forces
 from .solve import SolverSettings
 from .stabilisation import Stabilisation, baumgarte, constraint_errors, constraint_jacobian
@@ -230,6 +231,9 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     step, ``cond_jump`` times its median over the run if that is larger), a
     :class:`SingularConfigurationWarning` names the time windows and the contacts and
     says which settings help (``strict=True``: :class:`SingularConfigurationError` instead).
+    Joint limits the modules keep (``Topology.joint_limits``; not enforced) that the stored states leave are
+    named with the first time in a :class:`~mrds_jax.system.limits.JointLimitWarning` (also in
+    :func:`trajectory_diagnostics`' ``limit_exits``).
     Under ``jit``/``vmap``/``grad`` the checks are skipped (use
     :func:`~mrds_jax.integrate.check_trajectory` and :func:`report_solve` on the result).
     """
@@ -297,6 +301,7 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
             raise SimulationError(f"{e}; contacts spanning the near-null space of Bᶜ at the last stored finite "
                                   f"state (t = {float(traj.t[last]):g} s): {names}" if last is not None else str(e)) from None
         report_solve(system, traj, cond_warn, residual_warn, strict, cond_jump)
+        report_limits(system, traj)
     return traj
 
 
@@ -421,6 +426,7 @@ class Diagnostics(NamedTuple):
     velocity_error: jnp.ndarray     # (n, n_C) Φ_v (m/s or rad/s)
     contact_names: tuple
     n_c: tuple
+    limit_exits: tuple = ()         # LimitExit per joint leaving its limits (first stored state), by time
 
     @property
     def energy_drift(self):
@@ -492,7 +498,8 @@ def trajectory_diagnostics(system, traj, forces=(), stabilisation=None):
     dtype = traj.q[0].dtype
     E, P, W, pe, ve = _diagnostics_core(system, _as_float(forces, dtype), stabilisation, tuple(traj.q),
                                         tuple(traj.v), jnp.asarray(traj.t, dtype))
-    return Diagnostics(traj.t, E, P, W, pe, ve, system.contact_names, system.connectivity.n_c)
+    return Diagnostics(traj.t, E, P, W, pe, ve, system.contact_names, system.connectivity.n_c,
+                       limit_exits(system, traj) if not _is_traced(traj.q) else ())
 
 
 # ----------------------------------------------------------------------------- consistent initial states
