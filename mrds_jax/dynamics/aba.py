@@ -3,10 +3,9 @@ many right-hand sides (used by the O(N) operational-space route in ``operational
 
 Table 7.1 has three passes: outward (link velocities vᵢ and velocity products cᵢ: ``forward_kinematics``),
 inward (articulated inertias Iᴬᵢ and bias forces pᴬᵢ, each link handing ᶦ⁻¹X*ᵢ Iᵃᵢ ᶦXᵢ₋₁ and ᶦ⁻¹X*ᵢ pᵃᵢ to
-its parent) and outward again (accelerations aᵢ and q̈ᵢ). Each pass is a Python loop over links on the
-unrolled route and one level scan on the level-scan route (``levels.py``): the per-link bodies below
-(``_articulated_step``, ``_bias_force_step``, ``_acceleration_step``) are those of the textbook loop, applied
-to every link of a depth level at once. Inertia and bias passes are separate sweeps so that the q-only one
+its parent) and outward again (accelerations aᵢ and q̈ᵢ). The per-link bodies below (``_articulated_step``,
+``_bias_force_step``, ``_acceleration_step``) are those of the textbook loop, written once: the unrolled route
+calls them link by link, the level-scan route on every link of a depth level at once (``levels.py``). Inertia and bias passes are separate sweeps so that the q-only one
 serves many right-hand sides.
 """
 from typing import NamedTuple
@@ -35,6 +34,8 @@ def _inverse_small(D):
     """Dᵢ⁻¹ of the joint's (nvᵢ x nvᵢ) articulated inertia, symmetric positive definite, without LAPACK."""
     if D.shape == (1, 1):
         return 1.0 / D
+    if D.shape == (0, 0):          # a fixed joint (unrolled route)
+        return D
     return spd_solve(D, jnp.eye(D.shape[0], dtype=D.dtype))
 
 
@@ -60,20 +61,11 @@ def articulated_inertias(module, kin):
         diagonal = padding_identity(t, kin.local_R.dtype) + arm[:, :, None] * jnp.eye(arm.shape[1], dtype=arm.dtype)
         return inward(t, _articulated_step, jnp.zeros((6, 6), kin.local_R.dtype),
                       (link_inertias(module), kin.S.padded, diagonal, kin.local_R, kin.local_p))
-    IA = list(link_inertias(module))
-    U, D_inv, Ia = [None] * t.n_links, [None] * t.n_links, [None] * t.n_links
-    for i in reversed(range(t.n_links)):
-        S = kin.S[i]
-        if S.shape[1] == 0:
-            U[i], D_inv[i], Ia[i] = S, jnp.zeros((0, 0), dtype=S.dtype), IA[i]
-        else:
-            U[i] = matmul(IA[i], S)
-            D_inv[i] = _inverse_small(matmul(S.T, U[i]) + jnp.diag(armature[t.v_slices[i]]))
-            Ia[i] = IA[i] - matmul(matmul(U[i], D_inv[i]), U[i].T)
-        parent = t.parents[i]
-        if parent >= 0:
-            IA[parent] = IA[parent] + transform_inertia(kin.local_R[i], kin.local_p[i], Ia[i])
-    return ArticulatedInertias(U, D_inv, Ia)
+    inertias = link_inertias(module)
+    links = [(inertias[i], kin.S[i], jnp.diag(armature[t.v_slices[i]]), kin.local_R[i], kin.local_p[i])
+             for i in range(t.n_links)]
+    out = inward(t, _articulated_step, jnp.zeros((6, 6), kin.local_R[0].dtype), links)
+    return ArticulatedInertias(*(list(x) for x in zip(*out)))
 
 
 def _bias_force_step(children, link):
@@ -107,23 +99,13 @@ def articulated_solve(module, kin, art, tau, bias_forces, velocity_products, roo
                    (bias, link_coordinates(t, tau), kin.S.padded, art, c, kin.local_R, kin.local_p))
         acc, qdd = outward(t, _acceleration_step, root_acceleration, (kin.local_R, kin.local_p, c, u, kin.S.padded, art))
         return module_coordinates(t, qdd), acc
-    pA = list(bias_forces)
-    u = [None] * t.n_links
-    for i in reversed(range(t.n_links)):
-        S, vs = kin.S[i], t.v_slices[i]
-        u[i] = tau[vs] - matmul(S.T, pA[i])
-        pa = pA[i] + matmul(art.Ia[i], velocity_products[i]) + matmul(art.U[i], matmul(art.D_inv[i], u[i]))
-        parent = t.parents[i]
-        if parent >= 0:
-            pA[parent] = pA[parent] + act_force(kin.local_R[i], kin.local_p[i], pa)
-    acc, qdd = [], []
-    for i in range(t.n_links):
-        parent = t.parents[i]
-        a_parent = root_acceleration if parent < 0 else acc[parent]
-        a = inv_act_motion(kin.local_R[i], kin.local_p[i], a_parent) + velocity_products[i]
-        qdd_i = matmul(art.D_inv[i], u[i] - matmul(art.U[i].T, a))
-        acc.append(a + matmul(kin.S[i], qdd_i))
-        qdd.append(qdd_i)
+    art_i = [ArticulatedInertias(art.U[i], art.D_inv[i], art.Ia[i]) for i in range(t.n_links)]
+    u = inward(t, _bias_force_step, jnp.zeros(6, tau.dtype),
+               [(bias_forces[i], tau[t.v_slices[i]], kin.S[i], art_i[i], velocity_products[i], kin.local_R[i],
+                 kin.local_p[i]) for i in range(t.n_links)])
+    acc, qdd = outward(t, _acceleration_step, root_acceleration,
+                       [(kin.local_R[i], kin.local_p[i], velocity_products[i], u[i], kin.S[i], art_i[i])
+                        for i in range(t.n_links)])
     return jnp.concatenate(qdd), acc
 
 

@@ -13,18 +13,13 @@ from ..spatial.linalg import matmul
 
 
 def composite_inertias(module, kin):
-    """Composite-rigid-body inertias Iᶜᵢ = Iᵢ + Σ_children ᶦX*_c Iᶜ_c ᶜXᵢ, link frames (backward pass): a
-    Python loop over links on the unrolled route (list), one inward level scan on the level-scan route
-    ((n, 6, 6); ``levels.subtree_totals``)."""
-    t = module.topology
-    if is_stacked(kin):
-        return subtree_totals(t, link_inertias(module), kin.local_R, kin.local_p, transform_inertia)
-    Ic = list(link_inertias(module))
-    for i in reversed(range(t.n_links)):
-        parent = t.parents[i]
-        if parent >= 0:
-            Ic[parent] = Ic[parent] + transform_inertia(kin.local_R[i], kin.local_p[i], Ic[i])
-    return Ic
+    """Composite-rigid-body inertias Iᶜᵢ = Iᵢ + Σ_children ᶦX*_c Iᶜ_c ᶜXᵢ, link frames (Featherstone Table 6.2's
+    backward pass, ``levels.subtree_totals``): a list link by link on the unrolled route, (n, 6, 6) from one
+    inward level scan on the level-scan route."""
+    inertias = link_inertias(module)
+    if not is_stacked(kin):
+        inertias = list(inertias)
+    return subtree_totals(module.topology, inertias, kin.local_R, kin.local_p, transform_inertia)
 
 
 def assemble_mass_matrix(topology, S0, Ic0):

@@ -102,6 +102,12 @@ def _twist_step(parent, link):
     return compose(R0, p0, R, p) + (inv_act_motion(R, p, v0) + vJ,), None
 
 
+def _link_velocity_product(c_joint, v, vJ):
+    """cᵢ = S̊ᵢ q̇ᵢ + vᵢ × Sᵢ q̇ᵢ (Featherstone Table 5.1) from the joint's own term S̊ᵢ q̇ᵢ, the link twist vᵢ and
+    the joint twist vJᵢ = Sᵢ q̇ᵢ."""
+    return c_joint + cross_motion(v, vJ)
+
+
 def _forward_kinematics_levels(module, q, v, support_velocity):
     t = module.topology
     dtype = q.dtype
@@ -113,38 +119,33 @@ def _forward_kinematics_levels(module, q, v, support_velocity):
     vJ = matmul(S.padded, link_coordinates(t, v)[:, :, None])[:, :, 0]
     v_support = _zero6(dtype) if support_velocity is None else support_velocity
     (world_R, world_p, vel), _ = outward(t, _twist_step, at_support + (v_support,), (local_R, local_p, vJ))
-    vprod = joint_velocity_products(module, q, v) + jax.vmap(cross_motion)(vel, vJ)
+    vprod = jax.vmap(_link_velocity_product)(joint_velocity_products(module, q, v), vel, vJ)
     return StackedKinematics(local_R, local_p, world_R, world_p, S, vel, vprod)
 
 
 def _forward_kinematics_unrolled(module, q, v, support_velocity):
+    """The same outward steps as the level route (:func:`_placement_step`, :func:`_twist_step`), link by link,
+    with each joint's exact motion subspace."""
     t, par = module.topology, module.params
     dtype = q.dtype
     local = joint_placements(module, q)
-    world_R, world_p, S, vel, vprod = [], [], [], [], []
+    local_R, local_p = [l[0] for l in local], [l[1] for l in local]
+    S = [kind.motion_subspace(q[qs], par.axis[i], par.axis2[i], par.pitch[i])
+         for i, (kind, qs) in enumerate(zip(t.kinds, t.q_slices))]
+    at_support = (jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype=dtype))
+    if v is None:
+        world, _ = outward(t, _placement_step, at_support, list(local))
+        return TreeKinematics(local_R, local_p, [w[0] for w in world], [w[1] for w in world], S,
+                              [None] * t.n_links, [None] * t.n_links)
+    vJ = [matmul(S[i], v[vs]) for i, vs in enumerate(t.v_slices)]
     v_support = _zero6(dtype) if support_velocity is None else support_velocity
-    for i, (kind, qs, vs) in enumerate(zip(t.kinds, t.q_slices, t.v_slices)):
-        parent = t.parents[i]
-        R, p = local[i]
-        if parent < 0:
-            wR, wp = R, p
-        else:
-            wR, wp = compose(world_R[parent], world_p[parent], R, p)
-        world_R.append(wR)
-        world_p.append(wp)
-        Si = kind.motion_subspace(q[qs], par.axis[i], par.axis2[i], par.pitch[i])
-        S.append(Si)
-        if v is None:
-            vel.append(None)
-            vprod.append(None)
-            continue
-        v_parent = v_support if parent < 0 else vel[parent]
-        vJ = matmul(Si, v[vs])
-        vi = inv_act_motion(R, p, v_parent) + vJ
-        vel.append(vi)
-        cJ = velocity_product(kind, q[qs], v[vs], par.axis[i], par.axis2[i], par.pitch[i])
-        vprod.append(cJ + cross_motion(vi, vJ))
-    return TreeKinematics([l[0] for l in local], [l[1] for l in local], world_R, world_p, S, vel, vprod)
+    world, _ = outward(t, _twist_step, at_support + (v_support,),
+                       [(local_R[i], local_p[i], vJ[i]) for i in range(t.n_links)])
+    vel = [w[2] for w in world]
+    vprod = [_link_velocity_product(velocity_product(kind, q[qs], v[vs], par.axis[i], par.axis2[i], par.pitch[i]),
+                                    vel[i], vJ[i])
+             for i, (kind, qs, vs) in enumerate(zip(t.kinds, t.q_slices, t.v_slices))]
+    return TreeKinematics(local_R, local_p, [w[0] for w in world], [w[1] for w in world], S, vel, vprod)
 
 
 def link_accelerations(module, kin, qdd, support_acceleration=None):
@@ -158,12 +159,9 @@ def link_accelerations(module, kin, qdd, support_acceleration=None):
         own = matmul(kin.S.padded, link_coordinates(t, qdd)[:, :, None])[:, :, 0] + kin.velocity_product
         acc, _ = outward(t, _acceleration_step, a_support, (kin.local_R, kin.local_p, own))
         return acc
-    acc = []
-    for i, vs in enumerate(t.v_slices):
-        parent = t.parents[i]
-        a_parent = a_support if parent < 0 else acc[parent]
-        acc.append(inv_act_motion(kin.local_R[i], kin.local_p[i], a_parent) + matmul(kin.S[i], qdd[vs])
-                   + kin.velocity_product[i])
+    acc, _ = outward(t, _acceleration_step, a_support,
+                     [(kin.local_R[i], kin.local_p[i], matmul(kin.S[i], qdd[vs]) + kin.velocity_product[i])
+                      for i, vs in enumerate(t.v_slices)])
     return acc
 
 

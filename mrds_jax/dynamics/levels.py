@@ -19,7 +19,13 @@ chain, 15 instead of 101 for tiago_dual).
 
 ``Topology.recursion`` picks the route: ``"unrolled"`` (a Python loop over links, traced link by link:
 fastest per call for small modules, compile time growing with n), ``"level_scan"``, or ``"auto"``: the level
-scan from :data:`LEVEL_SCAN_MIN_LINKS` links on (measured: ``experiments/bench_compile.py``).
+scan from :data:`LEVEL_SCAN_MIN_LINKS` links on (measured: ``experiments/bench_tree.py``, ``experiments/out/bench_compile.md``).
+
+Both routes run the *same* per-link step: :func:`outward` and :func:`inward` take the link data either
+stacked ((n, ...) arrays, motion subspaces padded to a common width: the level scan) or as a list with one
+entry per link (exact shapes: the unrolled route, a Python loop that calls the step link by link). So each
+textbook algorithm writes its per-link formulas once, as the step, with the paper's equation in its
+docstring (``aba.py``, ``kinematics.py``, ``crba.py``, ``rnea.py``).
 """
 import jax
 import jax.numpy as jnp
@@ -53,8 +59,17 @@ def outward(topology, step, support_value, per_link):
     """Outward sweep xᵢ = step(x_λ(i), dᵢ) for every link, parents before children.
 
     ``step(parent_value, link_data) -> (value, output)`` works on one link; ``support_value`` is the value the
-    root links see as their parent's; ``per_link`` a pytree of (n, ...) arrays. Returns (values, outputs) of
-    every link, stacked (n, ...)."""
+    root links see as their parent's; ``per_link`` a pytree of (n, ...) arrays (level scan; returns
+    (values, outputs) of every link, stacked (n, ...)) or a list of n per-link data (unrolled; returns two
+    lists)."""
+    if isinstance(per_link, list):
+        values, outputs = [], []
+        for i, data in enumerate(per_link):
+            parent = topology.parents[i]
+            value, output = step(support_value if parent < 0 else values[parent], data)
+            values.append(value)
+            outputs.append(output)
+        return values, outputs
     schedule = level_schedule(topology)
     root = jax.tree.map(lambda r: jnp.broadcast_to(r, (schedule.width,) + jnp.shape(r)), support_value)
 
@@ -76,7 +91,17 @@ def inward(topology, step, no_hand_off, per_link):
 
     ``step(children_sum, link_data) -> (hand_off, output)`` works on one link: ``children_sum`` is the sum of
     the hand-offs of the link's children, ``no_hand_off`` (zeros of one hand-off's shape) for a leaf; the root
-    links' hand-offs are dropped. Returns the outputs of every link, stacked (n, ...)."""
+    links' hand-offs are dropped. ``per_link``: stacked (n, ...) arrays (level scan; returns the outputs of
+    every link stacked) or a list of n per-link data (unrolled; returns a list)."""
+    if isinstance(per_link, list):
+        n = len(per_link)
+        children, outputs = [None] * n, [None] * n
+        for i in reversed(range(n)):
+            hand_off, outputs[i] = step(no_hand_off if children[i] is None else children[i], per_link[i])
+            parent = topology.parents[i]
+            if parent >= 0:
+                children[parent] = hand_off if children[parent] is None else children[parent] + hand_off
+        return outputs
     schedule = level_schedule(topology)
     none_yet = jax.tree.map(lambda z: jnp.broadcast_to(z, (schedule.width,) + jnp.shape(z)), no_hand_off)
 
@@ -99,10 +124,12 @@ def subtree_totals(topology, own, local_R, local_p, transport):
     """For every link, its ``own`` quantity plus its children's totals carried into its frame: an inward
     sweep computing, with ``transport = transform_inertia``, the composite inertias Iᶜᵢ = Iᵢ + Σ_c ᶦX*_c Iᶜ_c
     ᶜXᵢ (Featherstone Table 6.2), and with ``act_force`` the RNEA's joint forces fᵢ = fᵢᴮ + Σ_c ᶦX*_c f_c
-    (Table 5.1). ``own`` (n, ...); ``local_R``, ``local_p``: each link's placement in its parent."""
+    (Table 5.1). ``own``, ``local_R``, ``local_p`` (each link's placement in its parent): stacked (n, ...)
+    arrays, or lists (the unrolled route; returns a list)."""
     def step(children, link):
         own_i, R, p = link
         total = own_i + children
         return transport(R, p, total), total
 
-    return inward(topology, step, jnp.zeros_like(own[0]), (own, local_R, local_p))
+    per_link = list(zip(own, local_R, local_p)) if isinstance(own, list) else (own, local_R, local_p)
+    return inward(topology, step, jnp.zeros_like(own[0]), per_link)

@@ -33,13 +33,8 @@ def joint_forces(module, kin, acc, f_ext):
         return _joint_forces_levels(module, kin, jax.vmap(_body_force)(inertias, acc, kin.velocity) - f_ext)
     t = module.topology
     forces = [_body_force(inertias[i], acc[i], kin.velocity[i]) - f_ext[i] for i in range(t.n_links)]
-    tau = [None] * t.n_links
-    for i in reversed(range(t.n_links)):
-        tau[i] = matmul(kin.S[i].T, forces[i])
-        parent = t.parents[i]
-        if parent >= 0:
-            forces[parent] = forces[parent] + act_force(kin.local_R[i], kin.local_p[i], forces[i])
-    return jnp.concatenate(tau)
+    totals = subtree_totals(t, forces, kin.local_R, kin.local_p, act_force)
+    return jnp.concatenate([matmul(kin.S[i].T, f) for i, f in enumerate(totals)])
 
 
 def _body_force(I, a, v):
