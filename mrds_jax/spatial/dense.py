@@ -256,7 +256,8 @@ def pivoted_cholesky(B, cut):
     complement is the pivot; it is kept while dⱼ > ``cut`` · max diag(B), after which every later step is
     dropped too (the pivots never increase). Then B − B̃ (B̃ = scale · L Lᵀ) is the remaining Schur
     complement: PSD with diagonal ≤ cut · max diag B, so ‖B − B̃‖₂ ≤ trace ≤ (n − rank) · cut · max diag B.
-    B is divided by scale = max diag B first. No LAPACK; unrolled (n ≤ ``UNROLL_MAX``) or a ``lax.scan``.
+    B is divided by scale = max diag B first. No LAPACK; one ``lax.scan`` over the n steps (never unrolled: it is
+    the rare fallback of :func:`psd_pinv_solve`, and unrolled it tripled the compile time of the dual-arm step).
     Returns :class:`PivotedCholesky`."""
     n = B.shape[0]
     dtype = B.dtype
@@ -280,15 +281,7 @@ def pivoted_cholesky(B, cut):
         return (L, d, used | (idx == j), keep, first), stats
 
     carry = (jnp.zeros_like(B), diag, jnp.zeros(n, bool), jnp.asarray(True), jnp.zeros((), dtype))
-    stats = []
-    if n <= UNROLL_MAX:
-        for k in range(n):
-            carry, st = step(k, carry)
-            stats.append(st)
-        kept_piv = jnp.stack([s[0] for s in stats])
-        dropped_piv = jnp.stack([s[1] for s in stats])
-    else:
-        carry, (kept_piv, dropped_piv) = jax.lax.scan(lambda c, k: step(k, c), carry, jnp.arange(n))
+    carry, (kept_piv, dropped_piv) = jax.lax.scan(lambda c, k: step(k, c), carry, jnp.arange(n))
     L = carry[0]
     kept = jnp.isfinite(kept_piv)
     G = matmul(L.T, L) + jnp.diag(jnp.where(kept, 0.0, 1.0).astype(dtype))
