@@ -198,7 +198,7 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
     animation = animation or spec.output.animation
     if animation != "none" or viewer:
         from ..viz import animate, scene
-        sc = scene(system, traj, forces=viewer)
+        sc = scene(system, traj, forces=viewer, tau=built.tau)    # the run's joint forces for the contact forces
     if animation != "none":
         written.append(animate(sc, out / f"animation.{animation}", fps=spec.output.fps, title=spec.name))
     if viewer:
