@@ -111,6 +111,17 @@ def initial_state_error(built, report, tol=1e-6):
         f", velocity error {ev:.3g}" + (f" ({cv})" if cv else "") + f", more than {tol:g}; {advice}")
 
 
+def checked(built, part, t_start):
+    """``part`` (a block of the run from ``t_start``), or a :class:`SystemFileError` at ``[simulation] dt`` when
+    its state became non-finite: with the file's settings the simulation diverged."""
+    from ..integrate import SimulationError, check_trajectory
+    try:
+        return check_trajectory(part)
+    except SimulationError as e:
+        raise built.document.error(("simulation", "dt"), f"the simulation diverged in the block from t = "
+                                   f"{t_start:.4g} s: {e}; try a smaller dt (or set baumgarte)") from None
+
+
 def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
     """Integrate the built system for ``simulation.duration``: a Trajectory. The initial state is checked
     first (:func:`check_built`, the program ``mrds-jax check`` runs); compilation is its own phase (timed and
@@ -122,7 +133,7 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
     from tqdm import tqdm
 
     from .. import system as S
-    from ..integrate import Trajectory, check_trajectory
+    from ..integrate import Trajectory
     stream = sys.stderr if stream is None else stream
     error = initial_state_error(built, check_built(built), tol)
     if error is not None:
@@ -137,8 +148,7 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
     t0 = time.perf_counter()
     print(f"compiling the {sum(m.nv for m in built.system.modules)}-coordinate system "
           f"({len(set(blocks))} block size{'s' if len(set(blocks)) > 1 else ''})...", file=stream, flush=True)
-    first = S.simulate(built.system, state, n_steps=blocks[0], t0=t, check=False, **kw)
-    check_trajectory(first)
+    first = checked(built, S.simulate(built.system, state, n_steps=blocks[0], t0=t, check=False, **kw), t)
     jax.block_until_ready(first.q)
     for n in sorted(set(blocks[1:]) - {blocks[0]}):     # compile the last, shorter block too
         S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw)
@@ -152,8 +162,7 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
         last = parts[-1]
         state = S.SystemState(tuple(q[-1] for q in last.q), tuple(v[-1] for v in last.v))
         t = float(last.t[-1])
-        parts.append(S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw))
-        check_trajectory(parts[-1])
+        parts.append(checked(built, S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw), t))
         bar.update(n)
     bar.close()
     if timings is not None:
