@@ -194,6 +194,8 @@ def cmd_simulate(args):
         raise ArgumentError("give a SYSTEM_FILE (or a ready-made name: fourbar, stewart, dual_arm_grasp, "
                             "quadruped) or --design design.json")
     from mrds_jax import validation
+    if args.viewer:
+        raise ArgumentError("--viewer is for system files (mrds-jax simulate SYSTEM_FILE --viewer), not --design")
     validation.positive(args.dt, "--dt", "mrds-jax simulate")
     import jax
     jax.config.update("jax_enable_x64", True)

@@ -57,12 +57,24 @@ def _output_folder(out, built=None):
     return output_dir(out or str(built.document.spec.name), "--out")
 
 
+def _viewer_available():
+    """``--viewer`` needs meshcat: say so before anything is compiled."""
+    from mrds_jax.validation import ArgumentError
+    from mrds_jax.viz.viewer import ViewerError, _meshcat
+    try:
+        _meshcat()
+    except ViewerError as e:
+        raise ArgumentError(f"--viewer: {e}") from None
+
+
 def cmd_simulate_file(args):
     """Simulate a system file; write the trajectory, plots, the animation (and with ``--viewer`` the browser
     viewer page) to ``--out``. Prints the time spent compiling, simulating and writing."""
     from .run import run_simulation, write_outputs
     if args.out:
         _output_folder(args.out)
+    if args.viewer:
+        _viewer_available()
     built = _load(args.system_file)
     out = _output_folder(args.out, built)        # checked before anything is compiled
     timings = {}
