@@ -21,6 +21,8 @@ import _hooks  # noqa: E402  (the site's mkdocs hooks)
 RAW = {"raw table row": re.compile(r"\|\s*:?-{3,}:?\s*\|"),
        "raw docstring role": re.compile(r":(?:class|func|meth|mod|attr|data|obj|exc):`?"),
        "unrendered formula": re.compile(r"\$[^$\s][^$\n]*\$|\\\(|\\\[")}
+# how MathJax's SVG output shows a TeX error (merror) or an undefined macro (red text)
+TEX_ERROR = re.compile(r'<g [^>]*(data-mml-node="merror"|fill="red")')
 PAGES = ("benchmarks/index.html", "api/system/index.html", "api/ckcm/index.html", "api/montecarlo/index.html",
          "api/flexible/index.html", "algorithm_notes/index.html", "guide/optimize/index.html",
          "guide/monte_carlo/index.html", "system_files/index.html")
@@ -101,7 +103,13 @@ def test_pages_render_in_headless_chromium(site, page):
     assert not raw_markup(page_text(dom)), page
     if page.startswith("algorithm_notes"):
         assert dom.count("<mjx-container") >= 50            # every $...$ of the notes typeset by MathJax
-    assert 'data-mml-node="merror"' not in dom              # and no TeX error among them
+    assert not TEX_ERROR.search(dom), TEX_ERROR.search(dom)          # and no TeX error among them
+
+
+def test_tex_error_detector_sees_both_kinds():
+    assert TEX_ERROR.search('<g data-mml-node="mtext" fill="red" stroke="red">')
+    assert TEX_ERROR.search('<g data-mml-node="merror" data-mjx-error="Missing close brace">')
+    assert not TEX_ERROR.search('g[data-mml-node="merror"] > g { fill: red; }')        # MathJax's own CSS
 
 
 def test_include_hook_separates_tables_and_demotes_headings():
