@@ -99,3 +99,16 @@ def test_misspelt_key_names_the_closest_key():
     assert schema.keys_at(("module", 0, "link", 1))[:3] == ["name", "parent", "joint"]
     assert schema.keys_at(("simulation",)) == list(schema.Simulation.model_fields)
     assert schema.keys_at(("initial", "q")) == []            # a dict of module names, not a table of keys
+
+
+def test_every_plotted_line_has_a_legend_label():
+    """joint_motion.png labels each position coordinate (a ball joint's four quaternion entries apart), the
+    animation each module once."""
+    from mrds_jax.model.mjcf import load_mjcf
+    from mrds_jax.sysfile import EXAMPLES
+    from mrds_jax.sysfile.run import coordinate_names
+    from mrds_jax.viz.animation import _legend_labels
+    system = load_mjcf(EXAMPLES / "fourbar.xml")
+    labels = {name: coordinate_names(m) for name, m in zip(system.module_names, system.modules)}
+    assert labels == {"crank": ["crank_hinge"] + [f"coupler_ball[{i}]" for i in range(4)], "rocker": ["rocker_hinge"]}
+    assert _legend_labels([0, 0, 1, 1, 1], ("crank", "rocker")) == ["crank", None, "rocker", None, None]
