@@ -112,3 +112,20 @@ def test_every_plotted_line_has_a_legend_label():
     labels = {name: coordinate_names(m) for name, m in zip(system.module_names, system.modules)}
     assert labels == {"crank": ["crank_hinge"] + [f"coupler_ball[{i}]" for i in range(4)], "rocker": ["rocker_hinge"]}
     assert _legend_labels([0, 0, 1, 1, 1], ("crank", "rocker")) == ["crank", None, "rocker", None, None]
+
+
+def test_ready_made_names_and_paths_resolve_without_ambiguity(tmp_path, monkeypatch):
+    """A bare ready-made name is the shipped file even beside a folder of that name (an earlier run's output);
+    a path is a path; a folder or a missing file is a located error with the closest ready-made name."""
+    from mrds_jax.sysfile.cli import resolve
+    examples = example_files()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fourbar").mkdir()
+    (tmp_path / "mine").write_text('name = "mine"\n')
+    assert resolve("fourbar", examples) == examples["fourbar"]
+    assert resolve("mine", examples) == Path("mine") and resolve("./mine", examples) == Path("mine")
+    with pytest.raises(SystemFileError, match=r"^\./fourbar: is a folder, not a system file; for the ready-made "
+                                              r"one write fourbar$"):
+        resolve("./fourbar", examples)
+    with pytest.raises(SystemFileError, match=r"^stewrt\.toml: no such system file .*did you mean 'stewart'\?$"):
+        resolve("stewrt.toml", examples)
