@@ -129,3 +129,13 @@ def test_ready_made_names_and_paths_resolve_without_ambiguity(tmp_path, monkeypa
         resolve("./fourbar", examples)
     with pytest.raises(SystemFileError, match=r"^stewrt\.toml: no such system file .*did you mean 'stewart'\?$"):
         resolve("stewrt.toml", examples)
+
+
+def test_diverging_simulation_is_a_user_error_at_dt(tmp_path, capsys):
+    """Steps far too long for the motion: the state becomes NaN, reported as one line naming ``[simulation] dt``
+    (exit status 2), not a SimulationError traceback."""
+    path = Path(__file__).parent / "data" / "diverging.toml"
+    assert main(["simulate", str(path), "--out", str(tmp_path / "run"), "--no-progress", "--no-cache"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mrds-jax")]
+    assert len(err) == 1 and re.search(r"diverging\.toml:11: simulation\.dt: the simulation diverged in the block from "
+                                       r"t = 0 s: the state became NaN/inf at step \d+.*; try a smaller dt", err[0]), err
