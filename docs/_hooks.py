@@ -15,6 +15,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+from markdown.extensions import Extension
+from markdown.preprocessors import Preprocessor
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +26,8 @@ _JAX = re.compile(r"\bjax (\d+\.\d+\.\d+)")
 _ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|obj|exc):<code>(~?)([^<]+?)</code>")
 _ANCHOR = re.compile(r'id="(mrds_jax(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"')
 MATHJAX = "mathjax/es5/tex-svg.js"
+_LIST_ITEM = re.compile(r"^\s*(?:[*+-]|\d+\.) \S")
+_FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def _is_table_row(line):
@@ -49,6 +53,33 @@ def note_after_tables(text, note):
         if last_row:
             out += ["", note]
     return "\n".join(out)
+
+
+def separate_lists(lines):
+    """A blank line before a list that follows a line of text (Python-Markdown, unlike GitHub, reads such a
+    list as part of the paragraph: "Guarantees * Deterministic: ..."); fenced code is left alone."""
+    out, fenced = [], False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        prev = out[-1] if out else ""
+        if (not fenced and _LIST_ITEM.match(line) and prev.strip() and not _LIST_ITEM.match(prev)
+                and not prev.startswith((" ", "\t", "#", "|", ">")) and not _FENCE.match(prev)):
+            out.append("")
+        out.append(line)
+    return out
+
+
+class _ListSpacing(Preprocessor):
+    def run(self, lines):
+        return separate_lists(lines)
+
+
+class ListSpacing(Extension):
+    """:func:`separate_lists` as a Markdown preprocessor: pages and, through mkdocstrings, docstrings."""
+
+    def extendMarkdown(self, md):
+        md.preprocessors.register(_ListSpacing(md), "mrds_jax_list_spacing", 35)
 
 
 def demote_headings(text, level):
@@ -107,6 +138,11 @@ def _page_module(html):
 
 
 # ----------------------------------------------------------------------------------------------- mkdocs events
+def on_config(config):
+    config.markdown_extensions.append(ListSpacing())
+    return config
+
+
 def on_page_markdown(markdown, page, config, files):
     return include_outputs(markdown)
 

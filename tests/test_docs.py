@@ -119,6 +119,12 @@ def test_include_hook_separates_tables_and_demotes_headings():
     assert "text\n\n| a | b |" in out and "| 1 | 2 |\n\n*jax 0.9.2*\nafter" in out
 
 
+def test_list_hook_separates_lists_from_paragraphs_only():
+    lines = ["Guarantees", "* one", "  more", "* two", "", "```", "x", "* not a list", "```", "a *b* c", "- c"]
+    assert _hooks.separate_lists(lines) == ["Guarantees", "", "* one", "  more", "* two", "", "```", "x",
+                                            "* not a list", "```", "a *b* c", "", "- c"]
+
+
 def test_role_hook_links_known_objects_only():
     anchors = {"mrds_jax.viz.scene.Scene": "../viz/", "mrds_jax.system.simulate": "../system/"}
     html = _hooks.link_roles(":class:<code>~mrds_jax.viz.scene.Scene</code> :func:<code>simulate</code> "
