@@ -70,11 +70,11 @@ USER_ERRORS = [
      r"^mrds-jax simulate: .*negative_mass\.toml:11: module\[0\]\.link\[0\]\.mass: Input should be greater than 0, "
      r"got '-2 kg'$"),
     ("inconsistent initial state, check", ["check", str(DATA / "inconsistent_state.toml")],
-     r"^mrds-jax check: .*inconsistent_state\.toml:33: initial\.make_consistent: the initial state violates the "
+     r"^mrds-jax check: .*inconsistent_state\.toml:34: initial\.make_consistent: the initial state violates the "
      r"contacts: position error 0\.7 \(hold\), velocity error 0\.3 \(hold\), more than 1e-06; set make_consistent "
      r"= true under \[initial\]"),
     ("inconsistent initial state, simulate", ["simulate", str(DATA / "inconsistent_state.toml"), "--out", "inc"],
-     r"^mrds-jax simulate: .*inconsistent_state\.toml:33: initial\.make_consistent: .*position error 0\.7 .*"
+     r"^mrds-jax simulate: .*inconsistent_state\.toml:34: initial\.make_consistent: .*position error 0\.7 .*"
      r"velocity error 0\.3"),
     ("not TOML", ["check", _bad("syntax_error")], r"^mrds-jax check: .*syntax_error\.toml:4: not valid TOML"),
     ("unknown choice", ["check", _bad("unknown_contact_kind")],
