@@ -76,6 +76,10 @@ USER_ERRORS = [
     ("inconsistent initial state, simulate", ["simulate", str(DATA / "inconsistent_state.toml"), "--out", "inc"],
      r"^mrds-jax simulate: .*inconsistent_state\.toml:34: initial\.make_consistent: .*position error 0\.7 .*"
      r"velocity error 0\.3"),
+    ("contacts that cannot close", ["check", str(DATA / "unreachable_contact.toml")],
+     r"^mrds-jax check: .*unreachable_contact\.toml:31: initial\.q: the initial state violates the contacts: "
+     r"position error 4 \(hold\).*make_consistent did not close the loops \(residuals 4, .*\): check that the "
+     r"contacts can hold together"),
     ("not TOML", ["check", _bad("syntax_error")], r"^mrds-jax check: .*syntax_error\.toml:4: not valid TOML"),
     ("unknown choice", ["check", _bad("unknown_contact_kind")],
      r"^mrds-jax check: .*unknown_contact_kind\.toml:26: contact\[0\]\.kind: Input should be 'weld'.*got 'hinge'"),

@@ -99,7 +99,8 @@ def initial_state_error(built, report, tol=1e-6):
     doc = built.document
     if doc.spec.initial.make_consistent:
         advice = (f"make_consistent did not close the loops (residuals {built.position_residual:.2g}, "
-                  f"{built.velocity_residual:.2g}): start [initial] q nearer a closed configuration")
+                  f"{built.velocity_residual:.2g}): check that the contacts can hold together (their frames, "
+                  "ground_position), or start [initial] q nearer a closed configuration")
         path = ("initial", "q")
     else:
         advice = "set make_consistent = true under [initial], or give q and v that satisfy every contact"
