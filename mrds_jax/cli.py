@@ -148,8 +148,8 @@ def cmd_optimize(args):
                               learning_rate=args.lr, seed=args.seed)
     except InputError:
         raise                                       # one line (main)
-    except ValueError as e:
-        sys.exit(f"mrds-jax optimize: {e}")
+    except ValueError as e:                        # a bad combination of options: a user error too
+        raise ArgumentError(str(e)) from None
     print(f"task: ellipse of eq. 55, period {args.period} s, {args.samples} samples; model {args.model}"
           f" (legs {args.legs}); objective {args.objective}; free {list(problem.space.free)}; "
           f"{args.optimizer}, {args.iterations} steps x {args.starts} start(s); output {out}/")
@@ -188,10 +188,14 @@ def cmd_optimize(args):
 def cmd_simulate(args):
     """Simulate a system file (``mrds_jax.sysfile``), or fly a saved design on its task under computed torque."""
     if args.system_file:
+        _compilation_cache(args)
         return sysfile_cli.cmd_simulate_file(args)
     if not args.design:
-        sys.exit("mrds-jax simulate: give a SYSTEM_FILE or --design design.json")
+        raise ArgumentError("give a SYSTEM_FILE (or a ready-made name: fourbar, stewart, dual_arm_grasp, "
+                            "quadruped) or --design design.json")
     from mrds_jax import validation
+    if args.viewer:
+        raise ArgumentError("--viewer is for system files (mrds-jax simulate SYSTEM_FILE --viewer), not --design")
     validation.positive(args.dt, "--dt", "mrds-jax simulate")
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -217,9 +221,27 @@ def _cache_options(p):
     p.add_argument("--no-cache", action="store_true", help="do not keep compiled programs on disk")
 
 
+DESCRIPTION = """Closed-chain multibody dynamics in JAX from the command line.
+
+  mrds-jax check fourbar                       validate a system file (or a ready-made one) without simulating
+  mrds-jax simulate fourbar --out run --viewer  simulate it: trajectory, plots, animation, browser viewer
+  mrds-jax optimize --iterations 100            CKCM end-effector design optimisation
+  mrds-jax dynamics --robot panda               batched rigid-tree dynamics of a URDF robot
+
+A user error (a bad option, a missing or damaged file, a mistake in a system file) ends with one line on stderr
+naming what is wrong, and exit status 2. Documentation: docs/ (mkdocs serve)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (``mrds-jax simulate: error: ...; see --help``), status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="mrds-jax", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="mrds-jax", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     p = sub.add_parser("dynamics", help="batched rigid-tree dynamics of a robot, with cross-checks")
     p.add_argument("--robot", default="panda", help="ur5, panda, or a URDF path")
     p.add_argument("--frame", default=None, help="operational point for Λ⁻¹ (default: last frame)")

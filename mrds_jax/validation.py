@@ -17,6 +17,7 @@ Exception family (all ``ValueError``, so older ``except ValueError`` clauses kee
                     SystemFileError (system files), PinocchioExportError; FlexibleModelError and MJCF import
                     failures are ModelErrors
 """
+import difflib
 import hashlib
 import json
 import os
@@ -199,12 +200,18 @@ def link_description(name, axis, axis2, position, rotation, mass, com, inertia):
 
 
 # ----------------------------------------------------------------------------- dictionaries and systems
+def did_you_mean(name, options):
+    """``"; did you mean 'mass'?"`` for the closest of ``options`` to a misspelt ``name`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def known_keys(mapping, allowed, what, where):
     """Every key of ``mapping`` names something that exists (a misspelt key must not be ignored silently)."""
     unknown = [k for k in mapping if k not in allowed]
     if unknown:
         raise UnknownNameError(f"{where}: {what} has entries for {unknown}, which do not exist; known: "
-                               f"{list(allowed)}")
+                               f"{list(allowed)}{did_you_mean(unknown[0], allowed)}")
 
 
 def per_module(system, value, what, size, where):

@@ -41,12 +41,18 @@ def test_check_reports_dof_constraints_consistency(name, capsys):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_simulate_writes_trajectory_plots_and_animation(name, tmp_path, capsys):
+def test_simulate_writes_trajectory_plots_and_animation(name, tmp_path, capsys, monkeypatch):
+    """Run as the docs say, twice (``--out`` defaults to the system's name: the second run finds the first
+    one's output folder where a path named like the system would be), then ``check`` the same name."""
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / name
     animation = "gif" if name == "fourbar" else "none"     # one animation is enough to pay for here
-    assert main(["simulate", name, "--out", str(out), "--no-progress", "--animation", animation]) == 0
-    captured = capsys.readouterr()
-    assert "compiled and ran the first block" in captured.err
+    for run in range(2):
+        assert main(["simulate", name, "--no-progress", "--animation", "none" if run else animation, "--no-cache"]) == 0
+        captured = capsys.readouterr()
+        assert "compiled and ran the first block" in captured.err
+        assert re.search(r"time: compile \d+\.\d s, simulate \d+\.\d s, write \d+\.\d s", captured.out)
+    assert main(["check", name]) == 0
     spec = read_system_file(example_files()[name]).spec
     data = np.load(out / "trajectory.npz")
     meta = json.loads((out / "trajectory.json").read_text())
@@ -82,7 +88,54 @@ def test_bad_files_name_key_and_line(path):
 
 
 def test_check_command_exits_with_the_located_error(capsys):
-    with pytest.raises(SystemExit) as info:
-        main(["check", str(BAD / "missing_frame.toml")])
-    assert re.search(r"missing_frame\.toml:27: contact\[0\]\.E: module 'arm' has no operational point 'elbow'",
-                     str(info.value.code))
+    assert main(["check", str(BAD / "missing_frame.toml")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"^mrds-jax check: .*missing_frame\.toml:27: contact\[0\]\.E: module 'arm' has no operational "
+                     r"point 'elbow'", err) and len(err.splitlines()) == 1, err
+
+
+def test_misspelt_key_names_the_closest_key():
+    from mrds_jax.sysfile import schema
+    assert schema.keys_at(("module", 0, "link", 1))[:3] == ["name", "parent", "joint"]
+    assert schema.keys_at(("simulation",)) == list(schema.Simulation.model_fields)
+    assert schema.keys_at(("initial", "q")) == []            # a dict of module names, not a table of keys
+
+
+def test_every_plotted_line_has_a_legend_label():
+    """joint_motion.png labels each position coordinate (a ball joint's four quaternion entries apart), the
+    animation each module once."""
+    from mrds_jax.model.mjcf import load_mjcf
+    from mrds_jax.sysfile import EXAMPLES
+    from mrds_jax.sysfile.run import coordinate_names
+    from mrds_jax.viz.animation import _legend_labels
+    system = load_mjcf(EXAMPLES / "fourbar.xml")
+    labels = {name: coordinate_names(m) for name, m in zip(system.module_names, system.modules)}
+    assert labels == {"crank": ["crank_hinge"] + [f"coupler_ball[{i}]" for i in range(4)], "rocker": ["rocker_hinge"]}
+    assert _legend_labels([0, 0, 1, 1, 1], ("crank", "rocker")) == ["crank", None, "rocker", None, None]
+
+
+def test_ready_made_names_and_paths_resolve_without_ambiguity(tmp_path, monkeypatch):
+    """A bare ready-made name is the shipped file even beside a folder of that name (an earlier run's output);
+    a path is a path; a folder or a missing file is a located error with the closest ready-made name."""
+    from mrds_jax.sysfile.cli import resolve
+    examples = example_files()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fourbar").mkdir()
+    (tmp_path / "mine").write_text('name = "mine"\n')
+    assert resolve("fourbar", examples) == examples["fourbar"]
+    assert resolve("mine", examples) == Path("mine") and resolve("./mine", examples) == Path("mine")
+    with pytest.raises(SystemFileError, match=r"^\./fourbar: is a folder, not a system file; for the ready-made "
+                                              r"one write fourbar$"):
+        resolve("./fourbar", examples)
+    with pytest.raises(SystemFileError, match=r"^stewrt\.toml: no such system file .*did you mean 'stewart'\?$"):
+        resolve("stewrt.toml", examples)
+
+
+def test_diverging_simulation_is_a_user_error_at_dt(tmp_path, capsys):
+    """Steps far too long for the motion: the state becomes NaN, reported as one line naming ``[simulation] dt``
+    (exit status 2), not a SimulationError traceback."""
+    path = Path(__file__).parent / "data" / "diverging.toml"
+    assert main(["simulate", str(path), "--out", str(tmp_path / "run"), "--no-progress", "--no-cache"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mrds-jax")]
+    assert len(err) == 1 and re.search(r"diverging\.toml:11: simulation\.dt: the simulation diverged in the block from "
+                                       r"t = 0 s: the state became NaN/inf at step \d+.*; try a smaller dt", err[0]), err

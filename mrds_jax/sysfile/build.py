@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from ..validation import InputError
+from ..validation import InputError, did_you_mean
 from . import schema
 from .locate import key_lines, locate
 
@@ -54,12 +54,47 @@ class Document:
         return p
 
 
-def read_system_file(path):
-    """Parse and validate a system file: a :class:`Document`, or :class:`SystemFileError`."""
-    path = Path(path)
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def schema_message(err):
+    """One pydantic error of the schema in words: the offending value and, for a misspelt key or choice, the
+    closest valid one."""
+    loc = tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        return (f"unknown key {loc[-1]!r} (= {_short(err['input'])})"
+                f"{did_you_mean(loc[-1], schema.keys_at(loc[:-1]))}")
+    if err["type"] == "missing":
+        return f"missing key {loc[-1]!r}"
+    msg = err["msg"].removeprefix("Value error, ")
+    value = _short(err["input"])
+    if value not in msg:
+        msg += f", got {value}"
+    if err["type"] == "literal_error":
+        msg += did_you_mean(err["input"], re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", "")))
+    return msg
+
+
+def _read_text(path):
     if not path.exists():
         raise SystemFileError(path, None, None, "no such system file")
-    text = path.read_text()
+    if path.is_dir():
+        raise SystemFileError(path, None, None, "is a folder, not a system file (a TOML file)")
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise SystemFileError(path, None, None, "is not a text file (a system file is TOML)") from None
+    except OSError as e:
+        raise SystemFileError(path, None, None, f"cannot be read ({e.strerror})") from None
+
+
+def read_system_file(path):
+    """Parse and validate a system file: a :class:`Document`, or :class:`SystemFileError` (one line; further
+    errors of the same file follow on it after "; also")."""
+    path = Path(path)
+    text = _read_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -69,20 +104,11 @@ def read_system_file(path):
     try:
         spec = schema.SystemFile.model_validate(data)
     except ValidationError as e:
-        errors = []
-        for err in e.errors():
-            loc = tuple(err["loc"])
-            line, _ = locate(lines, loc)
-            if err["type"] == "extra_forbidden":
-                msg = f"unknown key {loc[-1]!r}"
-            elif err["type"] == "missing":
-                msg = f"missing key {loc[-1]!r}"
-            else:
-                msg = err["msg"].removeprefix("Value error, ")
-            errors.append(SystemFileError(path, line, key_name(loc), msg))
+        errors = [SystemFileError(path, locate(lines, err["loc"])[0], key_name(err["loc"]), schema_message(err))
+                  for err in e.errors()]
         first = errors[0]
         if len(errors) > 1:
-            first.args = (str(first) + "".join(f"\n  also {x}" for x in errors[1:]),)
+            first.args = (str(first) + "".join(f"; also {x.line}: {x.key}: {x.message}" for x in errors[1:]),)
         raise first from None
     return Document(path, spec, lines)
 
@@ -117,6 +143,18 @@ def _inertia(values):
     raise ValueError(f"inertia needs 3 (diagonal) or 6 (ixx iyy izz ixy ixz iyz) values, got {len(v)}")
 
 
+# phrases of the builder's link errors (mrds_jax.validation.link_description) -> the key of [[module.link]]
+_LINK_PHRASES = (("centre of mass", "com"), ("rotational inertia", "inertia"), ("axis2", "axis2"), ("axis", "axis"),
+                 ("mass", "mass"), ("position", "position"), ("rotation", "rpy"), ("parent", "parent"),
+                 ("joint", "joint"), ("defined twice", "name"))
+
+
+def link_key(message):
+    """The key of a ``[[module.link]]`` table a builder error is about (its line is the one to name)."""
+    about = re.sub(r"^link '[^']*'", "", message)           # not the link's own name ("mass_block")
+    return next((key for phrase, key in _LINK_PHRASES if phrase in about), "name")
+
+
 def _built_module(doc, k, spec):
     from ..model import ModuleBuilder
     if spec.urdf is not None:
@@ -133,7 +171,8 @@ def _built_module(doc, k, spec):
                        position=link.position, rotation=_rotation(link.rpy), mass=link.mass, com=link.com,
                        inertia=_inertia(link.inertia))
         except (KeyError, ValueError) as e:
-            raise doc.error(("module", k, "link", j), str(e).strip("'\"")) from None
+            message = str(e).strip("'\"")
+            raise doc.error(("module", k, "link", j, link_key(message)), message) from None
     for j, frame in enumerate(spec.frame):
         try:
             b.add_frame(frame.name, frame.link, position=frame.position, rotation=_rotation(frame.rpy))
@@ -191,10 +230,11 @@ def _side(doc, path, text, modules):
     if not sep or not module or not frame:
         raise doc.error(path, f"{text!r} is neither 'ground' nor 'module/frame'")
     if module not in modules:
-        raise doc.error(path, f"no module named {module!r} (modules: {sorted(modules)})")
+        raise doc.error(path, f"no module named {module!r} (modules: {sorted(modules)}){did_you_mean(module, modules)}")
     names = modules[module].topology.frame_names
     if frame not in names:
-        raise doc.error(path, f"module {module!r} has no operational point {frame!r} (its points: {list(names)})")
+        raise doc.error(path, f"module {module!r} has no operational point {frame!r} (its points: {list(names)})"
+                              f"{did_you_mean(frame, names)}")
     return (module, frame)
 
 

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .build import SystemFileError, key_name
+from .locate import locate
+
 
 def _errors_and_Bc(system, state):
     """Constraint errors Φ_p, Φ_v and Bᶜ = J H⁻¹ Jᵀ at a state (one compiled program)."""
@@ -77,26 +80,65 @@ def _chunks(n_steps, decimation, n_chunks=20):
     return out
 
 
-class InconsistentInitialState(RuntimeError):
-    """The initial state violates the constraints (the message names the contacts)."""
+class InconsistentInitialState(SystemFileError):
+    """The initial state violates the constraints: names the file, the ``[initial]`` line, the largest position
+    and velocity errors with their contacts, and what to change."""
 
 
-def run_simulation(built, progress=True, stream=None, tol=1e-6):
+def _worst(errors):
+    """(contact, error) of the largest entry of {contact: error}, or (None, 0.0)."""
+    return max(errors.items(), key=lambda item: item[1], default=(None, 0.0))
+
+
+def initial_state_error(built, report, tol=1e-6):
+    """An :class:`InconsistentInitialState` when the initial state of ``report`` (:func:`check_built`) violates
+    a contact by more than ``tol``, else None."""
+    (cp, ep), (cv, ev) = _worst(report["position_error"]), _worst(report["velocity_error"])
+    if ep <= tol and ev <= tol:
+        return None
+    doc = built.document
+    if doc.spec.initial.make_consistent:
+        advice = (f"make_consistent did not close the loops (residuals {built.position_residual:.2g}, "
+                  f"{built.velocity_residual:.2g}): check that the contacts can hold together (their frames, "
+                  "ground_position), or start [initial] q nearer a closed configuration")
+        path = ("initial", "q")
+    else:
+        advice = "set make_consistent = true under [initial], or give q and v that satisfy every contact"
+        path = ("initial", "make_consistent")
+    line, _ = locate(doc.lines, path)
+    return InconsistentInitialState(
+        doc.path, line, key_name(path),
+        f"the initial state violates the contacts: position error {ep:.3g}" + (f" ({cp})" if cp else "") +
+        f", velocity error {ev:.3g}" + (f" ({cv})" if cv else "") + f", more than {tol:g}; {advice}")
+
+
+def checked(built, part, t_start):
+    """``part`` (a block of the run from ``t_start``), or a :class:`SystemFileError` at ``[simulation] dt`` when
+    its state became non-finite: with the file's settings the simulation diverged."""
+    from ..integrate import SimulationError, check_trajectory
+    try:
+        return check_trajectory(part)
+    except SimulationError as e:
+        raise built.document.error(("simulation", "dt"), f"the simulation diverged in the block from t = "
+                                   f"{t_start:.4g} s: {e}; try a smaller dt (or set baumgarte)") from None
+
+
+def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
     """Integrate the built system for ``simulation.duration``: a Trajectory. The initial state is checked
     first (:func:`check_built`, the program ``mrds-jax check`` runs); compilation is its own phase (timed and
-    printed), then a progress bar over the steps, so its ETA is about the work."""
+    printed), then a progress bar over the steps, so its ETA is about the work. ``timings`` (a dict), if
+    given, receives the seconds spent in ``"compile"`` (compiling and running the first block) and
+    ``"simulate"`` (the other blocks)."""
     import jax
     import jax.numpy as jnp
     from tqdm import tqdm
 
     from .. import system as S
-    from ..integrate import Trajectory, check_trajectory
+    from ..integrate import Trajectory
     stream = sys.stderr if stream is None else stream
-    report = check_built(built)
-    bad = {n: e for n, e in {**report["position_error"], **report["velocity_error"]}.items() if not e <= tol}
-    if bad:
-        raise InconsistentInitialState(f"{built.document.path}: the initial state violates contacts {bad} (> {tol:g}); "
-                                       "set [initial] make_consistent = true")
+    error = initial_state_error(built, check_built(built), tol)
+    if error is not None:
+        raise error
     sim = built.document.spec.simulation
     n_steps = max(1, int(round(sim.duration / sim.dt)))
     decimation = min(sim.decimation, n_steps)
@@ -107,12 +149,13 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6):
     t0 = time.perf_counter()
     print(f"compiling the {sum(m.nv for m in built.system.modules)}-coordinate system "
           f"({len(set(blocks))} block size{'s' if len(set(blocks)) > 1 else ''})...", file=stream, flush=True)
-    first = S.simulate(built.system, state, n_steps=blocks[0], t0=t, check=False, **kw)
-    check_trajectory(first)
+    first = checked(built, S.simulate(built.system, state, n_steps=blocks[0], t0=t, check=False, **kw), t)
     jax.block_until_ready(first.q)
     for n in sorted(set(blocks[1:]) - {blocks[0]}):     # compile the last, shorter block too
         S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw)
-    print(f"compiled and ran the first block in {time.perf_counter() - t0:.1f} s", file=stream, flush=True)
+    t_compile = time.perf_counter() - t0
+    print(f"compiled and ran the first block in {t_compile:.1f} s", file=stream, flush=True)
+    t0 = time.perf_counter()
     parts.append(first)
     bar = tqdm(total=n_steps, initial=blocks[0], unit="step", disable=not progress, file=stream,
                desc="simulating")
@@ -120,10 +163,11 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6):
         last = parts[-1]
         state = S.SystemState(tuple(q[-1] for q in last.q), tuple(v[-1] for v in last.v))
         t = float(last.t[-1])
-        parts.append(S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw))
-        check_trajectory(parts[-1])
+        parts.append(checked(built, S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw), t))
         bar.update(n)
     bar.close()
+    if timings is not None:
+        timings.update(compile=t_compile, simulate=time.perf_counter() - t0)
     cat = lambda xs: jnp.concatenate([xs[0]] + [x[1:] for x in xs[1:]])  # noqa: E731  (drop repeated starts)
     n_mod = len(built.system.modules)
     traj = Trajectory(t=cat([p.t for p in parts]), q=tuple(cat([p.q[k] for p in parts]) for k in range(n_mod)),
@@ -132,9 +176,10 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6):
     return traj
 
 
-def write_outputs(built, traj, out, animation=None):
+def write_outputs(built, traj, out, animation=None, viewer=False):
     """trajectory.npz / .json, plots and the animation (as ``[output]`` asks, or ``animation`` = "gif", "mp4",
-    "none" instead); returns (written paths, metadata)."""
+    "none" instead), and with ``viewer`` the browser viewer page ``viewer.html``
+    (:func:`mrds_jax.viz.viewer.viewer_html`); returns (written paths, metadata)."""
     from .. import system as S
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -161,11 +206,26 @@ def write_outputs(built, traj, out, animation=None):
     if spec.output.plots:
         written += plot_trajectory(arrays, system, out)
     animation = animation or spec.output.animation
-    if animation != "none":
+    if animation != "none" or viewer:
         from ..viz import animate, scene
-        written.append(animate(scene(system, traj), out / f"animation.{animation}",
-                               fps=spec.output.fps, title=spec.name))
+        sc = scene(system, traj, forces=viewer, tau=built.tau)    # the run's joint forces for the contact forces
+    if animation != "none":
+        written.append(animate(sc, out / f"animation.{animation}", fps=spec.output.fps, title=spec.name))
+    if viewer:
+        from ..viz.viewer import viewer_html
+        viewer_html(sc, out / "viewer.html", fps=spec.output.fps, title=spec.name)
+        written.append(out / "viewer.html")
     return written, meta
+
+
+def coordinate_names(module):
+    """One label per position coordinate: the joint's name, with an index where a joint has several (a ball
+    joint's quaternion: ``coupler[0]`` ... ``coupler[3]``)."""
+    labels = []
+    for joint, sl in zip(module.topology.joint_names, module.topology.q_slices):
+        n = sl.stop - sl.start
+        labels += [joint] if n == 1 else [f"{joint}[{i}]" for i in range(n)]
+    return labels
 
 
 def plot_trajectory(arrays, system, out):
@@ -175,11 +235,13 @@ def plot_trajectory(arrays, system, out):
     import matplotlib.pyplot as plt
     t = arrays["t"]
     paths = []
-    fig, axes = plt.subplots(len(system.modules), 1, figsize=(7, 2.2 * len(system.modules)), squeeze=False,
+    fig, axes = plt.subplots(len(system.modules), 1, figsize=(9, 2.2 * len(system.modules)), squeeze=False,
                              sharex=True)
-    for ax, name in zip(axes[:, 0], system.module_names):
-        ax.plot(t, arrays[f"q/{name}"])
+    for ax, name, module in zip(axes[:, 0], system.module_names, system.modules):
+        for k, label in enumerate(coordinate_names(module)):
+            ax.plot(t, arrays[f"q/{name}"][:, k], label=label)
         ax.set_ylabel(f"q {name}")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + module.nq // 9)
     axes[-1, 0].set_xlabel("t (s)")
     fig.suptitle("joint motion")
     fig.tight_layout()

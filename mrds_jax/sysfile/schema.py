@@ -5,6 +5,7 @@ SI units (m, rad, kg, s, kg m², m/s², N or N m) or strings with a unit, ``"30 
 a unit of the wrong kind (``dt = "2 kg"``) is an error. Unknown keys are errors (``extra="forbid"``).
 """
 import re
+import typing
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -74,7 +75,7 @@ class Link(Strict):
     pitch: Length = 0.0
     position: _vector(Length, 3) = [0.0, 0.0, 0.0]
     rpy: _vector(Angle, 3) = [0.0, 0.0, 0.0]
-    mass: Mass = 1.0
+    mass: Annotated[Mass, Field(gt=0)] = 1.0
     com: _vector(Length, 3) = [0.0, 0.0, 0.0]
     inertia: Annotated[list[Inertia], Field(min_length=3, max_length=6)] = [1e-3, 1e-3, 1e-3]
 
@@ -174,3 +175,24 @@ class SystemFile(Strict):
     initial: Initial = Initial()
     simulation: Simulation = Simulation()
     output: Output = Output()
+
+
+def _inner(annotation):
+    """The model (or None) an annotation holds: ``Optional[Ckcm]`` → Ckcm, ``list[Link]`` → Link."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for m in map(_inner, typing.get_args(annotation)) if m is not None), None)
+
+
+def keys_at(path):
+    """The key names a table at ``path`` (a located error's path without its last key, e.g.
+    ``("module", 0, "link", 1)``) accepts; empty where ``path`` leads to no table of the schema."""
+    model = SystemFile
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        model = _inner(field.annotation) if field is not None else None
+        if model is None:
+            return []
+    return list(model.model_fields)

@@ -8,6 +8,15 @@ class AnimationError(RuntimeError):
     """The animation cannot be written (e.g. no ffmpeg for MP4); the message says what to do."""
 
 
+def _legend_labels(segment_module, module_names):
+    """The module's name on its first stick, None on the others (one legend entry per module)."""
+    seen, labels = set(), []
+    for k in segment_module:
+        labels.append(None if k in seen else str(module_names[k]))
+        seen.add(k)
+    return labels
+
+
 def animate(scene, path, fps=20, max_frames=200, title=None):
     """Write ``scene`` (a :class:`~mrds_jax.viz.scene.Scene`) as an animation to ``path`` (.gif or .mp4):
     sticks per module in 3-D, contact points, and the time. At most ``max_frames`` frames (evenly spaced)."""
@@ -29,8 +38,10 @@ def animate(scene, path, fps=20, max_frames=200, title=None):
     ax.set(xlim=(lo[0], hi[0]), ylim=(lo[1], hi[1]), zlim=(lo[2], hi[2]), xlabel="x (m)", ylabel="y (m)",
            zlabel="z (m)")
     colors = [f"C{k % 10}" for k in scene.segment_module]
-    lines = [ax.plot([], [], [], "-o", color=c, lw=2, ms=2)[0] for c in colors]
-    dots = ax.plot([], [], [], "kx", ms=6)[0]
+    lines = [ax.plot([], [], [], "-o", color=c, lw=2, ms=2, label=label)[0]
+             for c, label in zip(colors, _legend_labels(scene.segment_module, scene.module_names))]
+    dots = ax.plot([], [], [], "kx", ms=6, label="contact points" if scene.points.shape[1] else None)[0]
+    ax.legend(loc="upper left", fontsize=7)
     label = ax.set_title(title or "")
 
     def draw(i):

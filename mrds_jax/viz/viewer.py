@@ -138,17 +138,42 @@ def find_browser():
     return None
 
 
-def screenshot(html_path, png_path, size=(900, 700), wait_ms=6000, browser=None):
-    """Render ``html_path`` in a headless Chromium (software WebGL) and save a PNG; returns its path."""
+# a fresh profile and no background traffic: the browser talks to nothing but the page it renders
+HEADLESS_FLAGS = ("--headless", "--no-sandbox", "--no-first-run", "--disable-quic", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--hide-scrollbars")
+WEBGL_FLAGS = ("--use-angle=swiftshader", "--enable-unsafe-swiftshader")     # software WebGL for the viewer
+NO_GPU_FLAGS = ("--disable-gpu",)
+
+
+def run_browser(args, browser=None, webgl=True, timeout=120):
+    """Run a headless Chromium with ``args`` (after :data:`HEADLESS_FLAGS` and a fresh temporary profile):
+    the CompletedProcess."""
+    import tempfile
     browser = browser or find_browser()
     if browser is None:
         raise ViewerError("no headless browser found: apt-get install chromium-headless-shell (or chromium)")
+    with tempfile.TemporaryDirectory(prefix="mrds_jax_chromium_") as profile:
+        cmd = [browser, *HEADLESS_FLAGS, *(WEBGL_FLAGS if webgl else NO_GPU_FLAGS), f"--user-data-dir={profile}",
+               *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def screenshot(html_path, png_path, size=(900, 700), wait_ms=6000, browser=None, webgl=True):
+    """Render ``html_path`` in a headless Chromium (software WebGL; ``webgl=False`` for plain pages) and save a
+    PNG; returns its path."""
     png_path = Path(png_path).resolve()
     png_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [browser, "--headless", "--no-sandbox", "--hide-scrollbars", "--use-angle=swiftshader",
-           "--enable-unsafe-swiftshader", f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={wait_ms}",
-           f"--screenshot={png_path}", Path(html_path).resolve().as_uri()]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    run = run_browser([f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={wait_ms}",
+                       f"--screenshot={png_path}", Path(html_path).resolve().as_uri()], browser, webgl)
     if run.returncode != 0 or not png_path.exists():
-        raise ViewerError(f"{browser} failed (exit {run.returncode}): {run.stderr[-2000:]}")
+        raise ViewerError(f"the browser failed (exit {run.returncode}): {run.stderr[-2000:]}")
     return png_path
+
+
+def rendered_dom(html_path, wait_ms=8000, browser=None):
+    """The DOM of ``html_path`` after its scripts ran for ``wait_ms`` of virtual time (e.g. MathJax), as HTML."""
+    run = run_browser([f"--virtual-time-budget={wait_ms}", "--dump-dom", Path(html_path).resolve().as_uri()],
+                      browser, webgl=False)
+    if run.returncode != 0 or "<html" not in run.stdout:
+        raise ViewerError(f"the browser failed (exit {run.returncode}): {run.stderr[-2000:]}")
+    return run.stdout

@@ -146,12 +146,15 @@ def plot_history(result: DesignResult, path=None):
     h = {k: np.asarray(v) for k, v in result.history.items()}
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
     steps = np.arange(len(h["objective"]))
-    ax[0].plot(steps, h["objective"], lw=1)
+    starts = [f"start {k}" for k in range(np.shape(h["objective"])[1])] if np.ndim(h["objective"]) == 2 else "start"
+    ax[0].plot(steps, h["objective"], lw=1, label=starts)
+    ax[0].legend(fontsize=8)
     ax[0].set(xlabel="step", ylabel=f"{result.problem['demand']} / start", title="objective")
-    ax[1].semilogy(steps, np.maximum(h["violation"], 1e-6), lw=1)
+    ax[1].semilogy(steps, np.maximum(h["violation"], 1e-6), lw=1, label=starts)
+    ax[1].legend(fontsize=8)
     ax[1].axhline(1e-6, color="k", lw=0.5)
     ax[1].set(xlabel="step", ylabel="max(g, 1e-6)", title="constraint violation (scaled; ≤ 0 feasible)")
-    ax[2].plot(steps, h["peak_force"], lw=1)
+    ax[2].plot(steps, h["peak_force"], lw=1, label=starts)
     ax[2].axhline(result.after["peak_force"], color="k", ls="--", lw=0.8, label="best feasible")
     ax[2].set(xlabel="step", ylabel="N", title="peak actuator force")
     ax[2].legend()
