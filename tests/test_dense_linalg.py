@@ -111,3 +111,31 @@ def test_vmapped_code_has_no_lapack_call_and_matches(n):
 def test_lowering_check_sees_lapack():
     a = jnp.eye(6)[None] + jnp.zeros((4, 6, 6))
     assert LAPACK.search(jax.jit(jax.vmap(jnp.linalg.solve)).lower(a, a[..., 0]).as_text())
+
+
+# ----------------------------------------------------------------------------- spatial.linalg (SPD solves)
+@pytest.mark.parametrize("n", [3, 12, 13, 18, 30, 49])     # unrolled, 2x2 blocked (13-48), fori_loop (49)
+def test_cholesky_and_spd_solve_equal_numpy(n):
+    from mrds_jax.spatial import linalg
+    rng = np.random.default_rng(n)
+    M = matrix_with_condition(rng, n, 1e3)
+    A = M @ M.T                                              # condition number 1e6
+    B = rng.standard_normal((n, 4))
+    L = np.asarray(jax.jit(linalg.cholesky)(jnp.asarray(np.tril(A) + np.triu(rng.standard_normal((n, n)), 1))))
+    np.testing.assert_allclose(L, np.linalg.cholesky(A), rtol=0, atol=1e-9 * np.abs(L).max())   # upper ignored
+    for lower, T in ((True, L), (False, L.T)):
+        X = np.asarray(jax.jit(linalg.triangular_solve, static_argnums=2)(jnp.asarray(L), jnp.asarray(B), lower))
+        np.testing.assert_allclose(T @ X, B, rtol=0, atol=1e-10 * np.abs(B).max() * np.abs(X).max())
+    X = np.asarray(jax.jit(jax.vmap(linalg.spd_solve, in_axes=(None, 1), out_axes=1))(jnp.asarray(A), jnp.asarray(B)))
+    ref = np.linalg.solve(A, B)
+    np.testing.assert_allclose(X, ref, rtol=0, atol=1e6 * EPS * 100 * np.abs(ref).max())
+
+
+def test_blocked_spd_solve_gradient_equals_central_differences():
+    from mrds_jax.spatial import linalg
+    rng = np.random.default_rng(18)
+    M = rng.standard_normal((18, 18))
+    A = jnp.asarray(M @ M.T + 18 * np.eye(18))
+    b = jnp.asarray(rng.standard_normal(18))
+    check_grads(lambda A, b: linalg.spd_solve(0.5 * (A + A.T), b), (A, b), order=1, modes=("fwd", "rev"),
+                atol=1e-6, rtol=1e-6)
