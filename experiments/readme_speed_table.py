@@ -5,9 +5,12 @@
 not). The rows are picked by their labels (engine, dtype, integrator, path) from every ``##`` section of
 ``bench_engine_jax<version>.md`` whose table has those columns, so sections and rows added to the benchmark files
 appear without a change here. ``tests/test_readme.py`` checks that the README's table is what this script
-produces from the committed files.
+produces from the committed files. The date of each measurement is the ISO date in the file's header if it has
+one, else the date the file was last committed (or, while it is changed and not committed, written): regenerate
+the table after committing new benchmark files if the day changed in between.
 """
 import argparse
+import datetime
 import re
 import subprocess
 import sys
@@ -78,17 +81,23 @@ def jax_version(text, path):
     return found.group(1) if found else "?"
 
 
+def _git(args, root):
+    """stdout of a git command in ``root`` ('' when git is missing or fails)."""
+    try:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def measured_on(text, path, root=ROOT):
-    """The date of the measurement: an ISO date in the file's header, else the date its last commit was made."""
+    """The date of the measurement: an ISO date in the file's first lines; else, for a file changed since the last
+    commit (just regenerated), its modification date; else the date of the last commit that changed it."""
     found = re.search(r"\b(20\d\d-\d\d-\d\d)\b", "\n".join(text.splitlines()[:4]))
     if found:
         return found.group(1)
-    try:
-        log = subprocess.run(["git", "log", "-1", "--format=%cs", "--", str(path)], cwd=root, capture_output=True,
-                             text=True, timeout=30)
-        return log.stdout.strip() or "not committed"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown date"
+    if _git(["status", "--porcelain", "--", str(path)], root):
+        return datetime.date.fromtimestamp((Path(root) / path).stat().st_mtime).isoformat()
+    return _git(["log", "-1", "--format=%cs", "--", str(path)], root) or "unknown date"
 
 
 def benchmark_rows(text):

@@ -126,7 +126,7 @@ x86_64, 2 cores, jax 0.11.0, mujoco 4.0.0; XLA_FLAGS ''; load average before: 0.
 
 def test_speed_table_picks_rows_by_label_in_every_section(tmp_path):
     (tmp_path / "a.md").write_text(BENCH)
-    (tmp_path / "b.md").write_text(BENCH.replace("jax 0.11.0", "jax 0.9.2").replace("4e+05", "3e+05"))
+    (tmp_path / "b.md").write_text(BENCH.replace("jax 0.11.0", "jax 0.9.2 (2026-12-01)").replace("4e+05", "3e+05"))
     out = table.speed_table(("a.md", "b.md"), root=tmp_path)
     rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert rows == [
@@ -137,6 +137,7 @@ def test_speed_table_picks_rows_by_label_in_every_section(tmp_path):
         "| 0.10 | 12.0 | 12.0 |"]
     assert "steps/s (jax 0.11.0) | steps/s (jax 0.9.2)" in out and "x86_64, 2 cores" in out
     assert "Dual-arm grasp, batch 1024" in out and "load average 0.50" in out
+    assert "load average 0.50, 2026-12-01 (`b.md`)" in out          # a date in the file's header wins
 
 
 def test_speed_table_is_replaced_between_the_markers_only():
