@@ -4,6 +4,7 @@ tracker and no paths outside the repository, its test command the one CI runs, i
 it and in ``docs/getting_started.md`` is one the command line accepts (parsed, not run)."""
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -78,6 +79,17 @@ def test_readme_shows_the_main_job_and_links_the_docs():
     for page in re.findall(r"\]\((docs/[^)#]+)", README):
         assert (ROOT / page).exists(), page
     assert re.search(r"!\[[^\]]+\]\((docs/[^)]+\.png)\)", README)
+
+
+def test_readme_example_runs_and_closes_its_loop():
+    """The README's Python example, run as a reader would (a fresh interpreter): the loop gap and the energy
+    drift it prints are small."""
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    assert len(blocks) == 1 and len(blocks[0].splitlines()) <= 20
+    run = subprocess.run([sys.executable, "-c", blocks[0]], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    gap, drift = (float(x) for x in run.stdout.split())
+    assert gap < 1e-8 and abs(drift) < 1e-6, (gap, drift)
 
 
 def test_readme_speed_table_is_the_generated_one():
