@@ -239,7 +239,8 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def main(argv=None):
+def build_parser():
+    """The ``mrds-jax`` argument parser with every subcommand (parsing runs nothing)."""
     parser = OneLineParser(prog="mrds-jax", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     p = sub.add_parser("dynamics", help="batched rigid-tree dynamics of a robot, with cross-checks")
@@ -280,7 +281,11 @@ def main(argv=None):
     _cache_options(p)
     p.set_defaults(func=cmd_simulate)
     sysfile_cli.register(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except InputError as e:         # a user error: one line, no traceback

@@ -8,3 +8,4 @@ from .kinematics import (forward_kinematics, frame_acceleration, frame_bias_acce
                          frame_placement, frame_velocity, link_accelerations, task_jacobian)
 from .operational import (cross_space_inertia, inverse_osim, open_chain_accelerations, relative_jacobian)
 from .rnea import generalized_gravity, nonlinear_effects, rnea
+from . import energy_module, tree_module  # noqa: F401,E402  (pair EnergyModule and the rigid tree with the contract)

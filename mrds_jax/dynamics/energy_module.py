@@ -1,5 +1,5 @@
-"""A module given by its energies (DESIGN.md layer 3: "a Lagrangian module whose H, C, G, J come from
-``jax`` autodiff"), implementing the module interface (:mod:`.interface`) — the proof that a module need
+"""A module given by its energies (a Lagrangian module whose H, C, G, J come from ``jax`` autodiff),
+implementing the module contract (:class:`.interface.ModuleContract`) — the proof that a module need
 not be a rigid tree, and the base for modules such as flexible links by assumed modes (Bonaventura
 Appendix A), whose kinetic energy is ½ q̇ᵀ H(q) q̇ and whose potential includes the elastic energy.
 
@@ -15,7 +15,10 @@ The user supplies, as functions of a parameter pytree and q (nq = nv: no quatern
 * optionally ``jacobians(params, q)`` → (n, 6, nv) world-aligned Jacobians of the points, when the module's
   contact kinematics deliberately uses a Jacobian that is not the derivative of ``points`` (Bonaventura
   Ch. 8.1's intermediate linearisation level, :mod:`mrds_jax.flexible`); J̇v is then the derivative of
-  that J(q) v. Without it J is the derivative of the placements, as below.
+  that J(q) v. Without it J is the derivative of the placements, as below;
+* optionally ``momentum(params, q, v)`` → the module's total spatial momentum [angular about the world origin;
+  linear] (6,), world axes (H and V do not determine it); without it ``spatial_momentum`` (and so
+  ``system.total_momentum``) raises an error that says so.
 
 Everything else follows from Lagrange's equations H q̈ + b(q, v) = τ with
     b = Ḣ v − ∂T/∂q + ∂V/∂q,   Ḣ v = (∂H/∂q · v) v           (Coriolis, centrifugal and potential forces)
@@ -52,6 +55,7 @@ class EnergyModule:
     planar: bool = static(default=False)
     bias: Callable = static(default=None)
     jacobians: Callable = static(default=None)
+    momentum: Callable = static(default=None)
 
     @property
     def nq(self):
@@ -114,65 +118,67 @@ def lagrange_bias(module, q, v):
     return matmul(Hdot, v) - dT + dV
 
 
-@interface.module_terms.register(EnergyModule)
-def module_terms(module, q, v, tau, points, method="direct"):
-    """Step 2 (Table 18) from H, b and the point kinematics (module docstring); ``method`` is ignored (the
-    closed form is the only route)."""
-    rows = task_slice(module.task_dim)
-    H = module.mass_matrix(module.params, q)
-    J6 = _jacobians(module, q, points)
-    J = J6[:, rows].reshape(-1, module.nv)
-    X = spd_solve(H, jnp.concatenate([(tau - _bias(module, q, v))[:, None], J.T], axis=1))
-    qdd, Psi = X[:, 0], X[:, 1:]
-    R, p = _placements(module, q, points)
-    xd = matmul(J6, v)
-    return interface.ModuleTerms(qdd, R, p, xd, matmul(J6, qdd) + _jdot_v(module, q, v, points), Psi, matmul(J, Psi))
+class EnergyModuleDynamics(interface.ModuleContract):
+    """The contract's methods for :class:`EnergyModule` (``self`` is the module), paired with it by
+    :func:`.interface.implement` below (the class's own field ``mass_matrix`` is the user's function H(params, q),
+    so the contract lives beside it rather than in it)."""
+
+    def module_terms(self, q, v, tau, points, method="direct"):
+        """Step 2 (Table 18) from H, b and the point kinematics (module docstring); ``method`` is ignored (the
+        closed form is the only route)."""
+        rows = task_slice(self.task_dim)
+        H = self.mass_matrix(self.params, q)
+        J6 = _jacobians(self, q, points)
+        J = J6[:, rows].reshape(-1, self.nv)
+        X = spd_solve(H, jnp.concatenate([(tau - _bias(self, q, v))[:, None], J.T], axis=1))
+        qdd, Psi = X[:, 0], X[:, 1:]
+        R, p = _placements(self, q, points)
+        xd = matmul(J6, v)
+        return interface.ModuleTerms(qdd, R, p, xd, matmul(J6, qdd) + _jdot_v(self, q, v, points), Psi,
+                                     matmul(J, Psi))
+
+    def open_chain_acceleration(self, q, v, tau):
+        return spd_solve(self.mass_matrix(self.params, q), tau - _bias(self, q, v))
+
+    def inverse_dynamics(self, q, v, qdd):
+        return matmul(self.mass_matrix(self.params, q), qdd) + _bias(self, q, v)
+
+    def point_motion(self, q, v, points):
+        R, p = _placements(self, q, points)
+        return interface.PointMotion(R, p, matmul(_jacobians(self, q, points), v))
+
+    def point_jacobians(self, q, points):
+        return _jacobians(self, q, points)
+
+    def reference_terms(self, q, v, points):
+        R, p = _placements(self, q, points)
+        J6 = _jacobians(self, q, points)
+        return interface.ReferenceTerms(self.mass_matrix(self.params, q), _bias(self, q, v), R, p, matmul(J6, v),
+                                        _jdot_v(self, q, v, points), J6[:, task_slice(self.task_dim)])
+
+    def mass_matrix(self, q):
+        return self.mass_matrix(self.params, q)
+
+    def kinetic_energy(self, q, v):
+        return 0.5 * matmul(v, matmul(self.mass_matrix(self.params, q), v))
+
+    def potential_energy(self, q):
+        return self.potential(self.params, q)
+
+    def spatial_momentum(self, q, v):
+        if self.momentum is None:
+            raise TypeError("spatial_momentum: this EnergyModule was built without a momentum function (H(q) and "
+                            "V(q) do not determine it); pass momentum=f(params, q, v) -> [angular; linear]")
+        return self.momentum(self.params, q, v)
+
+    def configuration_derivative(self, q, v):
+        return v
+
+    def integrate_configuration(self, q, v, dt):
+        return q + v * dt
+
+    def normalize_configuration(self, q):
+        return q
 
 
-@interface.open_chain_acceleration.register(EnergyModule)
-def open_chain_acceleration(module, q, v, tau):
-    return spd_solve(module.mass_matrix(module.params, q), tau - _bias(module, q, v))
-
-
-@interface.inverse_dynamics.register(EnergyModule)
-def inverse_dynamics(module, q, v, qdd):
-    return matmul(module.mass_matrix(module.params, q), qdd) + _bias(module, q, v)
-
-
-@interface.point_motion.register(EnergyModule)
-def point_motion(module, q, v, points):
-    R, p = _placements(module, q, points)
-    return interface.PointMotion(R, p, matmul(_jacobians(module, q, points), v))
-
-
-@interface.point_jacobians.register(EnergyModule)
-def point_jacobians(module, q, points):
-    return _jacobians(module, q, points)
-
-
-@interface.reference_terms.register(EnergyModule)
-def reference_terms(module, q, v, points):
-    R, p = _placements(module, q, points)
-    J6 = _jacobians(module, q, points)
-    return interface.ReferenceTerms(module.mass_matrix(module.params, q), _bias(module, q, v), R, p,
-                                    matmul(J6, v), _jdot_v(module, q, v, points), J6[:, task_slice(module.task_dim)])
-
-
-@interface.mass_matrix.register(EnergyModule)
-def mass_matrix(module, q):
-    return module.mass_matrix(module.params, q)
-
-
-@interface.kinetic_energy.register(EnergyModule)
-def kinetic_energy(module, q, v):
-    return 0.5 * matmul(v, matmul(module.mass_matrix(module.params, q), v))
-
-
-@interface.potential_energy.register(EnergyModule)
-def potential_energy(module, q):
-    return module.potential(module.params, q)
-
-
-interface.configuration_derivative.register(EnergyModule)(lambda module, q, v: v)
-interface.integrate_configuration.register(EnergyModule)(lambda module, q, v, dt: q + v * dt)
-interface.normalize_configuration.register(EnergyModule)(lambda module, q: q)
+interface.implement(EnergyModule, EnergyModuleDynamics)

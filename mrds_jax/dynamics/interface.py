@@ -5,12 +5,23 @@ The system layer (Steps 3-4, :mod:`mrds_jax.system`), Lilly & Orin's fast path, 
 force elements, the integrators and the energy diagnostics call only the functions below; they never look
 inside a module. A rigid tree (:class:`mrds_jax.model.Module`, implemented in :mod:`.tree_module` by the
 recursions of this package) is one kind of module; a flexible link by assumed modes or a module given by its
-energies (:mod:`.energy_module`) is another, plugged in by registering its own implementations::
+energies (:mod:`.energy_module`) is another.
 
-    from mrds_jax.dynamics import interface as mi
+The contract is the abstract class :class:`ModuleContract`: one method per question. A new module type either
+subclasses it and defines every method (Python then refuses to construct an instance while one is missing, and
+names it), or is paired with a subclass that implements the methods for it, with ``self`` the module
+(``implement(MyModule, MyModuleDynamics)``, which refuses an implementation with a missing method and names it)::
 
-    @mi.module_terms.register(MyModule)
-    def _(module, q, v, tau, points, method="direct"): ...
+    from mrds_jax.dynamics.interface import ModuleContract
+
+    @pytree_dataclass
+    class MyModule(ModuleContract):
+        ...
+        def module_terms(self, q, v, tau, points, method="direct"): ...
+
+The generic functions of the same names (``module_terms(module, q, v, tau, points)``, ...) are what the system
+layer calls; ``build_system`` refuses a module whose type implements no contract or lacks one of the
+attributes below, naming what is missing, before anything is traced.
 
 A module type must
 
@@ -20,17 +31,20 @@ A module type must
 * have the attributes ``nq`` and ``nv`` (ints), ``task_dim`` (6, or 3 for planar modules whose task space
   is [ω_z, v_x, v_y], Bonaventura footnote 19), ``frame_names`` (its operational points) and a method
   ``frame_index(name)`` raising KeyError/IndexError for an unknown point;
-* register implementations of the generic functions below. The first seven (``REQUIRED``) are needed by the
-  dynamics; the energies and configuration functions by the diagnostics and the integrators.
+* implement every method of :class:`ModuleContract`: the Step 2 questions of the dynamics, the energies and
+  momentum of the diagnostics, and the configuration functions of the integrators.
 
 Conventions: spatial vectors [angular; linear]; point velocities ẋ = [ω; ṗ] and accelerations in world axes
 ("world_aligned"); classical accelerations ẍ = J q̈ + J̇ v (notes §0.3); ``points`` is a tuple of operational
 point names; task-space quantities have d = ``task_dim`` rows per point.
 """
+import abc
 import functools
 from typing import NamedTuple
 
 import jax.numpy as jnp
+
+from ..model.tree import task_slice
 
 
 class ModuleTerms(NamedTuple):
@@ -62,98 +76,133 @@ class ReferenceTerms(NamedTuple):
     J: jnp.ndarray          # (n, d, nv) task-row Jacobians, world axes
 
 
-def _generic(fn):
-    """A singledispatch generic function whose default raises a TypeError naming the module type."""
+class ModuleContract(abc.ABC):
+    """Every question the system layer, the diagnostics and the integrators ask of a module (module docstring).
+    ``self`` is the module; besides these methods a module has ``nq``, ``nv``, ``task_dim``, ``frame_names``
+    and ``frame_index(name)`` (:data:`ATTRIBUTES`)."""
+
+    @abc.abstractmethod
+    def module_terms(self, q, v, tau, points, method="direct"):
+        """Step 2 (Table 18) for the contact points ``points``: :class:`ModuleTerms`. ``tau``: the module's
+        generalized forces (nv,); ``method``: "direct" or "recursive" where the module type has both routes."""
+
+    @abc.abstractmethod
+    def open_chain_acceleration(self, q, v, tau):
+        """q̈ of a module with no contact (eq. 68: H⁻¹(τ − C v − G))."""
+
+    @abc.abstractmethod
+    def inverse_dynamics(self, q, v, qdd):
+        """τ = H q̈ + C v + G: the generalized forces that produce ``qdd`` without contact forces."""
+
+    @abc.abstractmethod
+    def point_motion(self, q, v, points):
+        """:class:`PointMotion` of the operational points ``points`` (kinematics only)."""
+
+    @abc.abstractmethod
+    def point_jacobians(self, q, points):
+        """World-aligned 6-D Jacobians of the operational points, (n, 6, nv): ẋ_i = J_i v."""
+
+    @abc.abstractmethod
+    def reference_terms(self, q, v, points):
+        """:class:`ReferenceTerms` of a module used as Lilly & Orin's reference member."""
+
+    @abc.abstractmethod
+    def mass_matrix(self, q):
+        """H(q), the joint-space inertia matrix (nv x nv)."""
+
+    @abc.abstractmethod
+    def kinetic_energy(self, q, v):
+        """Kinetic energy."""
+
+    @abc.abstractmethod
+    def potential_energy(self, q):
+        """Potential energy (gravity, and internal elastic energy where the module has one)."""
+
+    @abc.abstractmethod
+    def spatial_momentum(self, q, v):
+        """Total spatial momentum [angular about the world origin; linear], world axes."""
+
+    @abc.abstractmethod
+    def configuration_derivative(self, q, v):
+        """q̇(q, v)."""
+
+    @abc.abstractmethod
+    def integrate_configuration(self, q, v, dt):
+        """q(t + dt) for a constant v."""
+
+    @abc.abstractmethod
+    def normalize_configuration(self, q):
+        """q projected back onto the configuration manifold (unit quaternions); identity where there is none."""
+
+
+METHODS = tuple(sorted(ModuleContract.__abstractmethods__))
+ATTRIBUTES = ("nq", "nv", "task_dim", "frame_names", "frame_index")
+
+
+def _generic(name):
+    """The generic function ``name(module, ...)``: the module type's implementation of the contract method, or a
+    TypeError naming the module type when it has none."""
     @functools.singledispatch
-    @functools.wraps(fn)
     def generic(module, *args, **kwargs):
-        raise TypeError(f"{fn.__name__}: {type(module).__name__} does not implement the module interface "
-                        f"(register an implementation with mrds_jax.dynamics.interface.{fn.__name__}.register)")
+        raise TypeError(f"{name}: {type(module).__name__} does not implement the module interface (subclass "
+                        "mrds_jax.dynamics.interface.ModuleContract, or pair the type with an implementation by "
+                        "mrds_jax.dynamics.interface.implement)")
+
+    generic.register(ModuleContract)(lambda module, *args, **kwargs: getattr(module, name)(*args, **kwargs))
+    generic.__name__ = generic.__qualname__ = name
+    generic.__doc__ = getattr(ModuleContract, name).__doc__
     return generic
 
 
-@_generic
-def module_terms(module, q, v, tau, points, method="direct"):
-    """Step 2 (Table 18) for the contact points ``points``: :class:`ModuleTerms`. ``tau``: the module's
-    generalized forces (nv,); ``method``: "direct" or "recursive" where the module type has both routes."""
+GENERICS = {name: _generic(name) for name in METHODS}
+module_terms = GENERICS["module_terms"]
+open_chain_acceleration = GENERICS["open_chain_acceleration"]
+inverse_dynamics = GENERICS["inverse_dynamics"]
+point_motion = GENERICS["point_motion"]
+point_jacobians = GENERICS["point_jacobians"]
+reference_terms = GENERICS["reference_terms"]
+mass_matrix = GENERICS["mass_matrix"]
+kinetic_energy = GENERICS["kinetic_energy"]
+potential_energy = GENERICS["potential_energy"]
+spatial_momentum = GENERICS["spatial_momentum"]
+configuration_derivative = GENERICS["configuration_derivative"]
+integrate_configuration = GENERICS["integrate_configuration"]
+normalize_configuration = GENERICS["normalize_configuration"]
 
 
-@_generic
-def open_chain_acceleration(module, q, v, tau):
-    """q̈ of a module with no contact (eq. 68: H⁻¹(τ − C v − G))."""
+def missing_methods(implementation):
+    """The contract methods that the class ``implementation`` leaves unimplemented (sorted names)."""
+    if not (isinstance(implementation, type) and issubclass(implementation, ModuleContract)):
+        return list(METHODS)
+    return sorted(implementation.__abstractmethods__)
 
 
-@_generic
-def inverse_dynamics(module, q, v, qdd):
-    """τ = H q̈ + C v + G: the generalized forces that produce ``qdd`` without contact forces."""
+def implement(module_type, implementation):
+    """Pair ``module_type`` with ``implementation``, a subclass of :class:`ModuleContract` whose methods answer
+    the contract with ``self`` a ``module_type`` instance (the way a type defined in a lower layer, such as the
+    rigid tree :class:`mrds_jax.model.Module`, gets its dynamics). Refuses an implementation that leaves a method
+    out, naming it."""
+    missing = missing_methods(implementation)
+    if missing:
+        raise TypeError(f"{getattr(implementation, '__name__', implementation)!s} cannot implement the module "
+                        f"contract for {module_type.__name__}: missing {', '.join(missing)}")
+    for name, generic in GENERICS.items():
+        generic.register(module_type)(getattr(implementation, name))
+    return implementation
 
 
-@_generic
-def point_motion(module, q, v, points):
-    """:class:`PointMotion` of the operational points ``points`` (kinematics only)."""
+def implements_interface(module):
+    """True when ``module``'s type implements the contract (a :class:`ModuleContract` subclass, or paired with an
+    implementation by :func:`implement`)."""
+    return all(g.dispatch(type(module)) is not g.dispatch(object) for g in GENERICS.values())
 
 
-@_generic
-def point_jacobians(module, q, points):
-    """World-aligned 6-D Jacobians of the operational points, (n, 6, nv): ẋ_i = J_i v."""
-
-
-@_generic
-def reference_terms(module, q, v, points):
-    """:class:`ReferenceTerms` of a module used as Lilly & Orin's reference member."""
-
-
-@_generic
-def mass_matrix(module, q):
-    """H(q), the joint-space inertia matrix (nv x nv)."""
-
-
-@_generic
-def kinetic_energy(module, q, v):
-    """Kinetic energy."""
-
-
-@_generic
-def potential_energy(module, q):
-    """Potential energy (gravity, and internal elastic energy where the module has one)."""
-
-
-@_generic
-def spatial_momentum(module, q, v):
-    """Total spatial momentum [angular about the world origin; linear], world axes."""
-
-
-@_generic
-def configuration_derivative(module, q, v):
-    """q̇(q, v)."""
-
-
-@_generic
-def integrate_configuration(module, q, v, dt):
-    """q(t + dt) for a constant v."""
-
-
-@_generic
-def normalize_configuration(module, q):
-    """q projected back onto the configuration manifold (unit quaternions); identity where there is none."""
+def missing_attributes(module):
+    """The attributes of :data:`ATTRIBUTES` that ``module`` lacks."""
+    return [name for name in ATTRIBUTES if not hasattr(module, name)]
 
 
 def task_jacobian(module, q, points):
     """The points' task-space Jacobians stacked, (n·d, nv), d = ``module.task_dim`` rows each
     (:func:`point_jacobians` restricted to the task rows)."""
-    from ..model.tree import task_slice
     return point_jacobians(module, q, points)[:, task_slice(module.task_dim)].reshape(-1, module.nv)
-
-
-REQUIRED = (module_terms, open_chain_acceleration, inverse_dynamics, point_motion, point_jacobians, reference_terms,
-            mass_matrix)
-ALL = REQUIRED + (mass_matrix, kinetic_energy, potential_energy, spatial_momentum, configuration_derivative,
-                  integrate_configuration, normalize_configuration)
-
-
-def implements_interface(module):
-    """True when ``module``'s type has implementations of the required generic functions."""
-    return all(f.dispatch(type(module)) is not f.dispatch(object) for f in REQUIRED)
-
-
-from . import energy_module, tree_module  # noqa: E402,F401  (register EnergyModule and the rigid tree, Module)

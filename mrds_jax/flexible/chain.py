@@ -176,6 +176,21 @@ class ChainPotential:
         return V - jnp.sum(m * (pos @ params["gravity"]))
 
 
+@dataclasses.dataclass(frozen=True)
+class ChainMomentum:
+    """Spatial momentum [angular about the world origin; linear], world axes, of the mass points (the kinetic
+    energy's ½ Σ m_g |ṙ_g|²): Σ m_g [r_g × ṙ_g; ṙ_g], in the plane (only the angular z and linear x, y rows)."""
+    layout: ChainLayout
+
+    def __call__(self, params, q, v):
+        r, rd = jax.jvp(lambda x: _mass_positions(self.layout, params, x), (q,), (v,))
+        m = _point_masses(self.layout, params, q.dtype)
+        angular = jnp.sum(m * (r[:, 0] * rd[:, 1] - r[:, 1] * rd[:, 0]))
+        linear = jnp.einsum("p,pa->a", m, rd)
+        zero = jnp.zeros_like(angular)
+        return jnp.stack([zero, zero, angular, linear[0], linear[1], zero])
+
+
 def _frame(angle, p2):
     return rot_z(angle), jnp.concatenate([p2, jnp.zeros((1,), p2.dtype)])
 
@@ -247,7 +262,8 @@ def flexible_chain(lengths, n_modes=2, rho=TABLE_22["rho"], EI=TABLE_22["EI"], t
                   base=jnp.asarray(base), gravity=jnp.asarray(np.asarray(gravity, dtype=float).reshape(2)))
     jacobians = ChainFirstOrderJacobians(layout) if kinematics == "first_order_jacobian" else None
     return EnergyModule(params, ChainMassMatrix(layout), ChainPotential(layout), ChainPoints(layout),
-                        layout.frame_names, nv=layout.nv, planar=True, bias=ChainBias(layout), jacobians=jacobians)
+                        layout.frame_names, nv=layout.nv, planar=True, bias=ChainBias(layout), jacobians=jacobians,
+                        momentum=ChainMomentum(layout))
 
 
 def chain_layout(module):

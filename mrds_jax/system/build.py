@@ -13,7 +13,7 @@ import numpy as np
 
 from ..console import check_precision
 from ..contacts.model import Contact, ContactError, validate_contact
-from ..dynamics.interface import implements_interface
+from ..dynamics.interface import implements_interface, missing_attributes
 from ..pytree import pytree_dataclass, static
 from ..validation import InputError
 
@@ -140,8 +140,11 @@ def build_system(modules, contacts, names=None):
         raise SystemError(f"module names must be unique, one per module; got {names}")
     for name, m in zip(names, modules):
         if not implements_interface(m):
-            raise SystemError(f"module {name!r} is not a module (got {type(m).__name__}: neither a "
-                              "mrds_jax.model.Module nor a type registered with mrds_jax.dynamics.interface)")
+            raise SystemError(f"module {name!r} is not a module (got {type(m).__name__}: its type implements no "
+                              "mrds_jax.dynamics.interface.ModuleContract)")
+        if missing_attributes(m):
+            raise SystemError(f"module {name!r} ({type(m).__name__}) lacks the module attribute(s) "
+                              f"{', '.join(missing_attributes(m))} that the module contract asks for")
     dims = {m.task_dim for m in modules}
     if len(dims) > 1:
         raise SystemError("all modules of a system must share one task space: mixing planar and spatial modules "
