@@ -156,7 +156,7 @@ def main(argv=None):
     out()
     out(f"{platform.processor() or platform.machine()}, {cores} cores, jax {jax.__version__}, "
         f"mujoco {mujoco.__version__}; XLA_FLAGS {os.environ.get('XLA_FLAGS', '')!r} (mrds_jax backend flags: "
-        f"{mrds_jax.BACKEND_FLAGS}); load average before: {os.getloadavg()[0]:.2f}")
+        f"{mrds_jax.BACKEND_FLAGS}); load average before: {os.getloadavg()[0]:.2f}; date {time.strftime('%Y-%m-%d')}")
     out()
     mj = mujoco_steps_per_s()
     out(f"## Stewart platform, batch {a.batch}, {STEPS}-step rollout, dt = 1 ms")

@@ -15,9 +15,7 @@ deadlocks in those on 2-core CPUs, ``../shared/bench/jax_cpu_deadlock_repro.py``
   ``Precision.HIGHEST``. Either way no product of the physics runs at default precision (a test inspects the
   lowered Stewart step).
 * :func:`cholesky` — the lower Cholesky factor, unrolled in closed form (scalar arithmetic) up to
-  ``UNROLL_MAX`` rows, by 2x2 blocks of such factors (recursively) up to ``BLOCKED_MAX`` rows (the
-  18 x 18 constraint matrix of a Stewart platform: no loop, 2.4x faster than the loop at batch 4096), and as a
-  ``lax.fori_loop`` over columns (one fused column update per iteration) above.
+  ``UNROLL_MAX`` rows, and as a ``lax.fori_loop`` over columns (one fused column update per iteration) above.
 * :func:`spd_solve` — A⁻¹ B for a symmetric positive-definite A through :func:`cholesky` and two triangular
   substitutions written the same way.
 
@@ -28,7 +26,6 @@ import jax.numpy as jnp
 
 SMALL_PRODUCT = 4096   # m·k·n up to which a product is written elementwise (fusable)
 UNROLL_MAX = 12        # matrices up to this size are factorised by unrolled scalar arithmetic
-BLOCKED_MAX = 48       # up to this size by 2x2 blocks of unrolled factors (no loop); above, a fori_loop
 
 
 def matmul(a, b):
@@ -83,22 +80,7 @@ def cholesky(A):
         raise ValueError(f"cholesky needs a square matrix, got shape {A.shape}")
     if A.shape[0] == 0:
         return A
-    n = A.shape[0]
-    if n <= UNROLL_MAX:
-        return _cholesky_unrolled(A)
-    return _cholesky_blocked(A) if n <= BLOCKED_MAX else _cholesky_loop(A)
-
-
-def _cholesky_blocked(A):
-    """[[L₁₁, 0], [L₂₁, L₂₂]] with L₁₁ = chol(A₁₁), L₂₁ = A₂₁ L₁₁⁻ᵀ, L₂₂ = chol(A₂₂ − L₂₁ L₂₁ᵀ) (the 2x2 block
-    Cholesky; Golub & Van Loan §4.2.9), the halves factorised recursively down to unrolled blocks."""
-    n = A.shape[0]
-    k = (n + 1) // 2
-    L11 = cholesky(A[:k, :k])
-    L21 = triangular_solve(L11, A[k:, :k].T).T
-    L22 = cholesky(A[k:, k:] - matmul(L21, L21.T))
-    top = jnp.concatenate([L11, jnp.zeros((k, n - k), dtype=A.dtype)], axis=1)
-    return jnp.concatenate([top, jnp.concatenate([L21, L22], axis=1)], axis=0)
+    return _cholesky_unrolled(A) if A.shape[0] <= UNROLL_MAX else _cholesky_loop(A)
 
 
 def _substitute_unrolled(L, B, lower):
@@ -132,22 +114,9 @@ def triangular_solve(L, B, lower=True):
     """L⁻¹ B (``lower``) or L⁻ᵀ B (``lower=False``) for a lower-triangular L (n x n), B (n,) or (n, m)."""
     if L.shape[0] == 0:
         return B
-    n = L.shape[0]
-    if n <= UNROLL_MAX:
+    if L.shape[0] <= UNROLL_MAX:
         return _substitute_unrolled(L, B, lower)
-    return _substitute_blocked(L, B, lower) if n <= BLOCKED_MAX else _substitute_loop(L, B, lower)
-
-
-def _substitute_blocked(L, B, lower):
-    """Block forward (L x = b: x₁ = L₁₁⁻¹ b₁, x₂ = L₂₂⁻¹ (b₂ − L₂₁ x₁)) or backward (Lᵀ x = b: x₂ = L₂₂⁻ᵀ b₂,
-    x₁ = L₁₁⁻ᵀ (b₁ − L₂₁ᵀ x₂)) substitution over the halves of :func:`_cholesky_blocked`."""
-    k = (L.shape[0] + 1) // 2
-    L11, L21, L22 = L[:k, :k], L[k:, :k], L[k:, k:]
-    if lower:
-        x1 = triangular_solve(L11, B[:k])
-        return jnp.concatenate([x1, triangular_solve(L22, B[k:] - matmul(L21, x1))])
-    x2 = triangular_solve(L22, B[k:], lower=False)
-    return jnp.concatenate([triangular_solve(L11, B[:k] - matmul(L21.T, x2), lower=False), x2])
+    return _substitute_loop(L, B, lower)
 
 
 def spd_solve(A, B):
