@@ -158,7 +158,8 @@ def main(argv=None):
         f"mujoco {mujoco.__version__}; XLA_FLAGS {os.environ.get('XLA_FLAGS', '')!r} (mrds_jax backend flags: "
         f"{mrds_jax.BACKEND_FLAGS}); load average before: {os.getloadavg()[0]:.2f}; date {time.strftime('%Y-%m-%d')}")
     out()
-    mj = mujoco_steps_per_s()
+    stewart_throughput(a.batch, jnp.float32, "euler", "auto")   # warm-up, not reported: the first large batch
+    mj = mujoco_steps_per_s()                                   # of a process ran up to 2x slower (allocator)
     out(f"## Stewart platform, batch {a.batch}, {STEPS}-step rollout, dt = 1 ms")
     out()
     out("| engine | dtype | integrator | path | steps/s | / (MuJoCo 1 thread × cores) | compile s |")
@@ -173,8 +174,10 @@ def main(argv=None):
             f"{sps / (mj * cores):.2f} | {cs:.1f} |")
     out()
     mj_dual = mujoco_steps_per_s(mechanism="dual_arm")
-    out(f"## Dual-arm grasp (two 6-R arms welded to a free box: general path, two Type A welds), batch {a.batch}, "
-        f"{STEPS}-step rollout, dt = 1 ms")
+    out(f"## Dual-arm grasp, batch {a.batch}, {STEPS}-step rollout, dt = 1 ms")
+    out()
+    out("Two 6-R arms welded to a free box (`mrds_jax.examples.dual_arm_grasp`, two Type A welds: the general path), "
+        "no joint torques.")
     out()
     out("| engine | dtype | integrator | path | steps/s | / (MuJoCo 1 thread × cores) | compile s |")
     out("| --- | --- | --- | --- | --- | --- | --- |")
