@@ -76,6 +76,7 @@ def _cholesky_loop(A):
 def cholesky(A):
     """Lower-triangular L with L Lᵀ = A for a symmetric positive-definite A (n x n); only the lower triangle
     of A is read. NaN where A is not numerically positive definite (as LAPACK's ``potrf``)."""
+    A = jnp.asarray(A)                 # a NumPy input must not meet a traced loop index (fori_loop route)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"cholesky needs a square matrix, got shape {A.shape}")
     if A.shape[0] == 0:
@@ -112,6 +113,7 @@ def _substitute_loop(L, B, lower):
 
 def triangular_solve(L, B, lower=True):
     """L⁻¹ B (``lower``) or L⁻ᵀ B (``lower=False``) for a lower-triangular L (n x n), B (n,) or (n, m)."""
+    L, B = jnp.asarray(L), jnp.asarray(B)
     if L.shape[0] == 0:
         return B
     if L.shape[0] <= UNROLL_MAX:
