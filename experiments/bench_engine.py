@@ -85,7 +85,7 @@ def dual_arm_setup(dtype):
 SETUPS = {"stewart": BG.stewart_setup, "dual_arm": dual_arm_setup}
 
 
-def stewart_throughput(batch, dtype, integrator, path, mechanism="stewart"):
+def throughput(batch, dtype, integrator, path, mechanism="stewart"):
     system, state, _, taus, _ = SETUPS[mechanism](dtype)
     states = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + x.shape), state)
     c, compile_s = BG.compile_aot(jax, jax.vmap(rollout_fn(system, taus, integrator, path)), states)
@@ -158,7 +158,7 @@ def main(argv=None):
         f"mujoco {mujoco.__version__}; XLA_FLAGS {os.environ.get('XLA_FLAGS', '')!r} (mrds_jax backend flags: "
         f"{mrds_jax.BACKEND_FLAGS}); load average before: {os.getloadavg()[0]:.2f}; date {time.strftime('%Y-%m-%d')}")
     out()
-    stewart_throughput(a.batch, jnp.float32, "euler", "auto")   # warm-up, not reported: the first large batch
+    throughput(a.batch, jnp.float32, "euler", "auto")   # warm-up, not reported: the first large batch
     mj = mujoco_steps_per_s()                                   # of a process ran up to 2x slower (allocator)
     out(f"## Stewart platform, batch {a.batch}, {STEPS}-step rollout, dt = 1 ms")
     out()
@@ -168,7 +168,7 @@ def main(argv=None):
     for dtype, integrator, path in [(jnp.float32, "euler", "auto"), (jnp.float32, "euler", "general"),
                                     (jnp.float64, "euler", "auto"), (jnp.float64, "euler", "general"),
                                     (jnp.float32, "rk4_compact", "auto"), (jnp.float32, "rk4_compact", "general")]:
-        sps, cs = stewart_throughput(a.batch, dtype, integrator, path)
+        sps, cs = throughput(a.batch, dtype, integrator, path)
         label = S.dynamics_path(BG.stewart_setup(dtype)[0], path)
         out(f"| mrds_jax (exact loops) | {jnp.dtype(dtype).name} | {integrator} | {path} ({label}) | {sps:.3g} | "
             f"{sps / (mj * cores):.2f} | {cs:.1f} |")
@@ -183,7 +183,7 @@ def main(argv=None):
     out("| --- | --- | --- | --- | --- | --- | --- |")
     out(f"| MuJoCo mj_step (soft welds, exported MJCF) | float64 | Euler | - | {mj_dual:.3g} | {1 / cores:.2f} | - |")
     for dtype, integrator in [(jnp.float32, "euler"), (jnp.float64, "euler"), (jnp.float32, "rk4_compact")]:
-        sps, cs = stewart_throughput(a.batch, dtype, integrator, "general", "dual_arm")
+        sps, cs = throughput(a.batch, dtype, integrator, "general", "dual_arm")
         out(f"| mrds_jax (exact loops) | {jnp.dtype(dtype).name} | {integrator} | general | {sps:.3g} | "
             f"{sps / (mj_dual * cores):.2f} | {cs:.1f} |")
     out()

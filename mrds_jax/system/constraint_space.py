@@ -83,15 +83,13 @@ def constraint_space_matrix(sides, W, Lam_inv, n_c, d, dtype):
     eq. 69-70), None for modules without points; ``n_c``: constrained directions per contact."""
     C = len(sides)
     blocks = [[None] * C for _ in range(C)]
-    by_module = {}
-    for i, per in enumerate(sides):
-        for a, side in enumerate(per):
-            by_module.setdefault(side.module, []).append((i, a, side.slot))
-    for k, members in by_module.items():
-        L = Lam_inv[k]
-        for jb, (j, b, sb) in enumerate(members):
+    for k, L in enumerate(Lam_inv):
+        members = _module_sides(sides, k)
+        for jb, (b, side_b) in enumerate(members):
+            j, sb = side_b.contact, side_b.slot
             Y = matmul(L[:, d * sb:d * (sb + 1)], W[j][b])          # Λₖ⁻¹[:, s_b] W_b  (nₖ·d x n_cⱼ)
-            for (i, a, sa) in members[:jb + 1]:
+            for a, side_a in members[:jb + 1]:
+                i, sa = side_a.contact, side_a.slot
                 blk = matmul(W[i][a].T, Y[d * sa:d * (sa + 1)])      # Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b
                 _accumulate(blocks, i, j, blk)
                 if (i, a) != (j, b):

@@ -53,7 +53,6 @@ class ConstraintSystem(NamedTuple):
     T: tuple                   # per contact: the d x d operators Tₐ of its sides on modules (:mod:`.constraint_space`)
     terms: tuple               # per module: ModuleTerms (None for modules without contact points)
     modes: tuple = ()          # per contact: ContactModes (bases at the current state, φ̇ term of eq. 90)
-    sides: tuple = ()          # per contact: its :class:`~.constraint_space.Side` s (static structure)
 
 
 class SystemDynamics(NamedTuple):
@@ -178,8 +177,7 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
     xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
     yc = (jnp.concatenate([xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]) if y   # eq. 89
           else jnp.zeros(0, dtype))
-    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(T), terms, tuple(modes),
-                            sides)
+    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(T), terms, tuple(modes))
 
 
 def _current_modes(contact, side_E, side_P, xd6, t, dtype):
@@ -221,12 +219,13 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
         F_c_split.append(fc)
         F_EP.append(matmul(m.psi_u, fu) + matmul(m.psi_c, fc))                                   # eq. 86
         phi_v.append(matmul(m.psi_c.T, xd) - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # eq. 105
+    sides = contact_sides(conn)
     qdd = []
     for k, tk in enumerate(cs.terms):
         if tk is None:
             qdd.append(None)
             continue
-        f_k = point_forces(cs.sides, cs.T, F_EP, k, len(conn.points[k]), conn.dim)              # Aₖᵀ F (eq. 95-96)
+        f_k = point_forces(sides, cs.T, F_EP, k, len(conn.points[k]), conn.dim)                 # Aₖᵀ F (eq. 95-96)
         qdd.append(tk.qdd_open + matmul(tk.Psi, f_k))                                           # eq. 74
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..dynamics.interface import inverse_dynamics as module_inverse_dynamics, task_jacobian
-from .constraint_space import point_forces
+from .constraint_space import contact_sides, point_forces
 from .dynamics import constraint_system
 from ..spatial import dense
 from ..spatial.linalg import matmul
@@ -65,6 +65,7 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
     cs = constraint_system(system, state, None, t)
     d = conn.dim
     n_C = conn.n_constraints
+    sides = contact_sides(conn)
     # per contact, the (d, n_C) force columns ψᶜᵢ placed at its constraint slice, and the known force ψᵘFᵘ
     unit = [jnp.zeros((d, n_C), dtype).at[:, sl].set(m.psi_c) for m, sl in zip(cs.modes, conn.constraint_slices())]
     U = [matmul(m.psi_u, fu) for m, fu in zip(cs.modes, cs.F_u)]
@@ -76,8 +77,8 @@ def inverse_dynamics(system, state, qdd, actuated, t=0.0):
         pts = conn.points[k]
         if pts:
             Jt = task_jacobian(module, state.q[k], pts).T
-            rows_G.append(matmul(Jt, point_forces(cs.sides, cs.T, unit, k, len(pts), d)))   # Jₖᵀ Aₖᵀ ψᶜ
-            b = b - matmul(Jt, point_forces(cs.sides, cs.T, U, k, len(pts), d))           # Jₖᵀ Aₖᵀ ψᵘFᵘ
+            rows_G.append(matmul(Jt, point_forces(sides, cs.T, unit, k, len(pts), d)))   # Jₖᵀ Aₖᵀ ψᶜ
+            b = b - matmul(Jt, point_forces(sides, cs.T, U, k, len(pts), d))           # Jₖᵀ Aₖᵀ ψᵘFᵘ
         else:
             rows_G.append(jnp.zeros((module.nv, n_C), dtype))
         rhs.append(b)
