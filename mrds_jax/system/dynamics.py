@@ -36,7 +36,8 @@ from ..contacts.variable import contact_modes
 from ..dynamics.interface import ModuleTerms, module_terms, open_chain_acceleration  # noqa: F401 (re-export)
 from ..model.tree import task_slice
 from ..spatial import cross, skew, spatial_rotation
-from .constraint_space import constraint_space_matrix, contact_accelerations, contact_sides, point_forces
+from .constraint_space import (constraint_space_matrix, contact_accelerations, contact_sides,
+                               operational_inverse_inertia_times, point_forces)
 from .solve import SolverSettings, solve_constraint_system
 from ..validation import per_module, system_state
 from .stabilisation import stabilisation_terms
@@ -166,13 +167,13 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
         xd_EP.append(xd[rows])
         xdd_open_EP.append(xdd[rows])
         F_u.append(c.free_force(t, dtype))
-    Lam_inv = [None if tk is None else tk.Lam_inv for tk in terms]
-    Bc = constraint_space_matrix(sides, W, Lam_inv, conn.n_c, d, dtype)     # eq. 88, Table 17
+    Bc = constraint_space_matrix(sides, W, terms, conn.n_c, d, dtype)       # eq. 88, Table 17
     y = [m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]             # eq. 90
     if any(c.applied is not None for c in system.contacts):                # − B ψᵘFᵘ (eq. 89)
         U = [matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)]
-        x_U = [None if L is None else matmul(L, point_forces(sides, T, U, k, len(conn.points[k]), d))
-               for k, L in enumerate(Lam_inv)]
+        x_U = [None if tk is None else
+               operational_inverse_inertia_times(tk, point_forces(sides, T, U, k, len(conn.points[k]), d))
+               for k, tk in enumerate(terms)]
         y = [yi - bu for yi, bu in zip(y, contact_accelerations(sides, T, x_U, d))]
     xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
     yc = (jnp.concatenate([xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]) if y   # eq. 89
