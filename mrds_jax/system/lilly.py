@@ -64,7 +64,7 @@ from .constraint_space import operational_inverse_inertia_times
 from .dynamics import _taus, contact_kinematics
 from .stabilisation import pose_error
 from ..model.tree import task_slice
-from ..spatial.linalg import cholesky, matmul, triangular_solve
+from ..spatial.linalg import cho_solve, cholesky, matmul
 from ..validation import system_state
 
 
@@ -188,7 +188,7 @@ def _spd_solve_with_pivot(A, B):
     L = cholesky(A)
     d = jnp.diagonal(L)
     ratio = jnp.min(d * d) / jnp.maximum(jnp.max(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
-    return triangular_solve(L, triangular_solve(L, B), lower=False), ratio
+    return cho_solve(L, B), ratio
 
 
 def _stack(trees):
