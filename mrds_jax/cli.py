@@ -45,7 +45,7 @@ def cmd_dynamics(args):
     from tqdm import tqdm
 
     import mrds_jax as mj
-    from mrds_jax.model.urdf import load_urdf
+    from mrds_jax.loaders.urdf import load_urdf
 
     module = load_urdf(_robot_path(args.robot))
     t = module.topology

@@ -19,7 +19,7 @@ from mrds_jax import system as S
 from mrds_jax.ckcm import design as D
 from mrds_jax.contacts.model import ContactError, make_contact
 from mrds_jax.model import ModuleBuilder
-from mrds_jax.model.urdf import load_urdf
+from mrds_jax.loaders.urdf import load_urdf
 from mrds_jax.montecarlo import Normal, ToleranceBand, TruncatedNormal, Uniform, run_monte_carlo
 from mrds_jax.system import SystemError, SystemState
 from mrds_jax.validation import (ArgumentError, CheckpointError, InputError, ModelError, UnknownNameError)
@@ -322,7 +322,7 @@ CASES = [
 
 
 def load_mjcf_forces(xml):
-    from mrds_jax.model.mjcf import load_mjcf
+    from mrds_jax.loaders.mjcf import load_mjcf
     return load_mjcf(xml, return_forces=True)
 
 
