@@ -250,7 +250,7 @@ def _validate_planar(t, p):
             raise ModelError(f"planar module: operational point {name!r} leaves the xy plane")
 
 
-def check_state(module, q=None, v=None, name="state"):
+def check_module_state(module, q=None, v=None, name="state"):
     """Raise an ArgumentError (a ValueError) naming the array when q or v has the wrong shape (trace-time
     check); :func:`mrds_jax.validation.module_arrays` also returns them as arrays."""
     module_arrays(module, name, q=q, v=v)

@@ -1,17 +1,17 @@
 """Bonaventura's Table 17: the constraint-space matrix Bᶜ from contact-pair blocks, and the two maps between
-contact forces and module point quantities that Steps 3-4 need (MRDS eq. 88, 92-96).
+contact forces and module point quantities that Steps 3-4 need (MRDS Bonaventura eq. 88, 92-96).
 
 A contact i reaches a module k through its *sides*: side E, at operational point (slot) s of module k, with
-the d x d operator T = −ℜᵢᵀ Sᵢ, and side P with T = ℜᵢᵀ (ℜᵢ = ᴵℜ_Eᵢ, Sᵢ = ᴵS_EᵢPᵢ of eq. 20, both restricted
+the d x d operator T = −ℜᵢᵀ Sᵢ, and side P with T = ℜᵢᵀ (ℜᵢ = ᴵℜ_Eᵢ, Sᵢ = ᴵS_EᵢPᵢ of Bonaventura eq. 20, both restricted
 to the task rows; :func:`~mrds_jax.system.dynamics.contact_kinematics`). A Type B contact has both sides on
 one module. The relative acceleration of contact i is ᴱẍ_EP = Σ_{sides a of i} Tₐ ẍ_{k(a)}[s_a] (+ the bias
-of eq. 83), and by duality the force F_EP of contact i acts on point s of module k as Tₐᵀ F_EP (eq. 95-96).
+of Bonaventura eq. 83), and by duality the force F_EP of contact i acts on point s of module k as Tₐᵀ F_EP (Bonaventura eq. 95-96).
 Writing Aₖ for the block operator with Aₖ[i, s] = Σ_{sides of i at (k, s)} Tₐ (the dense form this module
 replaces), the three quantities of Steps 3-4 are
 
-    Aₖᵀ F            :func:`point_forces`:  fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (eq. 95-96)
+    Aₖᵀ F            :func:`point_forces`:  fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (Bonaventura eq. 95-96)
     Aₖ x             :func:`contact_accelerations`:  (Aₖ x)ᵢ = Σ_{sides a of i at k} Tₐ x[s_a]
-    Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ   :func:`constraint_space_matrix`, block by block (Table 17, eq. 88):
+    Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ   :func:`constraint_space_matrix`, block by block (Table 17, Bonaventura eq. 88):
         Bᶜᵢⱼ = Σ_{a ∈ sides(i), b ∈ sides(j), k(a) = k(b)} Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b,   Wₐ = Tₐᵀ ψᶜᵢ
 
 so only pairs of contacts that share a module get a non-zero block (Table 17's AA, AB, BB cases are the
@@ -47,7 +47,7 @@ def _module_sides(sides, k):
 
 
 def point_forces(sides, T, forces, k, n_points, d):
-    """Aₖᵀ F: the forces of every contact moved to the operational points of module k (eq. 95-96), stacked
+    """Aₖᵀ F: the forces of every contact moved to the operational points of module k (Bonaventura eq. 95-96), stacked
     (n_points·d,) — or (n_points·d, m) when each contact's force is a (d, m) matrix of force columns.
 
     ``sides``: :func:`contact_sides`; ``T[i][a]``: the d x d operator of side a of contact i; ``forces[i]``:
@@ -77,10 +77,10 @@ def contact_accelerations(sides, T, point_accelerations, d):
 
 
 def constraint_space_matrix(sides, W, Lam_inv, n_c, d, dtype):
-    """Bᶜ (n_C x n_C) of Table 17 / eq. 88 from contact-pair blocks (module docstring).
+    """Bᶜ (n_C x n_C) of Table 17 / Bonaventura eq. 88 from contact-pair blocks (module docstring).
 
     ``W[i][a]`` = Tₐᵀ ψᶜᵢ (d x n_cᵢ) for side a of contact i; ``Lam_inv[k]``: Λₖ⁻¹ of module k (nₖ·d square,
-    eq. 69-70), None for modules without points; ``n_c``: constrained directions per contact."""
+    Bonaventura eq. 69-70), None for modules without points; ``n_c``: constrained directions per contact."""
     C = len(sides)
     blocks = [[None] * C for _ in range(C)]
     for k, L in enumerate(Lam_inv):
