@@ -16,15 +16,14 @@ DOCS = PACKAGE.parent / "docs" / "guide" / "layers.md"
 
 # layer number -> the modules (by dotted prefix; the longest prefix wins) that form it, low to high
 LAYERS = {
-    0: ("mrds_jax.pytree", "mrds_jax.backend_flags", "mrds_jax.console", "mrds_jax.validation.errors",
-        "mrds_jax.validation.arguments", "mrds_jax.validation.systems", "mrds_jax.validation"),
+    0: ("mrds_jax.pytree", "mrds_jax.backend_flags", "mrds_jax.console", "mrds_jax.validation"),
     1: ("mrds_jax.spatial",),
     2: ("mrds_jax.model",),
     3: ("mrds_jax.dynamics",),
     4: ("mrds_jax.contacts",),
     5: ("mrds_jax.integrate",),
     6: ("mrds_jax.system",),
-    7: ("mrds_jax.flexible", "mrds_jax.ckcm", "mrds_jax.montecarlo", "mrds_jax.validation.checkpoints"),
+    7: ("mrds_jax.flexible", "mrds_jax.ckcm", "mrds_jax.montecarlo"),
     8: ("mrds_jax.loaders", "mrds_jax.sysfile", "mrds_jax.export", "mrds_jax.viz", "mrds_jax.examples",
         "mrds_jax.cli", "mrds_jax"),
 }

@@ -38,7 +38,7 @@ from ..model.tree import task_slice
 from ..spatial import cross, skew, spatial_rotation
 from .constraint_space import constraint_space_matrix, contact_accelerations, contact_sides, point_forces
 from .solve import SolverSettings, solve_constraint_system
-from ..validation import per_module, system_state
+from ..validation import constraint_conditioning, is_traced, per_module, system_state
 from .stabilisation import stabilisation_terms
 from ..spatial.linalg import matmul
 
@@ -190,7 +190,7 @@ def _current_modes(contact, side_E, side_P, xd6, t, dtype):
 
 
 def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), method="direct",
-                     stabilisation=None):
+                     stabilisation=None, cond_warn=1e8):
     """Closed-chain forward dynamics of a system (Bonaventura MRDS Steps 2-4, Tables 18-20).
 
     ``state``: :class:`~mrds_jax.system.SystemState` (per-module q, v); ``tau``: per-module joint forces
@@ -201,9 +201,14 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     Bonaventura eq. 104-105 corrects Fᶜ after the solve; see :mod:`.stabilisation`).
     Returns :class:`SystemDynamics`: q̈ per module (Bonaventura eq. 74), Fᶜ and ᴱᴾF_EP per contact (Bonaventura eq. 86-87), the
     solve's relative residual, the constraint-velocity error Φ_v (Bonaventura eq. 105), Bᶜ, yᶜ, and the rank and inverse
-    condition number of the part of Bᶜ solved (:mod:`.solve`).
+    condition number of the part of Bᶜ solved (:mod:`.solve`). Called on a concrete state (not under ``jit``),
+    it warns :class:`~mrds_jax.system.SingularConfigurationWarning` naming the contacts when Bᶜ's condition
+    number exceeds ``cond_warn`` (a singular configuration or redundant constraints; None: no check).
     """
     cs = constraint_system(system, state, tau, t, method)
+    if cond_warn is not None and not is_traced(cs.Bc):
+        constraint_conditioning(cs.Bc, cond_warn, [c.name for c in system.contacts],
+                                system.connectivity.constraint_slices(), "forward_dynamics: ")
     yc, dF_c = cs.yc, None
     if stabilisation is not None:       # Baumgarte (in yᶜ) and PD suppression (Bonaventura eq. 104, corrected)
         dy_c, dF_c = stabilisation_terms(system, cs, t, stabilisation)

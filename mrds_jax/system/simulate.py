@@ -28,6 +28,7 @@ import numpy as np
 from ..dynamics.interface import (integrate_configuration, kinetic_energy, normalize_configuration,
                                   potential_energy, spatial_momentum)
 from .. import validation
+from ..validation import SingularConfigurationWarning  # noqa: F401  (raised here; public in mrds_jax.system)
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
 from ..integrate.rollout import nonfinite_description
 from ..integrate.adaptive import dopri5
@@ -43,10 +44,6 @@ from .stabilisation import Stabilisation, baumgarte, constraint_errors, constrai
 
 class InconsistentStateError(SystemError):
     """The initial state violates the constraints by more than the tolerance (names contacts and sizes)."""
-
-
-class SingularConfigurationWarning(UserWarning):
-    """Bᶜ is (nearly) singular: redundant constraints or a singular configuration (Bonaventura §6.4)."""
 
 
 class SingularConfigurationError(SystemError):
@@ -609,20 +606,8 @@ def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_
            for c, e in zip(system.contacts, errs.position)}
     vel = {c.name: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0
            for c, e in zip(system.contacts, errs.velocity)}
-    Bc = np.asarray(Bc)
-    cond, weak = 1.0, ()
-    if Bc.size:
-        w, V = np.linalg.eigh(0.5 * (Bc + Bc.T))
-        cond = float(w[-1] / w[0]) if w[0] > 0 else float("inf")
-        if cond_warn is not None and cond > cond_warn:
-            v0 = np.abs(V[:, 0])
-            slices = system.connectivity.constraint_slices()
-            weak = tuple(c.name for c, sl in zip(system.contacts, slices) if v0[sl].size and v0[sl].max() > 0.1)
-            warnings.warn(f"singular or redundant constraints: the constraint-space matrix Bᶜ has condition number "
-                          f"{cond:.3g} (> {cond_warn:g}); contacts spanning its near-null space: {list(weak)}. "
-                          "The solve returns the minimum-norm constraint forces (see SolverSettings); check for "
-                          "redundant contacts or a singular configuration", SingularConfigurationWarning,
-                          stacklevel=2)
+    cond, weak = validation.constraint_conditioning(Bc, cond_warn, [c.name for c in system.contacts],
+                                                    system.connectivity.constraint_slices())
     bad = [f"contact {n!r}: position error {pos[n]:.3g} (m or rad)" for n in pos if not pos[n] <= tol]
     bad += [f"contact {n!r}: velocity error {vel[n]:.3g} (m/s or rad/s)" for n in vel
             if not vel[n] <= tol_velocity]
