@@ -140,7 +140,7 @@ class EnergyModuleDynamics(interface.ModuleContract):
     def open_chain_acceleration(self, q, v, tau):
         return spd_solve(self.mass_matrix(self.params, q), tau - _bias(self, q, v))
 
-    def inverse_dynamics(self, q, v, qdd):
+    def open_chain_inverse_dynamics(self, q, v, qdd):
         return matmul(self.mass_matrix(self.params, q), qdd) + _bias(self, q, v)
 
     def point_motion(self, q, v, points):

@@ -358,7 +358,7 @@ def psd_pinv_solve(B, y, cut):
 
     Returns (x, rank, min_pivot, max_dropped) (:class:`PivotedCholesky` for the last three: rank and two
     relative pivot sizes, not differentiated). Custom JVP: the derivative of the pseudo-inverse at constant
-    rank (Golub & Pereyra 1973, eq. 4.12, for symmetric B̃):
+    rank (Golub & Pereyra eq. 4.12, 1973, for symmetric B̃):
     dx = B̃⁺(dy − dB x) + B̃⁺² dB (1 − P) y + (1 − P) dB B̃⁺ x — so forward and reverse mode are
     exact where the rank does not change, and the discrete pivot choice is never differentiated."""
     return _switched(cut, _solve_plain, _solve_pivoted)(B, y)

@@ -130,6 +130,6 @@ def cho_solve(L, B):
 def spd_solve(A, B):
     """A⁻¹ B for a symmetric positive-definite A (n x n, n static), B (n,) or (n, m): a Cholesky
     factorisation and two substitutions without LAPACK (module docstring). Under ``vmap`` every step is an
-    elementwise operation over the batch, which XLA fuses: this is how the n_c x n_c solves of Lilly & Orin
-    eq. 36-38, the 6 x 6 solve of eq. 45 and H⁻¹ Jᵀ of a module stay cheap at large batch."""
+    elementwise operation over the batch, which XLA fuses: this is how the n_c x n_c solves of
+    Lilly & Orin eq. 36-38, the 6 x 6 solve of Lilly & Orin eq. 45 and H⁻¹ Jᵀ of a module stay cheap at large batch."""
     return cho_solve(cholesky(A), B)

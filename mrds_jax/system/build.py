@@ -45,7 +45,7 @@ class Connectivity:
 
     @property
     def n_constraints(self):
-        """n_C = Σ n_cᵢ (eq. 72), the size of Bᶜ."""
+        """n_C = Σ n_cᵢ (Bonaventura eq. 72), the size of Bᶜ."""
         return sum(self.n_c)
 
     def contact_type(self, i):

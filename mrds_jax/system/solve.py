@@ -85,7 +85,7 @@ def _cholesky_pivot_ratio(L, scale):
 
 
 def solve_constraint_system(Bc, yc, settings=SolverSettings()):
-    """Solve Bᶜ Fᶜ = yᶜ (eq. 87) by ``settings``; returns :class:`ConstraintSolve`. See module docstring."""
+    """Solve Bᶜ Fᶜ = yᶜ (Bonaventura eq. 87) by ``settings``; returns :class:`ConstraintSolve`. See module docstring."""
     if settings.method not in METHODS:
         raise ValueError(f"unknown constraint solver {settings.method!r}; use one of {METHODS}")
     n = yc.shape[0]
