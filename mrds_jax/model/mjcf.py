@@ -361,7 +361,7 @@ class _Importer:
         from .. import contacts as C
         m, mj = self.m, self.mj
         EQ, OBJ = mj.mjtEq, mj.mjtObj
-        out = []
+        out, self.couplings = [], []
         off = m.opt.disableflags & (mj.mjtDisableBit.mjDSBL_EQUALITY | mj.mjtDisableBit.mjDSBL_CONSTRAINT)
         if m.neq and off:
             self.warn(f"equality constraints are disabled (option flag equality or constraint=\"disable\"): "
@@ -372,14 +372,21 @@ class _Importer:
             typ = int(m.eq_type[k])
             label = mj.mjtEq(typ).name.removeprefix("mjEQ_").lower()
             where = f"equality {label} {name!r}"
-            if typ not in (EQ.mjEQ_CONNECT, EQ.mjEQ_WELD, EQ.mjEQ_JOINT):
-                self.fail(f"{where}: {label} equalities are not supported (connect, weld, and joint locks are)")
+            if typ not in (EQ.mjEQ_CONNECT, EQ.mjEQ_WELD, EQ.mjEQ_JOINT, EQ.mjEQ_TENDON):
+                self.fail(f"{where}: {label} equalities are not supported (connect, weld, joint and fixed-tendon "
+                          "equalities are)")
             if not m.eq_active0[k]:
                 self.warn(f"{where} is inactive (active=\"false\") and is skipped")
                 continue
             data = np.array(m.eq_data[k], dtype=float)
-            if typ == EQ.mjEQ_JOINT:
-                out.append(self.joint_lock(name, where, data, int(m.eq_obj1id[k]), int(m.eq_obj2id[k])))
+            j1, j2 = int(m.eq_obj1id[k]), int(m.eq_obj2id[k])
+            if typ == EQ.mjEQ_TENDON:
+                self.couplings.append(self.tendon_coupling(name, where, data, j1, j2))
+            elif typ == EQ.mjEQ_JOINT and j2 >= 0 and np.any(data[1:5] != 0):
+                self.couplings.append(self.joint_coupling(name, where, data, j1, j2))
+            elif typ == EQ.mjEQ_JOINT:
+                out.append(self.joint_lock(name, where, data, j1, j2))
+            if typ in (EQ.mjEQ_JOINT, EQ.mjEQ_TENDON):
                 continue
             if m.eq_objtype[k] == OBJ.mjOBJ_SITE:
                 (E, TE), (P, TP) = self.site_side(int(m.eq_obj1id[k])), self.site_side(int(m.eq_obj2id[k]))
@@ -398,12 +405,45 @@ class _Importer:
             out.append(make(name, E, P, ground_rotation=ground.R, ground_position=ground.p))
         return out
 
+    def coupled_joint(self, where, j):
+        """(module, joint name) of MuJoCo joint j, a lone hinge or slide of its body (ModelError otherwise)."""
+        b = int(self.m.jnt_bodyid[j])
+        if self.joints.get(b, (None,))[0] not in ("revolute", "prismatic"):
+            self.fail(f"{where}: joint {self.joint_names[j]!r} is not a lone hinge or slide joint of its body; only "
+                      "those can be coupled")
+        return self.module_of[b], self.joint_names[j]
+
+    def joint_coupling(self, name, where, data, j1, j2):
+        """``<equality joint>`` with two joints: q₁ − q₁₀ = P(q₂ − q₂₀), P from ``polycoef`` (data[0:5]), the
+        references MuJoCo's qpos0 (:func:`~mrds_jax.contacts.coupling.joint_coupling`)."""
+        from ..contacts.coupling import joint_coupling
+        ref = [self.m.qpos0[self.m.jnt_qposadr[j]] for j in (j1, j2)]
+        return joint_coupling(name, self.coupled_joint(where, j1), self.coupled_joint(where, j2), data[:5], ref)
+
+    def fixed_tendon(self, where, t):
+        """((module, joint), coef) pairs of fixed tendon t (its length Σ coef·qpos); ModelError for a spatial one."""
+        m, W = self.m, self.mj.mjtWrap
+        tname = _name(m, self.mj, self.mj.mjtObj.mjOBJ_TENDON, t, "tendon")
+        wraps = range(m.tendon_adr[t], m.tendon_adr[t] + m.tendon_num[t])
+        if any(int(m.wrap_type[w]) != int(W.mjWRAP_JOINT) for w in wraps):
+            self.fail(f"{where}: tendon {tname!r} is a spatial tendon; only fixed tendons (joint wraps) can be coupled")
+        return tuple((self.coupled_joint(f"{where}, tendon {tname!r}", int(m.wrap_objid[w])), float(m.wrap_prm[w]))
+                     for w in wraps)
+
+    def tendon_coupling(self, name, where, data, t1, t2):
+        """``<equality tendon>`` on fixed tendons: L₁ − L₁₀ = P(L₂ − L₂₀) (L₂ absent: L₁ − L₁₀ = a₀), references
+        MuJoCo's ``tendon_length0`` (:func:`~mrds_jax.contacts.coupling.tendon_coupling`)."""
+        from ..contacts.coupling import tendon_coupling
+        m = self.m
+        if t2 < 0 and np.any(data[1:5] != 0):
+            data = np.concatenate([data[:1], np.zeros(4)])   # MuJoCo reads only polycoef[0] for one tendon
+        ref = [float(m.tendon_length0[t1]), float(m.tendon_length0[t2]) if t2 >= 0 else 0.0]
+        return tendon_coupling(name, self.fixed_tendon(where, t1), self.fixed_tendon(where, t2) if t2 >= 0 else None,
+                               data[:5], ref)
+
     def joint_lock(self, name, where, data, j1, j2):
         from ..contacts import make_contact
         m, J = self.m, self.mj.mjtJoint
-        if j2 >= 0 and np.any(data[1:5] != 0):
-            self.fail(f"{where}: couples joints {self.joint_names[j1]!r} and {self.joint_names[j2]!r}; a coupling "
-                      "of two joints has no exact contact equivalent (only a lock of one hinge or slide joint)")
         b = int(m.jnt_bodyid[j1])
         kind, ids = self.joints.get(b, (None, ()))
         if int(m.jnt_type[j1]) not in (J.mjJNT_HINGE, J.mjJNT_SLIDE) or kind not in ("revolute", "prismatic"):
@@ -507,8 +547,18 @@ class _Importer:
         if m.nu and not self.forces:
             self.warn(f"actuators ({names(mj.mjtObj.mjOBJ_ACTUATOR, range(m.nu), 'actuator')}) are not applied: "
                       "load_mjcf(..., return_forces=True) returns them as a force element")
-        if m.ntendon:
-            self.warn(f"tendons ({names(mj.mjtObj.mjOBJ_TENDON, range(m.ntendon), 'tendon')}) are ignored")
+        coupled = {int(m.eq_obj1id[k]) for k in range(m.neq) if m.eq_type[k] == mj.mjtEq.mjEQ_TENDON} | \
+            {int(m.eq_obj2id[k]) for k in range(m.neq) if m.eq_type[k] == mj.mjtEq.mjEQ_TENDON}
+        T = mj.mjtObj.mjOBJ_TENDON
+        ignored = [t for t in range(m.ntendon) if t not in coupled]
+        if ignored:
+            self.warn(f"tendons ({names(T, ignored, 'tendon')}) are ignored (only fixed tendons in tendon equalities "
+                      "are read)")
+        physical = [t for t in coupled if t >= 0 and (m.tendon_stiffness[t] or m.tendon_damping[t]
+                                                       or m.tendon_frictionloss[t] or m.tendon_limited[t])]
+        if physical:
+            self.warn(f"stiffness, damping, friction loss and limits of tendons ({names(T, physical, 'tendon')}) are "
+                      "ignored (their equalities are read)")
         other = [j for j in np.flatnonzero(m.jnt_limited)       # not a lone hinge (3) or slide (2) of its body
                  if int(m.jnt_type[j]) not in (2, 3) or m.body_jntnum[m.jnt_bodyid[j]] > 1]
         if other:
@@ -581,7 +631,7 @@ def load_mjcf(source, return_mapping=False, return_forces=False):
                 builder.add_frame(fname, link, position=T.p, rotation=T.R)
             modules[name] = builder.build()
         forces = imp.build_forces() if return_forces else ()
-    system = build_system(modules, contacts)
+    system = build_system(modules, contacts, couplings=imp.couplings)
     if not return_mapping:
         return (system, forces) if return_forces else system
     qi, di, free = [], [], []

@@ -42,6 +42,8 @@ class Connectivity:
     MC: tuple
     GC: tuple
     groups: tuple = ()
+    coupling_dofs: tuple = ()   # per joint coupling: its joints as static (module, q index, v index) triples
+                                # (:func:`~mrds_jax.contacts.coupling.coupling_dofs`)
 
     @property
     def n_constraints(self):
@@ -63,10 +65,12 @@ class Connectivity:
 
 @pytree_dataclass
 class System:
-    """Modules and contacts (leaves: their parameters and bases) plus the static :class:`Connectivity`."""
+    """Modules and contacts (leaves: their parameters and bases) plus the static :class:`Connectivity`, and the
+    joint couplings (:mod:`mrds_jax.contacts.coupling`: joint-space rows of the general path's solve)."""
     modules: tuple
     contacts: tuple
     connectivity: Connectivity = static()
+    couplings: tuple = ()
 
     @property
     def module_names(self):
@@ -117,12 +121,15 @@ def identical_module_groups(modules, points):
     return tuple(tuple(g) for g in groups.values())
 
 
-def build_system(modules, contacts, names=None):
+def build_system(modules, contacts, names=None, couplings=()):
     """Build a :class:`System`.
 
     ``modules``: a dict ``name -> Module`` or a sequence of modules (then named by ``names`` or by their
     index). ``contacts``: sequence of :class:`~mrds_jax.contacts.Contact` whose sides name
-    ``(module, operational point)`` (module by name or index) or ``None`` for the ground.
+    ``(module, operational point)`` (module by name or index) or ``None`` for the ground. ``couplings``:
+    sequence of :class:`~mrds_jax.contacts.coupling.JointCoupling` (joint equalities, fixed-tendon equalities)
+    whose joints name ``(module, joint)``; a :class:`~mrds_jax.contacts.coupling.CouplingError` names an unknown
+    module or joint.
     Raises :class:`SystemError` naming the contact for a missing module or operational point, a task
     dimension that does not match the modules' (planar vs spatial), or bases that are not dual.
     Warns once (:class:`~mrds_jax.console.Float32Warning`) when ``jax_enable_x64`` is off and float32 was not
@@ -188,8 +195,22 @@ def build_system(modules, contacts, names=None):
     conn = Connectivity(module_names=names, points=points, sides=sides,
                         n_c=tuple(c.n_c for c in contacts), dim=dim,
                         MC=modular_connectivity(sides, len(modules)), GC=global_connectivity(sides),
-                        groups=identical_module_groups(modules, points))
-    return System(modules=modules, contacts=contacts, connectivity=conn)
+                        groups=identical_module_groups(modules, points),
+                        coupling_dofs=_coupling_dofs(names, modules, contacts, couplings))
+    return System(modules=modules, contacts=contacts, connectivity=conn, couplings=tuple(couplings))
+
+
+def _coupling_dofs(names, modules, contacts, couplings):
+    """Static joints of every coupling, checked (names unique among contacts and couplings, joints known)."""
+    from ..contacts.coupling import JointCoupling, coupling_dofs
+    taken = {c.name for c in contacts}
+    for c in couplings:
+        if not isinstance(c, JointCoupling):
+            raise SystemError(f"{c!r} is not a JointCoupling")
+        if c.name in taken:
+            raise SystemError(f"coupling name {c.name!r} is used twice (contact and coupling names must be unique)")
+        taken.add(c.name)
+    return tuple(coupling_dofs(names, modules, c) for c in couplings)
 
 
 @pytree_dataclass
