@@ -156,3 +156,102 @@ def test_constrained_acceleration_equals_kkt_from_mujoco_quantities():
         for ours, ex in zip(qdd, exact):
             worst = max(worst, np.abs(ours[k] - np.asarray(ex)).max() / scale)
     assert worst < 1e-8, worst
+
+
+def coupling_positions(system, q):
+    """g of every coupling at per-module positions ``q`` (velocity-free)."""
+    zero = tuple(jnp.zeros(m.nv, x.dtype) for m, x in zip(system.modules, q))
+    return jnp.stack([coupling_row(c, d, q, zero).position
+                      for c, d in zip(system.couplings, system.connectivity.coupling_dofs)])
+
+
+def test_rollout_keeps_the_couplings_closed():
+    """0.4 s of RK4 at dt = 1 ms from a consistent moving state, no stabilisation: the couplings' residuals g stay
+    below 1e-8 while the coupled joints move by hundredths to tenths (the rows are exact: only the integrator
+    drifts)."""
+    system, mapping, forces, model = robot()
+    state = case()[0][0]
+    traj = jax.jit(lambda st: S.simulate(system, st, 1e-3, 400, decimation=20, forces=forces, stabilisation=None,
+                                         check=False))(state)
+    g = np.asarray(jax.vmap(lambda *q: coupling_positions(system, q))(*traj.q))
+    assert np.isfinite(g).all() and np.abs(g).max() < 1e-8, np.abs(g).max()
+    dofs = [d for c in system.connectivity.coupling_dofs for side in c for d in side]
+    qs = [np.asarray(traj.q[k])[:, qi] for k, qi, _ in dofs]
+    assert min(np.abs(x[-1] - x[0]) for x in qs) > 0.02         # every coupled joint moved
+
+
+def test_gradients_through_the_couplings_equal_central_differences():
+    """dq̈/d(the finger coupling's linear and cubic coefficients, the tendon coefficient of w2, the hip motor's
+    control) at a consistent moving state, by forward-mode autodiff == central differences, 1e-6 (one compiled
+    program: vmap over parameters and tangents of jax.jvp)."""
+    system, mapping, forces, model = robot()
+    state = case()[0][1]
+    finger, tendon, cross = system.couplings
+
+    def final(x):
+        fing = finger.__class__(finger.coef, finger.coef2, finger.reference,
+                                finger.polycoef.at[1].set(x[0]).at[3].set(x[1]), finger.name, finger.joints,
+                                finger.joints2, finger.kind)
+        ten = tendon.__class__(tendon.coef.at[1].set(x[2]), tendon.coef2, tendon.reference, tendon.polycoef,
+                               tendon.name, tendon.joints, tendon.joints2, tendon.kind)
+        sy = S.System(system.modules, system.contacts, system.connectivity, (fing, ten, cross))
+        acts = S.with_control(forces[-1], jnp.asarray(CTRL).at[0].set(x[3]))
+        return jnp.concatenate(S.system_acceleration(sy, forces[:-1] + (acts,))(state.q, state.v, 0.0))
+
+    x0 = jnp.array([float(finger.polycoef[1]), float(finger.polycoef[3]), float(tendon.coef[1]), 0.4])
+    n, h = x0.size, 1e-5
+    eye = jnp.eye(n)
+    X = jnp.concatenate([jnp.broadcast_to(x0, (n, n)), x0 + h * eye, x0 - h * eye])
+    Tg = jnp.concatenate([eye, jnp.zeros((2 * n, n))])
+    values, tangents = jax.jit(jax.vmap(lambda x, t: jax.jvp(final, (x,), (t,))))(X, Tg)
+    jac = np.asarray(tangents[:n]).T
+    fd = (np.asarray(values[n:2 * n]) - np.asarray(values[2 * n:])).T / (2 * h)
+    for j in range(n):
+        assert np.abs(jac[:, j]).max() > 1e-3, f"column {j} does not depend on the parameter"
+        np.testing.assert_allclose(jac[:, j], fd[:, j], rtol=1e-6, atol=1e-6 * np.abs(fd).max(), err_msg=f"column {j}")
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_couplings_are_named_before_anything_compiles():
+    system, _, _, _ = robot()
+    with pytest.raises(CouplingError, match="'c'.*polycoef must be 1 to 5"):
+        joint_coupling("c", ("base", "f1"), ("base", "f2"), polycoef=np.zeros(6))
+    with pytest.raises(CouplingError, match="'c'.*no second joint"):
+        joint_coupling("c", ("base", "f1"), polycoef=(0.0, 1.0))
+    with pytest.raises(CouplingError, match="'c'.*one finite coefficient per joint"):
+        make_coupling("c", (("base", "w1"), ("base", "w2")), (1.0,))
+    modules = dict(zip(system.module_names, system.modules))
+    with pytest.raises(CouplingError, match="coupling 'c'.*no joint 'nope'"):
+        S.build_system(modules, system.contacts, couplings=[joint_coupling("c", ("base", "nope"), ("base", "f1"))])
+    with pytest.raises(S.SystemError, match="coupling 'c'.*no module named 'arm'"):
+        S.build_system(modules, system.contacts, couplings=[joint_coupling("c", ("arm", "f1"), ("base", "f2"))])
+    with pytest.raises(CouplingError, match="coupling 'c'.*'rod_ball' is spherical"):
+        S.build_system(modules, system.contacts, couplings=[joint_coupling("c", ("base", "rod_ball"),
+                                                                           ("base", "f2"))])
+    with pytest.raises(S.SystemError, match="'foot_rod' is used twice"):
+        S.build_system(modules, system.contacts, couplings=[joint_coupling("foot_rod", ("base", "f1"),
+                                                                           ("base", "f2"))])
+
+
+SPATIAL = """
+<mujoco>
+  <worldbody>
+    <body name="a"><joint name="h1" axis="0 1 0"/><geom size="0.1" contype="0" conaffinity="0"/><site name="s1"/>
+      <body name="b" pos="0 0 -0.3"><joint name="h2" axis="0 1 0"/><geom size="0.1" contype="0" conaffinity="0"/>
+        <site name="s2"/></body></body>
+  </worldbody>
+  <tendon>
+    <spatial name="sp"><site site="s1"/><site site="s2"/></spatial>
+    <fixed name="fx"><joint joint="h1" coef="1"/></fixed>
+    <fixed name="unused"><joint joint="h2" coef="1"/></fixed>
+  </tendon>
+  <equality>EQ</equality>
+</mujoco>"""
+
+
+def test_loader_names_a_spatial_tendon_and_warns_about_unused_tendons():
+    with pytest.raises(ModelError, match="equality tendon 'e'.*'sp' is a spatial tendon"), pytest.warns(UserWarning):
+        load_mjcf(SPATIAL.replace("EQ", '<tendon name="e" tendon1="sp" tendon2="fx"/>'))
+    with pytest.warns(UserWarning, match=r"tendons \(sp, unused\) are ignored"):
+        system = load_mjcf(SPATIAL.replace("EQ", '<tendon name="e" tendon1="fx" polycoef="0.2 0 0 0 0"/>'))
+    assert [(c.name, c.joints, c.joints2) for c in system.couplings] == [("e", (("a", "h1"),), ())]

@@ -27,6 +27,11 @@ Mapping:
   fixed ground becomes the contact's ground frame. MuJoCo's constraints are soft (``solref``/``solimp``);
   ours are exact, so those parameters (and a weld's positive ``torquescale``, a weight of the soft residual)
   have no counterpart and are not used.
+* **Joint couplings** (``System.couplings``, :mod:`mrds_jax.contacts.coupling`): ``joint`` equalities with two
+  lone hinges or slides and a non-constant ``polycoef`` (q₁ − q₁₀ = P(q₂ − q₂₀), q₀ = ``qpos0``) and ``tendon``
+  equalities on fixed tendons (L₁ − L₁₀ = P(L₂ − L₂₀), L = Σ coef·qpos, L₀ = ``tendon_length0``; one tendon:
+  L₁ − L₁₀ = polycoef[0]), named as the equality; the joints may lie in different trees. They are joint-space
+  rows of the general path's constraint solve (:mod:`mrds_jax.system.couplings`), exact like the contacts.
 
 A joint lock holds the joint's velocity at zero; its position target (``ref + polycoef[0]``, MuJoCo's
 ``qpos − ref = polycoef[0]``) is where the lock's pose error vanishes (used by projection and stabilisation).
@@ -46,11 +51,13 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
 * **Joint limits** of lone hinges and slides (``jnt_range`` where ``limited``) → ``Topology.joint_limits``: kept,
   not enforced; ``simulate`` reports where a trajectory leaves them.
 
-Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons, other joint limits,
+Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons not used by a tendon
+equality (and the stiffness, damping, friction loss and limits of those that are), other joint limits,
 friction loss, contacts between geoms and explicit contact pairs, sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
-equalities that couple two joints, equality ``tendon``/``flex``/``distance``, flexes, a free joint below a
+equalities on joints other than lone hinges and slides, ``tendon`` equalities on spatial tendons, equality
+``flex``/``distance``, flexes, a free joint below a
 moving body, a body with a joint combination other than the above. Not physics, so not read: the time step
 and integrator, keyframes (pass a key's qpos to ``MjcfMapping.state``), visual elements.
 
