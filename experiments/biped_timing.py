@@ -5,8 +5,10 @@ linkages (ball hips, universal joints on the rods, armature): nq = 31, nv = 28, 
 constraint rows), loaded by ``load_mjcf`` into one module. At one state that satisfies the loops (MuJoCo's
 equalities solved by Gauss-Newton from a perturbed reference pose, velocities in the nullspace of their Jacobian):
 
-* ours: ``jax.jit`` of ``forward_dynamics`` (general path, float64, one scenario, recursion as the loader
-  chose), for each ``--recursion`` asked: the time to trace and lower, to compile (XLA), the compiled program's
+* ours: ``jax.jit`` of ``forward_dynamics`` (general path, float64, one scenario), for each ``--recursion``
+  asked (``load_mjcf(..., recursion=)``: "auto" is the unrolled recursion for this 15-link module) and each
+  ``--solver`` (``SolverSettings.method``: "pinv", the default, or "cholesky", exact here since the four loops'
+  12 rows are independent): the time to trace and lower, to compile (XLA), the compiled program's
   XLA kernel count (``bench_gpu.count_kernels``), then the per-call time (median of ``--calls`` calls of the
   compiled program, each waited on, after a warm-up);
 * Pinocchio: ``constraintDynamics`` on the ``to_pinocchio`` export (armature in ``model.armature``, the loops as
@@ -18,7 +20,7 @@ Prints a table with the date, machine, core count, load average and jax/Pinocchi
 ``experiments/out/biped_timing.md``. Targets of the issue: compile ≤ 10 s, call ≤ 3x Pinocchio. Timings on a
 shared machine are noisy: the load average is printed; rerun on an idle machine before quoting.
 
-    python experiments/biped_timing.py [--calls 2000] [--recursion auto unrolled level_scan]
+    python experiments/biped_timing.py [--calls 2000] [--recursion unrolled level_scan] [--solver pinv cholesky]
 """
 import argparse
 import datetime
@@ -65,12 +67,12 @@ def consistent_qpos_qvel(model, rng, spread=0.3):
     return qpos, qvel - np.linalg.pinv(J, rcond=1e-10) @ (J @ qvel)
 
 
-def biped(seed=0):
-    """(system, our state, τ, MuJoCo model) of the biped at a consistent state."""
+def biped(seed=0, recursion="auto"):
+    """(system, our state, τ, MuJoCo model) of the biped at a consistent state (``load_mjcf``'s ``recursion``)."""
     model = mujoco.MjModel.from_xml_path(str(MODEL))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        system, mapping = load_mjcf(model, return_mapping=True)
+        system, mapping = load_mjcf(model, return_mapping=True, recursion=recursion)
     rng = np.random.default_rng(seed)
     state = mapping.state(*consistent_qpos_qvel(model, rng))
     tau = (jnp.asarray(rng.uniform(-5, 5, system.modules[0].nv)),)
@@ -89,12 +91,10 @@ def median_call(f, args, calls):
     return float(np.median(times))
 
 
-def ours(system, state, tau, recursion, calls):
-    """(trace+lower s, compile s, kernels, per-call s, q̈) of jit(forward_dynamics) with the module's recursion."""
-    if recursion != "auto":
-        system = S.System(tuple(m.with_recursion(recursion) for m in system.modules), system.contacts,
-                          system.connectivity, system.couplings)
-    f = jax.jit(lambda sy, st, tq: S.forward_dynamics(sy, st, tq).qdd)
+def ours(system, state, tau, calls, solver="pinv"):
+    """(trace+lower s, compile s, kernels, per-call s, q̈) of jit(forward_dynamics) with ``solver``'s method."""
+    settings = S.SolverSettings(method=solver)
+    f = jax.jit(lambda sy, st, tq: S.forward_dynamics(sy, st, tq, solver=settings).qdd)
     t0 = time.perf_counter()
     lowered = f.lower(system, state, tau)
     t1 = time.perf_counter()
@@ -131,7 +131,8 @@ def pinocchio(system, state, tau, calls):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=2000)
-    ap.add_argument("--recursion", nargs="+", default=["auto"], choices=["auto", "unrolled", "level_scan"])
+    ap.add_argument("--solver", nargs="+", default=["pinv", "cholesky"], choices=["pinv", "cholesky"])
+    ap.add_argument("--recursion", nargs="+", default=["unrolled", "level_scan"], choices=["auto", "unrolled", "level_scan"])
     a = ap.parse_args(argv)
     system, state, tau, model = biped()
     m = system.modules[0]
@@ -145,18 +146,18 @@ def main(argv=None):
              "",
              f"Robot: `{MODEL.relative_to(ROOT)}`: nq = {m.nq}, nv = {m.nv}, {len(m.topology.link_names)} links, "
              f"{len(system.contacts)} connect loops ({system.connectivity.n_constraints} constraint rows); "
-             f"loader's recursion: {m.topology.recursion}. {a.calls} calls, median.",
+             f"{a.calls} calls, median.",
              "",
-             "| ours: recursion | trace + lower (s) | XLA compile (s) | kernels (fusions) | ours per call (µs) | "
+             "| ours: recursion | solve | trace + lower (s) | XLA compile (s) | kernels (fusions) | ours per call (µs) | "
              "Pinocchio per call (µs) | ratio | max abs Δq̈ |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     t_pin, ddq, twin = pinocchio(system, state, tau, a.calls)
-    for rec in a.recursion:
-        t_lower, t_compile, kernels, t_call, qdd = ours(system, state, tau, rec, a.calls)
+    for rec, solver in ((r, sv) for r in a.recursion for sv in a.solver):
+        t_lower, t_compile, kernels, t_call, qdd = ours(biped(recursion=rec)[0], state, tau, a.calls, solver)
         t_pin2 = pinocchio(system, state, tau, a.calls)[0]     # again, next to ours: the machine's load drifts
         t_ref = min(t_pin, t_pin2)
         err = np.abs(twin.v([qdd]) - ddq).max()
-        lines.append(f"| {rec} | {t_lower:.2f} | {t_compile:.2f} | {kernels['total']} ({kernels['fusion']}) | "
+        lines.append(f"| {rec} | {solver} | {t_lower:.2f} | {t_compile:.2f} | {kernels['total']} ({kernels['fusion']}) | "
                      f"{t_call * 1e6:.1f} | {t_ref * 1e6:.1f} | {t_call / t_ref:.2f} | {err:.1e} |")
     lines += ["", "Targets (issue 25): compile (trace + lower + XLA compile) ≤ 10 s, per call ≤ 3x Pinocchio."]
     text = "\n".join(lines) + "\n"

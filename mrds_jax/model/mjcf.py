@@ -610,7 +610,7 @@ class _Importer:
                       "puts them")
 
 
-def load_mjcf(source, return_mapping=False, return_forces=False):
+def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto"):
     """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
     (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
     mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
@@ -618,6 +618,11 @@ def load_mjcf(source, return_mapping=False, return_forces=False):
     the force elements the file describes come last: a tuple with the joints' passive forces
     (:class:`~mrds_jax.system.JointSpringDamper`) and the actuators (:class:`~mrds_jax.system.Actuators`, control
     zero until :func:`~mrds_jax.system.with_control`), for ``simulate(..., forces=...)``.
+
+    ``recursion``: how the modules' tree recursions run (``Topology.recursion``: "auto", "unrolled" or
+    "level_scan"; :mod:`mrds_jax.dynamics.levels`) — e.g. "level_scan" for the four-bar biped of
+    ``experiments/biped_timing.py``, whose 15 links are below the automatic threshold but whose forward dynamics
+    compiles faster and runs faster that way (the table in ``experiments/out/biped_timing.md``).
 
     Raises FileNotFoundError for a missing file, ValueError naming the file and passing MuJoCo's message
     for a model MuJoCo rejects, and ValueError naming the element for what cannot be imported; warns
@@ -636,7 +641,7 @@ def load_mjcf(source, return_mapping=False, return_forces=False):
             builder = imp.builders[name]
             for fname, link, T in imp.frames[name]:
                 builder.add_frame(fname, link, position=T.p, rotation=T.R)
-            modules[name] = builder.build()
+            modules[name] = builder.build().with_recursion(recursion)
         forces = imp.build_forces() if return_forces else ()
     system = build_system(modules, contacts, couplings=imp.couplings)
     if not return_mapping:
