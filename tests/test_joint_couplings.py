@@ -26,7 +26,7 @@ from mrds_jax.contacts.coupling import CouplingError, coupling_row, joint_coupli
 from mrds_jax.model.mjcf import load_mjcf
 from mrds_jax.validation import ModelError
 from gradient_check import assert_jvp_equals_central_differences
-from mujoco_states import consistent_states
+from mujoco_states import consistent_states, mujoco_equalities, mujoco_kkt_acceleration
 
 MODEL = Path(__file__).parent / "data" / "mjcf_couplings.xml"
 N_STATES = 10
@@ -51,22 +51,6 @@ def robot():
 def to_mujoco_v(mapping, state, vs):
     """A per-module velocity-like tuple ``vs`` at ``state`` in MuJoCo's qvel layout."""
     return mapping.to_mujoco(S.SystemState(state.q, tuple(vs)))[1]
-
-
-def mujoco_equalities(model, data, qpos, qvel, eps=1e-6):
-    """(efc_pos, efc_J, J̇v) of MuJoCo's equality rows at (qpos, qvel); J̇v = (J(q + εv) − J(q − εv)) v / 2ε."""
-    def rows(q):
-        data.qpos[:], data.qvel[:] = q, qvel
-        mujoco.mj_forward(model, data)
-        r = np.flatnonzero(data.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
-        return data.efc_pos[r].copy(), data.efc_J.reshape(-1, model.nv)[r].copy()
-    Js = []
-    for s in (1.0, -1.0):
-        q = np.array(qpos)
-        mujoco.mj_integratePos(model, q, qvel, s * eps)
-        Js.append(rows(q)[1])
-    pos, J = rows(qpos)
-    return pos, J, (Js[0] - Js[1]) @ qvel / (2 * eps)
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,17 +125,9 @@ def test_constrained_acceleration_equals_kkt_from_mujoco_quantities():
     worst = 0.0
     for k, state in enumerate(states):
         qpos, qvel = mapping.to_mujoco(state)
-        pos, J, Jdot_v = mujoco_equalities(model, data, qpos, qvel)
+        qacc, pos, J = mujoco_kkt_acceleration(model, data, qpos, qvel, CTRL)
         assert np.abs(pos).max() < 1e-12 and np.abs(J @ qvel).max() < 1e-12
         np.testing.assert_allclose([r.position[k] for r in rows], 0, atol=1e-12)
-        data.qpos[:], data.qvel[:], data.ctrl[:] = qpos, qvel, CTRL
-        mujoco.mj_forward(model, data)
-        M = np.zeros((model.nv, model.nv))
-        mujoco.mj_fullM(model, data, M)
-        n = len(J)
-        K = np.block([[M, J.T], [J, np.zeros((n, n))]])
-        rhs = np.concatenate([data.qfrc_passive + data.qfrc_actuator - data.qfrc_bias, -Jdot_v])
-        qacc = np.linalg.solve(K, rhs)[:model.nv]
         exact = mapping.acceleration_from_mujoco(state, qacc)
         scale = max(np.abs(np.concatenate(exact)).max(), 1.0)
         for ours, ex in zip(qdd, exact):
