@@ -16,11 +16,16 @@ equalities solved by Gauss-Newton from a perturbed reference pose, velocities in
   as a user of Pinocchio would: the median per call over the same number of calls;
 * the answers agree (max |Δq̈|, printed).
 
+Each time is given as wall time and as this process's CPU time (``time.process_time``: compile, and the mean
+per call), which other work on a shared machine disturbs less. ``--profile`` adds a table of compile time and
+static XLA kernel count stage by stage (ABA, CRBA, Step 2, Steps 2-3, the whole with each solve).
+
 Prints a table with the date, machine, core count, load average and jax/Pinocchio versions, and writes it to
 ``experiments/out/biped_timing.md``. Targets of the issue: compile ≤ 10 s, call ≤ 3x Pinocchio. Timings on a
 shared machine are noisy: the load average is printed; rerun on an idle machine before quoting.
 
     python experiments/biped_timing.py [--calls 2000] [--recursion unrolled level_scan] [--solver pinv cholesky]
+        [--profile]
 """
 import argparse
 import datetime
@@ -79,34 +84,38 @@ def biped(seed=0, recursion="auto"):
     return system, state, tau, model
 
 
-def median_call(f, args, calls):
-    """Median wall time (s) of ``calls`` calls of f(*args), each waited on (after 20 warm-up calls)."""
+def call_times(f, args, calls):
+    """(median wall time, mean process CPU time) in s of ``calls`` calls of f(*args), each waited on (after 20
+    warm-up calls). The CPU time counts this process's threads only, so it is less disturbed by other work on a
+    shared machine than the wall time."""
     for _ in range(20):
         jax.block_until_ready(f(*args))
     times = np.empty(calls)
+    c0 = time.process_time()
     for i in range(calls):
         t0 = time.perf_counter()
         jax.block_until_ready(f(*args))
         times[i] = time.perf_counter() - t0
-    return float(np.median(times))
+    return float(np.median(times)), (time.process_time() - c0) / calls
 
 
 def ours(system, state, tau, calls, solver="pinv"):
     """(trace+lower s, compile s, kernels, per-call s, q̈) of jit(forward_dynamics) with ``solver``'s method."""
     settings = S.SolverSettings(method=solver)
     f = jax.jit(lambda sy, st, tq: S.forward_dynamics(sy, st, tq, solver=settings).qdd)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     lowered = f.lower(system, state, tau)
     t1 = time.perf_counter()
     compiled = lowered.compile()
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     kernels = count_kernels(compiled.as_text())
     qdd = np.concatenate([np.asarray(x) for x in compiled(system, state, tau)])
-    return t1 - t0, t2 - t1, kernels, median_call(compiled, (system, state, tau), calls), qdd
+    return t1 - t0, t2 - t1, c2 - c0, kernels, call_times(compiled, (system, state, tau), calls), qdd
 
 
 def pinocchio(system, state, tau, calls):
-    """(per-call s, q̈ in our order) of Pinocchio's constraintDynamics on the export."""
+    """((median wall, mean CPU) s per call, q̈ in Pinocchio's order, twin) of Pinocchio's constraintDynamics on the
+    export."""
     twin = to_pinocchio(system)
     model, cms = twin.model, twin.constraints
     data = model.createData()
@@ -117,20 +126,40 @@ def pinocchio(system, state, tau, calls):
 
     def call():
         return pin.constraintDynamics(model, data, q, v, tq, cms, cds, prox)
-    for _ in range(20):
-        call()
-    times = np.empty(calls)
-    for i in range(calls):
+    return call_times(call, (), calls), np.array(call()), twin
+
+
+def stage_costs(recursion):
+    """Where compile time and kernels go, stage by stage (``--profile``): (label, trace + lower s, compile s,
+    kernels, while loops) of jit(f) for ABA of the open tree, CRBA, Step 2 (``module_terms`` for the 8 loop
+    points), Steps 2-3 (``constraint_system``: Bᶜ, yᶜ) and the whole forward dynamics with each solve."""
+    from mrds_jax import aba, mass_matrix
+    from mrds_jax.dynamics.interface import module_terms
+    from mrds_jax.system.dynamics import constraint_system
+    system, state, tau, _ = biped(recursion=recursion)
+    m, pts = system.modules[0], system.connectivity.points[0]
+    q, v, tq = state.q[0], state.v[0], tau[0]
+    stages = [("ABA, open tree", lambda m, q, v, t: aba(m, q, v, t), (m, q, v, tq)),
+              ("CRBA", lambda m, q: mass_matrix(m, q), (m, q)),
+              ("Step 2: module_terms (8 points)", lambda m, q, v, t: module_terms(m, q, v, t, pts), (m, q, v, tq)),
+              ("Steps 2-3: constraint_system", lambda sy, st, t: constraint_system(sy, st, t)[:2], (system, state, tau))]
+    stages += [(f"forward_dynamics, {sv} solve",
+                lambda sy, st, t, sv=sv: S.forward_dynamics(sy, st, t, solver=S.SolverSettings(method=sv)).qdd,
+                (system, state, tau)) for sv in ("cholesky", "pinv")]
+    out = []
+    for label, f, args in stages:
         t0 = time.perf_counter()
-        call()
-        times[i] = time.perf_counter() - t0
-    ddq = np.array(call())
-    return float(np.median(times)), ddq, twin
+        lowered = jax.jit(f).lower(*args)
+        t1 = time.perf_counter()
+        k = count_kernels(lowered.compile().as_text())
+        out.append((label, t1 - t0, time.perf_counter() - t1, k["total"], k["while_loops"]))
+    return out
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--profile", action="store_true", help="also compile the stages one by one (slow)")
     ap.add_argument("--solver", nargs="+", default=["pinv", "cholesky"], choices=["pinv", "cholesky"])
     ap.add_argument("--recursion", nargs="+", default=["unrolled", "level_scan"], choices=["auto", "unrolled", "level_scan"])
     a = ap.parse_args(argv)
@@ -148,18 +177,29 @@ def main(argv=None):
              f"{len(system.contacts)} connect loops ({system.connectivity.n_constraints} constraint rows); "
              f"{a.calls} calls, median.",
              "",
-             "| ours: recursion | solve | trace + lower (s) | XLA compile (s) | kernels (fusions) | ours per call (µs) | "
-             "Pinocchio per call (µs) | ratio | max abs Δq̈ |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "Wall times, and in parentheses this process's CPU time (less disturbed by other work on a shared "
+             "machine).",
+             "",
+             "| ours: recursion | solve | trace + lower + XLA compile, s (CPU s) | kernels (fusions) | ours per call, "
+             "µs (CPU) | Pinocchio per call, µs (CPU) | ratio (CPU) | max abs Δq̈ |",
+             "|---|---|---|---|---|---|---|---|"]
     t_pin, ddq, twin = pinocchio(system, state, tau, a.calls)
     for rec, solver in ((r, sv) for r in a.recursion for sv in a.solver):
-        t_lower, t_compile, kernels, t_call, qdd = ours(biped(recursion=rec)[0], state, tau, a.calls, solver)
+        t_lower, t_compile, cpu_compile, kernels, t_call, qdd = ours(biped(recursion=rec)[0], state, tau, a.calls,
+                                                                      solver)
         t_pin2 = pinocchio(system, state, tau, a.calls)[0]     # again, next to ours: the machine's load drifts
-        t_ref = min(t_pin, t_pin2)
+        t_ref = [min(x, y) for x, y in zip(t_pin, t_pin2)]
         err = np.abs(twin.v([qdd]) - ddq).max()
-        lines.append(f"| {rec} | {solver} | {t_lower:.2f} | {t_compile:.2f} | {kernels['total']} ({kernels['fusion']}) | "
-                     f"{t_call * 1e6:.1f} | {t_ref * 1e6:.1f} | {t_call / t_ref:.2f} | {err:.1e} |")
+        lines.append(f"| {rec} | {solver} | {t_lower:.2f} + {t_compile:.2f} ({cpu_compile:.2f}) | {kernels['total']} "
+                     f"({kernels['fusion']}) | {t_call[0] * 1e6:.0f} ({t_call[1] * 1e6:.0f}) | {t_ref[0] * 1e6:.1f} "
+                     f"({t_ref[1] * 1e6:.1f}) | {t_call[0] / t_ref[0]:.1f} ({t_call[1] / t_ref[1]:.1f}) | {err:.1e} |")
     lines += ["", "Targets (issue 25): compile (trace + lower + XLA compile) ≤ 10 s, per call ≤ 3x Pinocchio."]
+    if a.profile:
+        lines += ["", "## Where compile time and kernels go (static XLA kernel count; a while loop's body counts once)",
+                  "", "| recursion | stage | trace + lower (s) | XLA compile (s) | kernels | while loops |",
+                  "|---|---|---|---|---|---|"]
+        for rec in a.recursion:
+            lines += [f"| {rec} | {label} | {tl:.2f} | {tc:.2f} | {k} | {w} |" for label, tl, tc, k, w in stage_costs(rec)]
     text = "\n".join(lines) + "\n"
     print(text)
     OUT.parent.mkdir(exist_ok=True)
