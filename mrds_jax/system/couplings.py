@@ -8,6 +8,12 @@ and afterwards q̈ₖ += Hₖ⁻¹ Gₖᵀ λ. Hₖ⁻¹ Gₖᵀ comes from the 
 Cholesky solve, for the modules that a coupling touches only; Ψₖᵀ Gₖᵀ (the points' accelerations under a unit
 coupling force) reaches the contacts through :func:`~.constraint_space.contact_accelerations`, as the point
 accelerations of Table 17. A system without couplings never calls this module.
+
+Stabilisation: Baumgarte (scalar gains) acts on the couplings' rows as on the contacts' (β − 2α G v − β_B² g); the
+PD suppression of eq. 104 corrects the contacts' Fᶜ only. Not covered yet: Lilly & Orin's path (``dynamics_path``
+sends systems with couplings to the general path), ``project_positions`` and ``simulate``'s initial-state check and
+drift diagnostics (contacts only; ``SystemDynamics.coupling_errors`` holds the couplings' g and G v), the exports
+(refused by name).
 """
 from typing import NamedTuple
 

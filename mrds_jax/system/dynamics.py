@@ -204,7 +204,9 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     eq. 104-105 corrects Fᶜ after the solve; see :mod:`.stabilisation`).
     Returns :class:`SystemDynamics`: q̈ per module (eq. 74), Fᶜ and ᴱᴾF_EP per contact (eq. 86-87), the
     solve's relative residual, the constraint-velocity error Φ_v (eq. 105), Bᶜ, yᶜ, and the rank and inverse
-    condition number of the part of Bᶜ solved (:mod:`.solve`).
+    condition number of the part of Bᶜ solved (:mod:`.solve`). A system's joint couplings
+    (:mod:`mrds_jax.contacts.coupling`) border Bᶜ and yᶜ with their joint-space rows (:mod:`.couplings`); their
+    forces λ and errors (g, G v) come back as ``coupling_forces`` and ``coupling_errors``.
     """
     cs = constraint_system(system, state, tau, t, method)
     yc, dF_c = cs.yc, None
