@@ -203,6 +203,22 @@ def test_bad_couplings_are_named_before_anything_compiles():
                                                                            ("base", "f2"))])
 
 
+def test_exports_name_the_couplings_they_cannot_carry():
+    """Pinocchio has no joint-coupling constraint and export.mjcf does not write them: refused by name (or, for
+    to_pinocchio(contacts="skip"), listed as skipped), never dropped silently."""
+    from mrds_jax.export import to_pinocchio
+    from mrds_jax.export.mjcf import to_mjcf
+    from mrds_jax.export.pinocchio import PinocchioExportError
+    system, _, _, _ = robot()
+    names = ("finger", "whisker_slide", "pendulum_knee")
+    with pytest.raises(PinocchioExportError, match=r"joint couplings \['finger', 'whisker_slide', 'pendulum_knee'\]"):
+        to_pinocchio(system)
+    twin = to_pinocchio(system, contacts="skip")
+    assert twin.skipped == names and twin.constraint_names == ("foot_rod",)
+    with pytest.raises(ValueError, match="to_mjcf: the joint couplings"):
+        to_mjcf(system)
+
+
 SPATIAL = """
 <mujoco>
   <worldbody>
