@@ -10,10 +10,12 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+import pytest
 
 from mrds_jax import system as S
 from mrds_jax.export import to_pinocchio
 from mrds_jax.model.mjcf import load_mjcf
+from mrds_jax.validation import ArgumentError
 from mujoco_states import consistent_states
 
 MODEL = Path(__file__).parent / "data" / "biped_fourbar.xml"
@@ -39,3 +41,10 @@ def test_biped_constrained_acceleration_equals_pinocchio_constraint_dynamics():
         ddq, _, J = twin.constraint_dynamics(qp, vp, twin.v(tau))
         assert J.shape == (12, 28) and np.abs(J @ vp).max() < 1e-12
         np.testing.assert_allclose(twin.v([qdd[k]]), ddq, atol=1e-8 * max(1.0, np.abs(ddq).max()), rtol=0)
+
+
+def test_load_mjcf_recursion_is_checked_before_anything_compiles():
+    model = mujoco.MjModel.from_xml_path(str(MODEL))
+    assert load_mjcf(model, recursion="level_scan").modules[0].topology.recursion == "level_scan"
+    with pytest.raises(ArgumentError, match="unknown recursion 'fast'"):
+        load_mjcf(model, recursion="fast")
