@@ -4,7 +4,9 @@ Nguyen & Pooran (1989) change one parameter at a time (Figs. 8-11); here all of 
 gradient, through either dynamic model (the paper's Lagrangian one or the MRDS multibody one), subject to
 what a designer insists on.  One file per concern:
 
-- ``space``        free variables (θA, θB, m, m1; optionally r_A, r_B, l_s) and their box
+- ``space``        free variables (θA, θB, m, m1; optionally r_A, r_B, l_s, z_nominal, M; per leg: the
+                   38-variable ``full`` space of issue 26) and their box; named spaces ``SPACES``
+- ``geometry``     eager numpy leg lengths and leg-to-leg distances (start checks, independent verification)
 - ``task``         payload paths with their timing, and the payload, sampled into arrays
 - ``objectives``   actuator forces through either model; demand measures (smooth peak, RMS, power)
 - ``constraints``  attachment separation, Jacobian conditioning, stroke, leg elevation, strength rule
@@ -25,10 +27,11 @@ Typical use::
 from .constraints import GROUPS, Limits, StrengthRule, constraint_values, pair_distances
 from .objectives import DEMANDS, MODELS, actuator_forces, actuator_speeds, demand_metrics, soft_peak
 from .optimizer import DesignWarning, Settings, augmented_lagrangian, optimize
-from .problem import (Evaluation, InfeasibleBoundsError, Problem, ProblemData, check_bounds, design_params,
+from .problem import (Evaluation, InfeasibleBoundsError, Problem, ProblemData, check_bounds, check_start, design_params,
                       evaluate, make_problem)
 from .results import DesignFileError, DesignResult, load_design, plot_forces, plot_geometry, plot_history
-from .space import DEFAULT_BOUNDS, DEFAULT_FREE, VARIABLES, DesignSpace, DesignSpaceError, make_space
+from .space import (DEFAULT_BOUNDS, DEFAULT_FREE, FULL_FREE, SPACES, VARIABLES, DesignSpace, DesignSpaceError,
+                    make_space, named_space)
 from .task import PATH_KINDS, Task, TaskError, TaskSamples, ellipse_task
 from .verify import format_report, verify_design
 from .simulation import simulate_design
