@@ -265,6 +265,8 @@ def compiled_evaluate(problem: Problem):
     """``evaluate(problem, ·, ·)`` compiled in two parts: the dynamics, by the one compiled force kernel that
     problem set-up, the independent check and the plots share (``objectives.jitted_forces_and_speeds``),
     then the demand, constraints and metrics (``problem.evaluate_forces``, cheap to compile)."""
+    if problem.robust is not None:
+        return jax.jit(functools.partial(evaluate, problem))
     inputs = jax.jit(functools.partial(design_inputs, problem))
     forces = O.jitted_forces_and_speeds(problem.model, problem.legs, problem.batch_size)
     rest = jax.jit(functools.partial(evaluate_forces, problem))

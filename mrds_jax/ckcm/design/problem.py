@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from ...pytree import pytree_dataclass, replace
 from ..params import CKCMParams, nominal, validate_params
 from . import objectives as O
+from . import robust as R
 from .constraints import (GROUPS, Limits, check_limits, constraint_values, limits_as_arrays, max_violations,
                           pair_distances)
 from .space import DEFAULT_FREE, DesignSpace, DesignSpaceError, make_space, named_space
@@ -36,6 +37,9 @@ class Problem:
     model      "paper" or "multibody" (``objectives.MODELS``); legs: "bench" or "paper" (multibody only)
     demand     "peak", "rms", "power" (``objectives.DEMANDS``) or a callable (tau, speed, weight) -> scalar
     sharpness  β of the soft peak
+    robust     None (the nominal machine), "mean" or "quantile": the objective is that statistic of the soft
+               peak force over the Monte Carlo draws of ``ProblemData.noise`` (``robust.py``; α = ``quantile``,
+               kernel bandwidth ``quantile_width`` × the start design's peak force)
     """
     space: DesignSpace = field(default_factory=DesignSpace)
     model: str = "paper"
@@ -43,6 +47,9 @@ class Problem:
     demand: str | Callable = "peak"
     sharpness: float = 100.0
     batch_size: int = 16
+    robust: str | None = None
+    quantile: float = 0.95
+    quantile_width: float = 0.005
 
     def __post_init__(self):
         if self.model not in O.MODELS:
@@ -54,6 +61,10 @@ class Problem:
                              "or a callable (tau, speed, weight) -> scalar")
         if not self.sharpness > 0:
             raise ValueError(f"sharpness must be > 0, got {self.sharpness}")
+        if self.robust is not None and self.robust not in R.STATISTICS:
+            raise ValueError(f"unknown robust statistic {self.robust!r}; use one of {list(R.STATISTICS)} or None")
+        if not 0 < self.quantile < 1:
+            raise ValueError(f"quantile must lie in (0, 1), got {self.quantile}")
 
     @property
     def demand_name(self):
@@ -64,12 +75,15 @@ class Problem:
 class ProblemData:
     """Arrays of a design problem: the design the free variables are substituted into (``base``), the
     task samples, the designer's limits, the soft peak's scale (N) and the demand at the start design (the
-    objective's unit)."""
+    objective's unit); for a robust problem the Monte Carlo draws (S, ``robust.NOISE_SIZE``) and the
+    ``robust.Tolerances``."""
     base: CKCMParams
     samples: TaskSamples
     limits: Limits
     force_scale: jax.Array
     demand_scale: jax.Array
+    noise: jax.Array | None = None
+    tolerances: R.Tolerances | None = None
 
 
 @pytree_dataclass
@@ -127,7 +141,27 @@ def _demand(problem, tau, speed, weight, scale):
 def evaluate(problem: Problem, data: ProblemData, x) -> Evaluation:
     """Objective, constraints and metrics of the design vector ``x`` (pure, jittable, differentiable)."""
     params, samples = design_inputs(problem, data, x)
-    return evaluate_forces(problem, data, params, samples, *forces_and_speeds(problem, params, samples))
+    ev = evaluate_forces(problem, data, params, samples, *forces_and_speeds(problem, params, samples))
+    return ev if problem.robust is None else robust_evaluation(problem, data, params, samples, ev)
+
+
+def robust_peaks(problem: Problem, data: ProblemData, params: CKCMParams, samples: TaskSamples):
+    """Soft peak force (N) of every Monte Carlo draw of the as-built machine (S,) (``robust.perturbed_params``);
+    the draws go through ``jax.lax.map`` in batches of ``problem.batch_size``."""
+    def peak(eps):
+        tau = O.actuator_forces(R.perturbed_params(params, eps, data.tolerances), samples, problem.model,
+                                problem.legs, problem.batch_size)
+        return O.soft_peak(tau, data.force_scale, problem.sharpness)
+    return jax.lax.map(peak, data.noise, batch_size=min(problem.batch_size, data.noise.shape[0]))
+
+
+def robust_evaluation(problem, data, params, samples, ev: Evaluation) -> Evaluation:
+    """``ev`` (the nominal machine's evaluation) with the robust statistic of the peak force as demand and
+    objective (metrics ``robust_peak`` and the draws' exact mean ``mean_peak``)."""
+    peaks = robust_peaks(problem, data, params, samples)
+    d = R.statistic(problem.robust, peaks, problem.quantile, problem.quantile_width * data.force_scale)
+    metrics = dict(ev.metrics, robust_peak=d, mean_peak=jnp.mean(peaks))
+    return Evaluation(d / data.demand_scale, d, ev.constraints, ev.violation, metrics)
 
 
 def evaluate_forces(problem: Problem, data: ProblemData, params: CKCMParams, samples: TaskSamples, tau,
@@ -231,7 +265,8 @@ def _scales(problem: Problem):
 
 def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limits: Limits | None = None,
                  model="paper", legs="bench", demand="peak", sharpness=100.0, base: CKCMParams | None = None,
-                 batch_size=16, space=None):
+                 batch_size=16, space=None, robust=None, robust_samples=256, tolerances=None, quantile=0.95,
+                 seed=0):
     """(``Problem``, ``ProblemData``) for a task (default: the paper's ellipse, ``task.ellipse_task()``), from
     the start design ``base`` (default ``nominal()``, eq. 58).  Checks the space (``make_space``), the task,
     and that the bounds admit a feasible design (``check_bounds``), and the start design against its task
@@ -243,7 +278,9 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     if isinstance(space, str):
         space = named_space(space, bounds)
     problem = Problem(space if isinstance(space, DesignSpace) else make_space(free, bounds), model, legs, demand,
-                      float(sharpness), int(batch_size))
+                      float(sharpness), int(batch_size), robust, float(quantile))
+    if robust is not None and int(robust_samples) < 2:
+        raise ValueError(f"robust_samples must be >= 2, got {robust_samples}")
     limits = check_limits(Limits() if limits is None else limits)
     check_bounds(problem, base, limits)
     samples = task.samples(base)
@@ -255,7 +292,12 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     if not np.isfinite(float(peak)):
         raise ValueError("the start design's actuator forces are not finite along the task: it is singular "
                          "somewhere on the path (check the path against the workspace with ckcm.check_pose)")
-    return problem, ProblemData(base, samples, limits_as_arrays(limits, f), jnp.asarray(peak, f), jnp.asarray(d0, f))
+    noise, tol = None, None
+    if robust is not None:
+        noise = R.draw_noise(jax.random.PRNGKey(int(seed)), robust_samples, f)
+        tol = jax.tree_util.tree_map(lambda v: jnp.asarray(v, f), R.Tolerances() if tolerances is None else tolerances)
+    return problem, ProblemData(base, samples, limits_as_arrays(limits, f), jnp.asarray(peak, f), jnp.asarray(d0, f),
+                                noise, tol)
 
 
 __all__ = ["Problem", "ProblemData", "Evaluation", "InfeasibleBoundsError", "design_params", "evaluate",
