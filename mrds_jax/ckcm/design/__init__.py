@@ -25,7 +25,7 @@ Typical use::
     params = D.load_design("runs/ckcm/design.json").params
 """
 from .constraints import GROUPS, Limits, StrengthRule, constraint_values, pair_distances
-from .objectives import DEMANDS, MODELS, actuator_forces, actuator_speeds, demand_metrics, soft_peak
+from .objectives import DEMANDS, MODELS, model_description, actuator_forces, actuator_speeds, demand_metrics, soft_peak
 from .optimizer import DesignWarning, Settings, augmented_lagrangian, optimize
 from .problem import (Evaluation, InfeasibleBoundsError, Problem, ProblemData, check_bounds, check_start, design_params,
                       evaluate, make_problem)
@@ -33,5 +33,6 @@ from .results import DesignFileError, DesignResult, load_design, plot_forces, pl
 from .space import (DEFAULT_BOUNDS, DEFAULT_FREE, FULL_FREE, SPACES, VARIABLES, DesignSpace, DesignSpaceError,
                     make_space, named_space)
 from .task import PATH_KINDS, Task, TaskError, TaskSamples, ellipse_task
+from .robust import Tolerances, smooth_quantile
 from .verify import format_report, verify_design
 from .simulation import simulate_design
