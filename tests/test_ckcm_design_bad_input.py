@@ -85,3 +85,27 @@ def test_good_full_space_specification_reaches_the_dynamics(no_dynamics):
     in the checks, not by accident)."""
     with pytest.raises(AssertionError, match="dynamics was compiled"):
         D.make_problem(TASK, space="full")
+
+
+CLI_CASES = [
+    ("inverted bounds", ["--space", "full", "--bound", "r_A_3=0.9:0.4"], r"bounds of r_A_3 are empty"),
+    ("unknown variable", ["--free", "lambda_1,lambda_7"], r"unknown design variable\(s\) \['lambda_7'\]"),
+    ("unknown bound", ["--space", "full", "--bound", "mass_3=1:2"], r"--bound 'mass_3=1:2': unknown variable 'mass_3'"),
+    ("crossing legs at the start", ["--space", "full", "--period", "0.5", "--samples", "8", "--min-leg-distance",
+                                    "0.5"], r"legs \d and \d of the start design cross: 0.\d+ m apart "
+                                            r"\(< min_leg_distance 0.5 m\)"),
+    ("too few Monte Carlo draws", ["--space", "full", "--robust", "--mc-samples", "1"],
+     r"robust_samples must be >= 2, got 1"),
+]
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_command_line_bad_design_specification_is_one_line(case, tmp_path, capsys, no_dynamics):
+    import re
+    from mrds_jax.cli import main
+    _, argv, pattern = case
+    code = main(["optimize", *argv, "--out", str(tmp_path / "o"), "--no-cache"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert re.search(pattern, err), f"stderr {err!r} does not match {pattern!r}"
