@@ -8,6 +8,7 @@ what a designer insists on.  One file per concern:
                    38-variable ``full`` space of issue 26) and their box; named spaces ``SPACES``
 - ``geometry``     eager numpy leg lengths and leg-to-leg distances (start checks, independent verification)
 - ``task``         payload paths with their timing, and the payload, sampled into arrays
+- ``robust``       manufacturing tolerances: the as-built machine, the smooth quantile (robust objective)
 - ``objectives``   actuator forces through either model; demand measures (smooth peak, RMS, power)
 - ``constraints``  attachment separation, Jacobian conditioning, stroke, leg elevation, strength rule
 - ``problem``      ``make_problem`` and the pure ``evaluate(problem, data, x)``
@@ -23,6 +24,10 @@ Typical use::
     result = D.optimize(problem, data, D.Settings(optimizer="lbfgs", iterations=200, starts=4),
                         task=D.ellipse_task(period=0.5), out_dir="runs/ckcm")
     params = D.load_design("runs/ckcm/design.json").params
+
+    # issue 26: every leg its own (38 variables), the plant's model, the 95th percentile under tolerances
+    problem, data = D.make_problem(D.ellipse_task(period=0.5), space="full", model="multibody",
+                                   robust="quantile", robust_samples=256, tolerances=D.Tolerances(1e-3, 0.02))
 """
 from .constraints import GROUPS, Limits, StrengthRule, constraint_values, pair_distances
 from .objectives import DEMANDS, MODELS, model_description, actuator_forces, actuator_speeds, demand_metrics, soft_peak
