@@ -105,12 +105,13 @@ def _parse_bounds(items, free):
 
 
 def _print_design_table(result):
+    from mrds_jax.ckcm.design.space import UNITS
     print("\n| quantity | start | optimised |\n|---|---|---|")
     for k in result.x:
-        unit = "deg" if k.startswith("theta") else ("kg" if k.startswith("m") else "m")
-        print(f"| {k} ({unit}) | {result.x_initial[k]:.4f} | {result.x[k]:.4f} |")
-    for k, unit in (("peak_force", "N"), ("rms_force", "N"), ("mean_power", "W"), ("max_condition", ""),
-                    ("min_separation", "m")):
+        print(f"| {k} ({UNITS[k]}) | {result.x_initial[k]:.4f} | {result.x[k]:.4f} |")
+    robust = [("robust_peak", "N"), ("mean_peak", "N")] if "robust_peak" in result.after else []
+    for k, unit in [("peak_force", "N"), ("rms_force", "N"), ("mean_power", "W"), ("max_condition", ""),
+                    ("min_separation", "m")] + robust:
         print(f"| {k} {unit} | {result.before[k]:.4f} | {result.after[k]:.4f} |")
 
 
@@ -139,19 +140,26 @@ def cmd_optimize(args):
     if args.optimize_radii:
         free += ("r_A", "r_B")
     limits = D.Limits(min_separation=args.min_separation, max_condition=args.max_condition,
-                      stroke_margin=args.stroke_margin)
+                      stroke_margin=args.stroke_margin, min_leg_distance=args.min_leg_distance)
     try:
         task = D.ellipse_task(period=args.period, samples_per_path=args.samples)
+        tolerances = D.Tolerances(point_sd=args.point_tolerance * 1e-3, mass_sd=args.mass_tolerance / 100)
         problem, data = D.make_problem(task, free=free, bounds=_parse_bounds(args.bound, free), limits=limits,
-                                       model=args.model, legs=args.legs, demand=args.objective)
+                                       model=args.model, legs=args.legs, demand=args.objective, space=args.space,
+                                       robust=args.robust, robust_samples=args.mc_samples, tolerances=tolerances,
+                                       seed=args.seed)
         settings = D.Settings(optimizer=args.optimizer, iterations=args.iterations, starts=args.starts,
                               learning_rate=args.lr, seed=args.seed)
     except InputError:
         raise                                       # one line (main)
     except ValueError as e:                        # a bad combination of options: a user error too
         raise ArgumentError(str(e)) from None
-    print(f"task: ellipse of Nguyen & Pooran eq. 55, period {args.period} s, {args.samples} samples; model {args.model}"
-          f" (legs {args.legs}); objective {args.objective}; free {list(problem.space.free)}; "
+    model = D.model_description(args.model, args.legs)
+    robust = "" if args.robust is None else (
+        f"; robust: {args.robust} of the peak force over {args.mc_samples} as-built machines (points ± "
+        f"{args.point_tolerance} mm, part masses ± {args.mass_tolerance} %, 1 sd)")
+    print(f"task: ellipse of Nguyen & Pooran eq. 55, period {args.period} s, {args.samples} samples; model: {model}"
+          f"; objective {args.objective}{robust}; {problem.space.size} free variables {list(problem.space.free)}; "
           f"{args.optimizer}, {args.iterations} steps x {args.starts} start(s); output {out}/")
     t0 = time.perf_counter()
     result = D.optimize(problem, data, settings, task=task, out_dir=out, resume=args.resume)
@@ -160,7 +168,10 @@ def cmd_optimize(args):
     print(f"wall {wall:.1f} s (compilation included), {result.evaluations} objective+gradient evaluations")
     _print_design_table(result)
     print(f"\npeak actuator force {result.before['peak_force']:.2f} N -> {result.after['peak_force']:.2f} N "
-          f"({100 * result.peak_reduction:.1f} % less)")
+          f"({100 * result.peak_reduction:.1f} % less; {model}, at the {args.samples} path samples)")
+    if args.robust is not None:
+        print(f"robust peak force ({args.robust}) {result.before['robust_peak']:.2f} N -> "
+              f"{result.after['robust_peak']:.2f} N ({model})")
     report = D.verify_design(result.params, task, limits, args.model, args.legs)
     result.verification = report
     result.save(out / "design.json")
@@ -203,14 +214,22 @@ def cmd_simulate(args):
     from mrds_jax.ckcm.design import load_design
     from mrds_jax.ckcm.design.simulation import simulate_design
     design = load_design(args.design)               # DesignFileError: one line (main)
+    from mrds_jax.ckcm.design import model_description
+    legs = design.problem.get("legs", "bench")
+    designed_with = model_description(design.problem["model"], legs)
     print(f"design {args.design}: {design.x} ({design.status}); optimiser's peak force "
-          f"{design.after['peak_force']:.3f} N ({design.problem['model']} model)")
+          f"{design.after['peak_force']:.3f} N ({designed_with}, at the task samples)")
     t0 = time.perf_counter()
     runs = simulate_design(design, dt=args.dt)
     for i, r in enumerate(runs):
-        print(f"path {i}: {r['steps']} RK4 steps of {r['dt'] * 1e3:.3g} ms under computed torque (multibody plant): "
+        print(f"path {i}: {r['steps']} RK4 steps of {r['dt'] * 1e3:.3g} ms under computed torque "
+              f"({model_description('multibody', legs)} as the plant): "
               f"peak applied force {r['peak_force']:.3f} N, max position error {r['max_position_error']:.2e} m, "
               f"max ball-joint gap {r['max_closure_error']:.2e} m")
+    if design.problem["model"] == "paper":
+        print("the paper's model leaves out the legs' azimuthal swing, the moving part's full axial kinetic energy "
+              "and the legs' own inertia, which the plant has: its forces are larger (measured term by term: "
+              "experiments/out/ckcm_model_gap.md; optimise with --model multibody to design the plant itself)")
     print(f"wall {time.perf_counter() - t0:.1f} s (compilation included)")
     return 0
 
@@ -262,6 +281,15 @@ def build_parser():
     p.add_argument("--period", type=float, default=0.5, help="ellipse loop period (s)")
     p.add_argument("--samples", type=int, default=64, help="path samples")
     p.add_argument("--free", default="theta_A,theta_B,m,m1", help="comma-separated design variables")
+    p.add_argument("--space", choices=["paper", "symmetric", "full"],
+                   help="a named design space instead of --free (full: 38 per-leg variables)")
+    p.add_argument("--robust", nargs="?", const="quantile", choices=["mean", "quantile"],
+                   help="minimise the mean or the smooth 95th percentile (default) of the peak force under "
+                        "manufacturing tolerances")
+    p.add_argument("--mc-samples", type=int, default=256, help="Monte Carlo draws of the robust objective")
+    p.add_argument("--point-tolerance", type=float, default=1.0, help="attachment points, mm (1 sd)")
+    p.add_argument("--mass-tolerance", type=float, default=2.0, help="leg part masses, %% (1 sd)")
+    p.add_argument("--min-leg-distance", type=float, default=0.08, help="m between legs along the path")
     p.add_argument("--optimize-radii", action="store_true", help="also free r_A, r_B")
     p.add_argument("--bound", action="append", metavar="NAME=LO:HI", help="bounds (deg for angles)")
     p.add_argument("--min-separation", type=float, default=0.10, help="m between attachment points")

@@ -19,7 +19,7 @@ from mrds_jax.ckcm.design.constraints import constraint_values
 from mrds_jax.ckcm.design.optimizer import compiled_block
 from mrds_jax.ckcm.design.problem import forces_and_speeds
 
-ALL = D.VARIABLES
+ALL = ("theta_A", "theta_B", "m", "m1", "r_A", "r_B", "l_s")   # the symmetric variables of issue 5
 TASK = D.ellipse_task(period=0.5, samples_per_path=64)   # K ≥ 64: see Settings.feasibility_margin
 SETTINGS = D.Settings(optimizer="adam", iterations=120, update_every=20, learning_rate=0.05, starts=1)
 

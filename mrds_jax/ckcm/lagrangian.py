@@ -69,7 +69,7 @@ import jax.numpy as jnp
 from ..pytree import pytree_dataclass
 from ..spatial import dense
 from .kinematics import angular_velocity_matrix, home_pose, jacobian, leg_vectors, rotation
-from .params import CKCMParams
+from .params import CKCMParams, leg_mass_split
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def _velocities(params: CKCMParams, q, qd, model: EnergyModel = PAPER):
     omega = angular_velocity_matrix(q) @ qd
     if model.payload_rotation == "body":
         omega = rotation(q).T @ omega
-    m = jnp.broadcast_to(params.m, lc.shape)
+    m = jnp.broadcast_to(leg_mass_split(params)[0], lc.shape)
     phi, w = [lc * thd, lcd, qd[:3], omega], [m, m, jnp.broadcast_to(params.M, (3,)), params.I_payload]
     if model.leg_azimuth:
         phi.append(lc * jnp.cos(th) * rates[2])
@@ -128,9 +128,10 @@ def kinetic_energy(params: CKCMParams, q, qd, model: EnergyModel = PAPER):
 
 
 def potential_energy(params: CKCMParams, q):
-    """P = M g z + m g Σ_i l_ci sin θ_i (eq. 43): payload and leg centroids above the base plane."""
+    """P = M g z + m g Σ_i l_ci sin θ_i (eq. 43): payload and leg centroids above the base plane (with
+    per-leg masses ``leg_masses``, Σ_i m_i g l_ci sin θ_i)."""
     lc, th = _leg_coordinates(params, q)
-    return params.g * (params.M * q[2] + params.m * jnp.sum(lc * jnp.sin(th)))
+    return params.g * (params.M * q[2] + jnp.sum(leg_mass_split(params)[0] * lc * jnp.sin(th)))
 
 
 def total_energy(params: CKCMParams, q, qd, model: EnergyModel = PAPER):

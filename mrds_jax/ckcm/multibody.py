@@ -86,7 +86,7 @@ from .errors import CKCMInputError, WorkspaceError
 from .kinematics import (DEFAULT_MAX_CONDITION, angular_velocity_matrix, check_pose, home_pose, jacobian,
                          rotation)
 from .lagrangian import ELLIPSE_SEMI_AXES, ForceSplit
-from .params import CKCMParams, base_points, payload_points
+from .params import CKCMParams, base_points, leg_mass_split, payload_points
 
 LEG_NAMES = tuple(f"leg{i + 1}" for i in range(6))
 PAYLOAD = "payload"
@@ -126,7 +126,8 @@ def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_
 # --- leg mass models -------------------------------------------------------------------------------------
 @pytree_dataclass
 class LegInertia:
-    """Mass model of one leg (all six legs identical): two rigid links on the leg axis.
+    """Mass model of a leg: two rigid links on the leg axis; all six legs identical, or any leaf per leg with
+    a leading axis of 6 (``CKCMParams.leg_masses``; ``one_leg`` picks leg i's).
 
     m_lower, s_lower   mass of the stationary part and its centroid's distance from B_i along the leg
     I_lower            (I_transverse, I_transverse, I_axial) about that centroid, leg axes
@@ -145,7 +146,7 @@ def _cylinder(m, r, L):
     """Principal inertia (I_t, I_t, I_a) of a solid cylinder of mass m, radius r, length L about its
     centroid: I_t = m (3 r² + L²) / 12, I_a = m r² / 2."""
     It = m * (3 * r**2 + L**2) / 12
-    return jnp.stack([It, It, m * r**2 / 2])
+    return jnp.stack(jnp.broadcast_arrays(It, It, m * r**2 / 2), axis=-1)
 
 
 def bench_legs(params: CKCMParams, r_lower=0.03, r_upper=0.02, upper_length=0.5) -> LegInertia:
@@ -153,7 +154,8 @@ def bench_legs(params: CKCMParams, r_lower=0.03, r_upper=0.02, upper_length=0.5)
     l_s, radius ``r_lower`` hinged at B_i; a cylinder of mass m1, length ``upper_length``, radius ``r_upper``
     ending at the tip.  Differentiable in ``params`` (m, m1, l_s) and the three numbers."""
     f = jnp.result_type(params.m)
-    ml, mu = params.m - params.m1, params.m1
+    m, m1 = leg_mass_split(params)
+    ml, mu = m - m1, m1
     L = jnp.asarray(upper_length, f)
     return LegInertia(m_lower=ml, s_lower=params.l_s / 2, I_lower=_cylinder(ml, jnp.asarray(r_lower, f), params.l_s),
                       m_upper=mu, c_upper=L / 2, I_upper=_cylinder(mu, jnp.asarray(r_upper, f), L))
@@ -162,9 +164,10 @@ def bench_legs(params: CKCMParams, r_lower=0.03, r_upper=0.02, upper_length=0.5)
 def paper_legs(params: CKCMParams) -> LegInertia:
     """Point masses with the first moment of eq. 40-42 (module docstring): m − m1/2 at m l_s/(2m − m1) from
     B_i and m1/2 at the tip, no rotational inertia.  The potential energy then equals eq. 43 exactly."""
-    z3 = jnp.zeros(3, jnp.result_type(params.m))
-    return LegInertia(m_lower=params.m - params.m1 / 2, s_lower=params.m * params.l_s / (2 * params.m - params.m1),
-                      I_lower=z3, m_upper=params.m1 / 2, c_upper=jnp.zeros_like(params.m), I_upper=z3)
+    m, m1 = leg_mass_split(params)
+    z3 = jnp.zeros(jnp.shape(m) + (3,), jnp.result_type(params.m))
+    return LegInertia(m_lower=m - m1 / 2, s_lower=m * params.l_s / (2 * m - m1),
+                      I_lower=z3, m_upper=m1 / 2, c_upper=jnp.zeros_like(m), I_upper=z3)
 
 
 LEG_MODELS = {"bench": bench_legs, "paper": paper_legs}
@@ -215,9 +218,19 @@ def leg_frames(params: CKCMParams):
     return jnp.stack([x, y, z], axis=-1), L
 
 
+def one_leg(legs: LegInertia, i: int) -> LegInertia:
+    """Leg ``i``'s mass model: ``legs`` itself when all six legs share it, else its i-th entry (per-leg
+    masses, ``CKCMParams.leg_masses``: every leaf has a leading axis of 6)."""
+    def pick(a, ndim):
+        return a[i] if jnp.ndim(a) > ndim else a
+    return LegInertia(pick(legs.m_lower, 0), pick(legs.s_lower, 0), pick(legs.I_lower, 1), pick(legs.m_upper, 0),
+                      pick(legs.c_upper, 0), pick(legs.I_upper, 1))
+
+
 def leg_module(params: CKCMParams, legs: LegInertia, i: int) -> Module:
     """Module ``leg{i+1}`` (U-P leg with its ``tip``), parameters as arrays built from ``params``/``legs``
     (jittable and differentiable: no numpy on values)."""
+    legs = one_leg(legs, i)
     R, L = leg_frames(params)
     B = base_points(params)
     f = R.dtype

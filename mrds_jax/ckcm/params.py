@@ -43,6 +43,10 @@ class CKCMParams:
     I_payload          (I_1, I_2, I_3) payload moments of inertia (eq. 24, 39)
     g                  gravitational acceleration, along −z_B (eq. 43)
     z_nominal          height of the home pose (default guess of the forward kinematics, centre of paths)
+    leg_geometry       None (the paper's 3-fold pattern of eq. 2-4 from r_A, r_B, θA, θB) or a (4, 6) array of
+                       per-leg attachment angles and radii (λ_i, Λ_i, r_A,i, r_B,i): eq. 3-4 with every point
+                       free (issue 26); θA, θB, r_A, r_B then no longer place the joints
+    leg_masses         None (every leg m, m1) or a (2, 6) array of per-leg (m_i, m1_i) (eq. 40-42 per leg)
     """
 
     r_A: jax.Array
@@ -57,6 +61,8 @@ class CKCMParams:
     I_payload: jax.Array
     g: jax.Array
     z_nominal: jax.Array
+    leg_geometry: jax.Array | None = None
+    leg_masses: jax.Array | None = None
 
     # --- derived quantities (all differentiable) -------------------------------------------------------
     @property
@@ -66,8 +72,9 @@ class CKCMParams:
 
     @property
     def d1(self):
-        """d_1 = m_1 / (2 m) (eq. 42)."""
-        return self.m1 / (2 * self.m)
+        """d_1 = m_1 / (2 m) (eq. 42); per leg (6,) when ``leg_masses`` is set."""
+        m, m1 = leg_mass_split(self)
+        return m1 / (2 * m)
 
     @property
     def stroke(self):
@@ -124,38 +131,111 @@ def nominal(**overrides) -> CKCMParams:
 
 
 # --- attachment points, eq. 2-4 -------------------------------------------------------------------------
-def attachment_angles(params: CKCMParams):
-    """(λ_i, Λ_i), i = 1..6, in radians (eq. 2): λ_i = Λ_i = 60(i−1)° for odd i, and
+def symmetric_angles(theta_A, theta_B):
+    """(λ_i, Λ_i), i = 1..6, of the paper's 3-fold pattern (eq. 2): λ_i = Λ_i = 60(i−1)° for odd i, and
     λ_i = λ_{i−1} + θA, Λ_i = Λ_{i−1} + θB for even i.  Shapes (6,) each."""
-    f = jnp.result_type(params.theta_A)
+    f = jnp.result_type(theta_A)
     odd = jnp.deg2rad(jnp.array([0.0, 120.0, 240.0], dtype=f))
-    lam = jnp.stack([odd, odd + params.theta_A], axis=-1).reshape(6)
-    Lam = jnp.stack([odd, odd + params.theta_B], axis=-1).reshape(6)
+    lam = jnp.stack([odd, odd + theta_A], axis=-1).reshape(6)
+    Lam = jnp.stack([odd, odd + theta_B], axis=-1).reshape(6)
     return lam, Lam
+
+
+def attachment_angles(params: CKCMParams):
+    """(λ_i, Λ_i), i = 1..6, in radians: eq. 2's pattern (``symmetric_angles``), or the per-leg angles of
+    ``params.leg_geometry``.  Shapes (6,) each."""
+    if params.leg_geometry is not None:
+        return params.leg_geometry[0], params.leg_geometry[1]
+    return symmetric_angles(params.theta_A, params.theta_B)
+
+
+def attachment_radii(params: CKCMParams):
+    """(r_A,i, r_B,i), i = 1..6 (eq. 3-4: every point of a platform on one circle unless ``leg_geometry``)."""
+    if params.leg_geometry is not None:
+        return params.leg_geometry[2], params.leg_geometry[3]
+    return jnp.broadcast_to(params.r_A, (6,)), jnp.broadcast_to(params.r_B, (6,))
+
+
+def per_leg_geometry(params: CKCMParams):
+    """The (4, 6) array (λ_i, Λ_i, r_A,i, r_B,i) of ``params``, whichever way it holds its geometry."""
+    return jnp.stack(attachment_angles(params) + attachment_radii(params))
+
+
+def leg_mass_split(params: CKCMParams):
+    """(m, m1): the leg masses of eq. 42, scalars, or (6,) arrays when ``params.leg_masses`` is set."""
+    if params.leg_masses is not None:
+        return params.leg_masses[0], params.leg_masses[1]
+    return params.m, params.m1
+
+
+def per_leg_masses(params: CKCMParams):
+    """The (2, 6) array (m_i, m1_i) of ``params``, whichever way it holds its leg masses."""
+    return jnp.stack([jnp.broadcast_to(v, (6,)) for v in leg_mass_split(params)])
+
+
+def _circle_points(r, angle):
+    return jnp.stack([r * jnp.cos(angle), r * jnp.sin(angle), jnp.zeros_like(angle)], axis=-1)
 
 
 def payload_points(params: CKCMParams):
     """ᴬa_i = (r_A cos λ_i, r_A sin λ_i, 0), the ball joints in the payload frame {A} (eq. 3).  Shape (6, 3)."""
     lam, _ = attachment_angles(params)
-    return jnp.stack([params.r_A * jnp.cos(lam), params.r_A * jnp.sin(lam), jnp.zeros_like(lam)], axis=-1)
+    r = params.leg_geometry[2] if params.leg_geometry is not None else params.r_A
+    return _circle_points(r, lam)
 
 
 def base_points(params: CKCMParams):
     """ᴮb_i = (r_B cos Λ_i, r_B sin Λ_i, 0), the leg joints in the base frame {B} (eq. 4).  Shape (6, 3)."""
     _, Lam = attachment_angles(params)
-    return jnp.stack([params.r_B * jnp.cos(Lam), params.r_B * jnp.sin(Lam), jnp.zeros_like(Lam)], axis=-1)
+    r = params.leg_geometry[3] if params.leg_geometry is not None else params.r_B
+    return _circle_points(r, Lam)
 
 
 # --- validation (eager, on concrete values) ------------------------------------------------------------
-def _closest_pair(r, angles_deg):
-    """Closest pair of the six points r·(cos, sin) (numpy, leading batch dims allowed)."""
-    a = np.deg2rad(angles_deg)
-    pts = np.stack([r[..., None] * np.cos(a), r[..., None] * np.sin(a)], axis=-1)  # (..., 6, 2)
+def _closest_pair_of_points(pts):
+    """Closest pair (distance, i, j) of six points (..., 6, 2) (numpy, leading batch dims allowed)."""
     d = np.linalg.norm(pts[..., :, None, :] - pts[..., None, :, :], axis=-1)
     d = d + np.where(np.eye(6, dtype=bool), np.inf, 0.0)
     flat = d.reshape(d.shape[:-2] + (36,))
     k = np.argmin(flat, axis=-1)
     return np.min(flat, axis=-1), k // 6, k % 6
+
+
+def _closest_pair(r, angles_deg):
+    """Closest pair of the six points r·(cos, sin) (numpy, leading batch dims allowed; r (...) or (..., 6))."""
+    a = np.deg2rad(angles_deg)
+    r = r if np.shape(r)[-1:] == (6,) and np.ndim(r) == np.ndim(a) else np.asarray(r)[..., None]
+    return _closest_pair_of_points(np.stack([r * np.cos(a), r * np.sin(a)], axis=-1))
+
+
+def _validate_per_leg(params: CKCMParams, min_separation):
+    """The checks of ``validate_params`` for per-leg geometry and masses (``leg_geometry``, ``leg_masses``)."""
+    if params.leg_masses is not None:
+        lm = np.asarray(params.leg_masses, float)
+        if lm.shape != (2, 6) or not np.all(np.isfinite(lm)):
+            raise CKCMInputError(f"leg_masses must be a finite (2, 6) array (m_i, m1_i), got shape {lm.shape}")
+        bad = [f"leg {i + 1}: m = {lm[0, i]:.6g} kg, m1 = {lm[1, i]:.6g} kg" for i in range(6)
+               if not (lm[0, i] > 0 and 0 <= lm[1, i] <= lm[0, i])]
+        if bad:
+            raise CKCMInputError("leg masses must satisfy m_i > 0 and 0 <= m1_i <= m_i (eq. 42): " + "; ".join(bad))
+    if params.leg_geometry is None:
+        return
+    lg = np.asarray(params.leg_geometry, float)
+    if lg.shape != (4, 6) or not np.all(np.isfinite(lg)):
+        raise CKCMInputError(f"leg_geometry must be a finite (4, 6) array (lambda_i, Lambda_i, r_A_i, r_B_i), "
+                             f"got shape {lg.shape}")
+    bad = [f"{n}_{i + 1} = {lg[row, i]:.6g} m" for row, n in ((2, "r_A"), (3, "r_B")) for i in range(6)
+           if not lg[row, i] > 0]
+    if bad:
+        raise CKCMInputError("attachment radii must be > 0: " + "; ".join(bad))
+    for name, row, pt in (("A", 0, "payload"), ("B", 1, "base")):
+        dmin, i, j = _closest_pair(lg[row + 2], np.degrees(lg[row]))
+        if dmin < min_separation:
+            raise AttachmentError(
+                f"{pt} attachment points {name}_{int(i) + 1} (angle {np.degrees(lg[row, i]):.6g} deg, radius "
+                f"{lg[row + 2, i]:.6g} m) and {name}_{int(j) + 1} (angle {np.degrees(lg[row, j]):.6g} deg, radius "
+                f"{lg[row + 2, j]:.6g} m) coincide: they are {float(dmin):.3g} m apart (< min_separation = "
+                f"{min_separation:g} m)")
 
 
 def validate_params(params: CKCMParams, min_separation=1e-3):
@@ -164,7 +244,8 @@ def validate_params(params: CKCMParams, min_separation=1e-3):
     Checks: positive radii, masses, lengths and inertias; 0 ≤ m1 ≤ m; and that no two attachment points of
     eq. 2-4 lie closer than ``min_separation`` metres (``AttachmentError``, naming the points, their
     distance and the θA/θB that caused it).  θA ≡ 0 or 120° (mod 360°) makes A_i coincide; likewise θB for
-    B_i.  Leading batch dimensions are allowed (the worst scenario is reported).
+    B_i.  Per-leg geometry and masses (``leg_geometry``, ``leg_masses``) are checked point by point and leg
+    by leg.  Leading batch dimensions are allowed for the scalar fields (the worst scenario is reported).
 
     Runs on concrete values only (call it before ``jit``/``grad``); traced parameters are not checked.
     """
@@ -183,6 +264,9 @@ def validate_params(params: CKCMParams, min_separation=1e-3):
     for k in ("theta_A", "theta_B", "g", "z_nominal"):
         if not np.all(np.isfinite(v[k])):
             raise CKCMInputError(f"CKCM parameter {k} must be finite, got {v[k]}")
+    _validate_per_leg(params, min_separation)
+    if params.leg_geometry is not None:
+        return params
     for name, r, theta, pt in (("A", v["r_A"], v["theta_A"], "payload"), ("B", v["r_B"], v["theta_B"], "base")):
         th = np.degrees(theta)
         r_b, th_b = np.broadcast_arrays(r, th)

@@ -4,8 +4,11 @@ Nguyen & Pooran (1989) change one parameter at a time (Figs. 8-11); here all of 
 gradient, through either dynamic model (the paper's Lagrangian one or the MRDS multibody one), subject to
 what a designer insists on.  One file per concern:
 
-- ``space``        free variables (θA, θB, m, m1; optionally r_A, r_B, l_s) and their box
+- ``space``        free variables (θA, θB, m, m1; optionally r_A, r_B, l_s, z_nominal, M; per leg: the
+                   38-variable ``full`` space of issue 26) and their box; named spaces ``SPACES``
+- ``geometry``     eager numpy leg lengths and leg-to-leg distances (start checks, independent verification)
 - ``task``         payload paths with their timing, and the payload, sampled into arrays
+- ``robust``       manufacturing tolerances: the as-built machine, the smooth quantile (robust objective)
 - ``objectives``   actuator forces through either model; demand measures (smooth peak, RMS, power)
 - ``constraints``  attachment separation, Jacobian conditioning, stroke, leg elevation, strength rule
 - ``problem``      ``make_problem`` and the pure ``evaluate(problem, data, x)``
@@ -21,14 +24,20 @@ Typical use::
     result = D.optimize(problem, data, D.Settings(optimizer="lbfgs", iterations=200, starts=4),
                         task=D.ellipse_task(period=0.5), out_dir="runs/ckcm")
     params = D.load_design("runs/ckcm/design.json").params
+
+    # issue 26: every leg its own (38 variables), the plant's model, the 95th percentile under tolerances
+    problem, data = D.make_problem(D.ellipse_task(period=0.5), space="full", model="multibody",
+                                   robust="quantile", robust_samples=256, tolerances=D.Tolerances(1e-3, 0.02))
 """
 from .constraints import GROUPS, Limits, StrengthRule, constraint_values, pair_distances
-from .objectives import DEMANDS, MODELS, actuator_forces, actuator_speeds, demand_metrics, soft_peak
+from .objectives import DEMANDS, MODELS, model_description, actuator_forces, actuator_speeds, demand_metrics, soft_peak
 from .optimizer import DesignWarning, Settings, augmented_lagrangian, optimize
-from .problem import (Evaluation, InfeasibleBoundsError, Problem, ProblemData, check_bounds, design_params,
+from .problem import (Evaluation, InfeasibleBoundsError, Problem, ProblemData, check_bounds, check_start, design_params,
                       evaluate, make_problem)
 from .results import DesignFileError, DesignResult, load_design, plot_forces, plot_geometry, plot_history
-from .space import DEFAULT_BOUNDS, DEFAULT_FREE, VARIABLES, DesignSpace, DesignSpaceError, make_space
+from .space import (DEFAULT_BOUNDS, DEFAULT_FREE, FULL_FREE, SPACES, VARIABLES, DesignSpace, DesignSpaceError,
+                    make_space, named_space)
 from .task import PATH_KINDS, Task, TaskError, TaskSamples, ellipse_task
+from .robust import Tolerances, smooth_quantile
 from .verify import format_report, verify_design
 from .simulation import simulate_design

@@ -11,7 +11,11 @@
 - ``elevation``   every leg at least ``min_elevation`` above the base plane (the kinematics of eq. 28-31 need
                   legs pointing up): g = (sin θ_min − q_iz / l_i) / sin θ_min.
 - ``strength``    the legs strong enough for the peak force F they carry (``StrengthRule``):
-                  g = 1 − m1 / m1_required and 1 − (m − m1) / m_stationary_required.
+                  g = 1 − m1 / m1_required and 1 − (m − m1) / m_stationary_required (per leg with per-leg
+                  masses, every leg sized for the peak force of all six).
+- ``crossing``    no two legs closer than ``min_leg_distance`` (m) at any task sample (issue 26: what a
+                  non-symmetric geometry needs; the legs are the segments B_i A_i, eq. 9-10):
+                  g = 1 − d_ij / min_leg_distance for all 15 pairs at every sample (``segment_distance``).
 
 ``verify.py`` re-checks a design against the same limits with independent, non-smoothed code.
 """
@@ -25,10 +29,11 @@ import jax.numpy as jnp
 
 from ...pytree import pytree_dataclass
 from ..kinematics import condition_number, inverse_kinematics, jacobian, leg_vectors
-from ..params import CKCMParams, attachment_angles
+from ..params import CKCMParams, attachment_angles, attachment_radii, base_points, leg_mass_split
 from .task import TaskSamples
 
-GROUPS = ("separation", "condition", "stroke", "elevation", "strength")
+GROUPS = ("separation", "condition", "stroke", "elevation", "strength", "crossing")
+LEG_PAIRS = np.triu_indices(6, 1)
 STROKE_SCALE = 0.1  # m
 
 
@@ -67,11 +72,12 @@ class Limits:
     stroke_margin: float = 0.01
     min_elevation_deg: float = 10.0
     strength: StrengthRule = dataclasses.field(default_factory=StrengthRule)
+    min_leg_distance: float = 0.08
 
 
 def check_limits(limits: Limits) -> Limits:
     """Raise ``ValueError`` naming the first meaningless limit (eager)."""
-    for name in ("min_separation", "stroke_margin"):
+    for name in ("min_separation", "stroke_margin", "min_leg_distance"):
         v = float(getattr(limits, name))
         if not (np.isfinite(v) and v >= 0):
             raise ValueError(f"Limits.{name} must be finite and >= 0, got {v}")
@@ -96,26 +102,55 @@ def limits_as_arrays(limits: Limits, dtype) -> Limits:
 
 
 def pair_distances(params: CKCMParams):
-    """Chord distances (15,) between all pairs of payload points and (15,) of base points (eq. 2-4)."""
+    """Distances (15,) between all pairs of payload points and (15,) of base points (eq. 2-4): for points at
+    radii r_i, r_j and angles λ_i, λ_j, (r_i² + r_j² − 2 r_i r_j cos(λ_i − λ_j))^½ (the chord
+    2 r |sin((λ_i − λ_j)/2)| on one circle)."""
     lam, Lam = attachment_angles(params)
-    i, j = np.triu_indices(6, 1)
+    rA, rB = attachment_radii(params)
+    i, j = LEG_PAIRS
 
-    def chords(r, a):
-        return 2 * r * jnp.abs(jnp.sin((a[i] - a[j]) / 2))
-    return chords(params.r_A, lam), chords(params.r_B, Lam)
+    def distances(r, a):
+        return jnp.sqrt(r[i]**2 + r[j]**2 - 2 * r[i] * r[j] * jnp.cos(a[i] - a[j]))
+    return distances(rA, lam), distances(rB, Lam)
+
+
+def segment_distance(p1, q1, p2, q2):
+    """Distance between the segments p1 q1 and p2 q2 (3-vectors; Ericson, Real-Time Collision Detection,
+    2005, §5.1.9: the closest points' parameters s, t in [0, 1] in closed form, clamped).
+
+    The parameters are held fixed under differentiation (``stop_gradient``): the distance is the minimum of
+    |p1 + s d1 − p2 − t d2| over the square, so by Danskin's theorem its derivative is the partial derivative
+    at the minimiser (exact wherever the closest pair is unique, i.e. the legs are not parallel)."""
+    d1, d2, r = q1 - p1, q2 - p2, p1 - p2
+    a, e, b, c, f = d1 @ d1, d2 @ d2, d1 @ d2, d1 @ r, d2 @ r
+    denom = a * e - b * b
+    parallel = denom <= 1e-12 * a * e
+    s = jnp.where(parallel, 0.0, jnp.clip((b * f - c * e) / jnp.where(parallel, 1.0, denom), 0.0, 1.0))
+    t = (b * s + f) / e
+    s = jnp.where(t < 0, jnp.clip(-c / a, 0.0, 1.0), jnp.where(t > 1, jnp.clip((b - c) / a, 0.0, 1.0), s))
+    s, t = jax.lax.stop_gradient(s), jax.lax.stop_gradient(jnp.clip(t, 0.0, 1.0))
+    return jnp.linalg.norm(p1 + s * d1 - p2 - t * d2)
+
+
+def leg_distances(params: CKCMParams, pose):
+    """Distances (15,) between all pairs of legs, each the segment B_i A_i at ``pose`` (eq. 9-10)."""
+    b = base_points(params)
+    a = b + leg_vectors(params, pose)
+    i, j = LEG_PAIRS
+    return jax.vmap(segment_distance)(b[i], a[i], b[j], a[j])
 
 
 def _per_sample(params, pose):
     l = inverse_kinematics(params, pose)
     q = leg_vectors(params, pose)
-    return l, q[:, 2] / l, condition_number(jacobian(params, pose))
+    return l, q[:, 2] / l, condition_number(jacobian(params, pose)), leg_distances(params, pose)
 
 
 def constraint_values(params: CKCMParams, samples: TaskSamples, peak_force, limits: Limits):
     """{group: g} with g ≤ 0 where the design meets the limit (``GROUPS``; module docstring)."""
     dA, dB = pair_distances(params)
     sep = 1 - jnp.concatenate([dA, dB]) / limits.min_separation
-    l, elevation, cond = jax.vmap(lambda q: _per_sample(params, q))(samples.pose)
+    l, elevation, cond, legs = jax.vmap(lambda q: _per_sample(params, q))(samples.pose)
     l_min, l_max = params.stroke
     m = limits.stroke_margin
     stroke = jnp.concatenate([(l_min + m - l).ravel(), (l - l_max + m).ravel()]) / STROKE_SCALE
@@ -123,8 +158,11 @@ def constraint_values(params: CKCMParams, samples: TaskSamples, peak_force, limi
     elev = ((s_min - elevation) / s_min).ravel()
     condition = jnp.log(cond) / jnp.log(limits.max_condition) - 1
     m1_req, ms_req = limits.strength.required_masses(params, peak_force)
-    strength = jnp.stack([1 - params.m1 / m1_req, 1 - (params.m - params.m1) / ms_req])
-    return {"separation": sep, "condition": condition, "stroke": stroke, "elevation": elev, "strength": strength}
+    m, m1 = leg_mass_split(params)
+    strength = jnp.concatenate([jnp.atleast_1d(1 - m1 / m1_req), jnp.atleast_1d(1 - (m - m1) / ms_req)])
+    crossing = (1 - legs / limits.min_leg_distance).ravel()
+    return {"separation": sep, "condition": condition, "stroke": stroke, "elevation": elev, "strength": strength,
+            "crossing": crossing}
 
 
 def max_violations(g: dict):

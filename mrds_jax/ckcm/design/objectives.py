@@ -35,6 +35,13 @@ from ..params import CKCMParams
 from .task import TaskSamples
 
 MODELS = ("paper", "multibody")
+
+
+def model_description(model, legs="bench"):
+    """Which model a force figure comes from, in words (the CLI prints it next to every figure)."""
+    if model == "paper":
+        return "the paper's Lagrangian model (eq. 39-45)"
+    return f"the MRDS multibody model ({'bench cylinder' if legs == 'bench' else 'eq. 40 point-mass'} legs)"
 LEG_MODELS = ("bench", "paper")
 DEMANDS = ("peak", "rms", "power")
 

@@ -43,7 +43,7 @@ from ... import validation as check
 from ...validation import CheckpointError
 from .constraints import GROUPS
 from . import objectives as O
-from .problem import Evaluation, Problem, ProblemData, design_params, evaluate, evaluate_forces
+from .problem import Evaluation, Problem, ProblemData, design_inputs, design_params, evaluate, evaluate_forces
 from .results import DesignResult, start_summary
 
 
@@ -265,13 +265,15 @@ def compiled_evaluate(problem: Problem):
     """``evaluate(problem, ·, ·)`` compiled in two parts: the dynamics, by the one compiled force kernel that
     problem set-up, the independent check and the plots share (``objectives.jitted_forces_and_speeds``),
     then the demand, constraints and metrics (``problem.evaluate_forces``, cheap to compile)."""
-    params = jax.jit(functools.partial(design_params, problem))
+    if problem.robust is not None:
+        return jax.jit(functools.partial(evaluate, problem))
+    inputs = jax.jit(functools.partial(design_inputs, problem))
     forces = O.jitted_forces_and_speeds(problem.model, problem.legs, problem.batch_size)
     rest = jax.jit(functools.partial(evaluate_forces, problem))
 
     def run(data: ProblemData, x) -> Evaluation:
-        p = params(data, x)
-        return rest(data, p, *forces(p, data.samples))
+        p, s = inputs(data, x)
+        return rest(data, p, s, *forces(p, s))
     return run
 
 

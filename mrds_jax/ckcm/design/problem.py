@@ -15,13 +15,14 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ...pytree import pytree_dataclass
+from ...pytree import pytree_dataclass, replace
 from ..params import CKCMParams, nominal, validate_params
 from . import objectives as O
+from . import robust as R
 from .constraints import (GROUPS, Limits, check_limits, constraint_values, limits_as_arrays, max_violations,
                           pair_distances)
-from .space import DEFAULT_FREE, DesignSpace, DesignSpaceError, make_space
-from .task import Task, TaskSamples, ellipse_task
+from .space import DEFAULT_FREE, DesignSpace, DesignSpaceError, make_space, named_space
+from .task import Task, TaskError, TaskSamples, ellipse_task
 
 
 class InfeasibleBoundsError(DesignSpaceError):
@@ -36,6 +37,9 @@ class Problem:
     model      "paper" or "multibody" (``objectives.MODELS``); legs: "bench" or "paper" (multibody only)
     demand     "peak", "rms", "power" (``objectives.DEMANDS``) or a callable (tau, speed, weight) -> scalar
     sharpness  β of the soft peak
+    robust     None (the nominal machine), "mean" or "quantile": the objective is that statistic of the soft
+               peak force over the Monte Carlo draws of ``ProblemData.noise`` (``robust.py``; α = ``quantile``,
+               kernel bandwidth ``quantile_width`` × the start design's peak force)
     """
     space: DesignSpace = field(default_factory=DesignSpace)
     model: str = "paper"
@@ -43,6 +47,9 @@ class Problem:
     demand: str | Callable = "peak"
     sharpness: float = 100.0
     batch_size: int = 16
+    robust: str | None = None
+    quantile: float = 0.95
+    quantile_width: float = 0.005
 
     def __post_init__(self):
         if self.model not in O.MODELS:
@@ -54,6 +61,10 @@ class Problem:
                              "or a callable (tau, speed, weight) -> scalar")
         if not self.sharpness > 0:
             raise ValueError(f"sharpness must be > 0, got {self.sharpness}")
+        if self.robust is not None and self.robust not in R.STATISTICS:
+            raise ValueError(f"unknown robust statistic {self.robust!r}; use one of {list(R.STATISTICS)} or None")
+        if not 0 < self.quantile < 1:
+            raise ValueError(f"quantile must lie in (0, 1), got {self.quantile}")
 
     @property
     def demand_name(self):
@@ -64,12 +75,15 @@ class Problem:
 class ProblemData:
     """Arrays of a design problem: the design the free variables are substituted into (``base``), the
     task samples, the designer's limits, the soft peak's scale (N) and the demand at the start design (the
-    objective's unit)."""
+    objective's unit); for a robust problem the Monte Carlo draws (S, ``robust.NOISE_SIZE``) and the
+    ``robust.Tolerances``."""
     base: CKCMParams
     samples: TaskSamples
     limits: Limits
     force_scale: jax.Array
     demand_scale: jax.Array
+    noise: jax.Array | None = None
+    tolerances: R.Tolerances | None = None
 
 
 @pytree_dataclass
@@ -88,9 +102,29 @@ class Evaluation:
         return jnp.max(jnp.stack(list(self.violation.values())))
 
 
+def design_samples(space, samples: TaskSamples, base: CKCMParams, params: CKCMParams) -> TaskSamples:
+    """The task samples as the design ``params`` sees them: with the payload mass M free, the payload is the
+    design's (its inertia scaled by M / M_task: the same shape); with the nominal height free, every path moves
+    with the home pose (z + z_nominal − z_nominal of the start design)."""
+    changes = {}
+    if "M" in space.free:
+        changes.update(M=params.M, I_payload=samples.I_payload * (params.M / samples.M))
+    if "z_nominal" in space.free:
+        changes["pose"] = samples.pose.at[:, 2].add(params.z_nominal - base.z_nominal)
+    return replace(samples, **changes) if changes else samples
+
+
+def design_inputs(problem: Problem, data: ProblemData, x):
+    """(``CKCMParams``, ``TaskSamples``) of design vector x (free variables of ``problem.space``): the design
+    carrying its payload, and the task samples it flies (``design_samples``)."""
+    params = problem.space.to_params(x, data.base)
+    samples = design_samples(problem.space, data.samples, data.base, params)
+    return params.replace(M=samples.M, I_payload=samples.I_payload), samples
+
+
 def design_params(problem: Problem, data: ProblemData, x) -> CKCMParams:
     """The ``CKCMParams`` of design vector x (free variables of ``problem.space``), carrying the task's payload."""
-    return problem.space.to_params(x, data.base).replace(M=data.samples.M, I_payload=data.samples.I_payload)
+    return design_inputs(problem, data, x)[0]
 
 
 def forces_and_speeds(problem: Problem, params: CKCMParams, samples: TaskSamples):
@@ -106,15 +140,36 @@ def _demand(problem, tau, speed, weight, scale):
 
 def evaluate(problem: Problem, data: ProblemData, x) -> Evaluation:
     """Objective, constraints and metrics of the design vector ``x`` (pure, jittable, differentiable)."""
-    params = design_params(problem, data, x)
-    return evaluate_forces(problem, data, params, *forces_and_speeds(problem, params, data.samples))
+    params, samples = design_inputs(problem, data, x)
+    ev = evaluate_forces(problem, data, params, samples, *forces_and_speeds(problem, params, samples))
+    return ev if problem.robust is None else robust_evaluation(problem, data, params, samples, ev)
 
 
-def evaluate_forces(problem: Problem, data: ProblemData, params: CKCMParams, tau, speed) -> Evaluation:
-    """``evaluate`` of the design ``params`` given its leg forces τ and speeds l̇ at the task samples."""
-    d = _demand(problem, tau, speed, data.samples.weight, data.force_scale)
-    metrics = O.demand_metrics(tau, speed, data.samples.weight)
-    g = constraint_values(params, data.samples, metrics["peak_force"], data.limits)
+def robust_peaks(problem: Problem, data: ProblemData, params: CKCMParams, samples: TaskSamples):
+    """Soft peak force (N) of every Monte Carlo draw of the as-built machine (S,) (``robust.perturbed_params``);
+    the draws go through ``jax.lax.map`` in batches of ``problem.batch_size``."""
+    def peak(eps):
+        tau = O.actuator_forces(R.perturbed_params(params, eps, data.tolerances), samples, problem.model,
+                                problem.legs, problem.batch_size)
+        return O.soft_peak(tau, data.force_scale, problem.sharpness)
+    return jax.lax.map(peak, data.noise, batch_size=min(problem.batch_size, data.noise.shape[0]))
+
+
+def robust_evaluation(problem, data, params, samples, ev: Evaluation) -> Evaluation:
+    """``ev`` (the nominal machine's evaluation) with the robust statistic of the peak force as demand and
+    objective (metrics ``robust_peak`` and the draws' exact mean ``mean_peak``)."""
+    peaks = robust_peaks(problem, data, params, samples)
+    d = R.statistic(problem.robust, peaks, problem.quantile, problem.quantile_width * data.force_scale)
+    metrics = dict(ev.metrics, robust_peak=d, mean_peak=jnp.mean(peaks))
+    return Evaluation(d / data.demand_scale, d, ev.constraints, ev.violation, metrics)
+
+
+def evaluate_forces(problem: Problem, data: ProblemData, params: CKCMParams, samples: TaskSamples, tau,
+                    speed) -> Evaluation:
+    """``evaluate`` of the design ``params`` given its leg forces τ and speeds l̇ at its task ``samples``."""
+    d = _demand(problem, tau, speed, samples.weight, data.force_scale)
+    metrics = O.demand_metrics(tau, speed, samples.weight)
+    g = constraint_values(params, samples, metrics["peak_force"], data.limits)
     dA, dB = pair_distances(params)
     metrics["min_separation"] = jnp.minimum(jnp.min(dA), jnp.min(dB))
     metrics["max_condition"] = jnp.exp(jnp.log(data.limits.max_condition) * (1 + jnp.max(g["condition"])))
@@ -123,40 +178,80 @@ def evaluate_forces(problem: Problem, data: ProblemData, params: CKCMParams, tau
 
 def check_bounds(problem: Problem, base: CKCMParams, lim: Limits):
     """Raise ``InfeasibleBoundsError`` when the box provably excludes every feasible design: the strength
-    rule's fixed masses above the mass bounds, a stroke narrower than twice its margin, or attachment
-    angles/radii whose most favourable corner still puts two joints closer than ``min_separation``."""
+    rule's fixed masses above the mass bounds (of any leg), a stroke narrower than twice its margin, or (eq. 2's
+    pattern) attachment angles/radii whose most favourable corner still puts two joints closer than
+    ``min_separation``."""
     space = problem.space
     lo = dict(zip(space.free, space.lower))
     hi = dict(zip(space.free, space.upper))
 
-    def upper(name):
-        return hi.get(name, float(getattr(base, name)))
-
-    def lower(name):
-        return lo.get(name, float(getattr(base, name)))
+    def bound(side, name, leg=None):
+        """The box's ``side`` (lo or hi) of ``name`` (of leg ``leg`` per leg), or the start design's value."""
+        per_leg = f"{name}_{leg + 1}" if leg is not None else None
+        if per_leg in side:
+            return side[per_leg]
+        if name in side:
+            return side[name]
+        from .space import variable_value
+        return float(variable_value(base, per_leg, True) if per_leg else getattr(base, name))
     problems = []
     s = lim.strength
-    if upper("m1") < s.moving_fixed:
-        problems.append(f"m1 <= {upper('m1'):.4g} kg but the strength rule needs m1 >= {s.moving_fixed:.4g} kg")
-    if upper("m") - lower("m1") < s.stationary_fixed:
-        problems.append(f"m - m1 <= {upper('m') - lower('m1'):.4g} kg but the strength rule needs the stationary "
-                        f"part >= {s.stationary_fixed:.4g} kg")
-    l_s_hi = upper("l_s")
+    for leg in (range(6) if space.per_leg else (None,)):
+        which = "" if leg is None else f" (leg {leg + 1})"
+        m1_hi, m_hi, m1_lo = bound(hi, "m1", leg), bound(hi, "m", leg), bound(lo, "m1", leg)
+        if m1_hi < s.moving_fixed:
+            problems.append(f"m1 <= {m1_hi:.4g} kg{which} but the strength rule needs m1 >= {s.moving_fixed:.4g} kg")
+        if m_hi - m1_lo < s.stationary_fixed:
+            problems.append(f"m - m1 <= {m_hi - m1_lo:.4g} kg{which} but the strength rule needs the stationary "
+                            f"part >= {s.stationary_fixed:.4g} kg")
+    l_s_hi = bound(hi, "l_s")
     width = min(l_s_hi, float(base.l_m))   # l_max - l_min = l_s + l_m - max(l_s, l_m)
     if width < 2 * lim.stroke_margin:
         problems.append(f"the stroke is at most {width:.4g} m wide, less than twice stroke_margin "
                         f"= {lim.stroke_margin:.4g} m")
     for name, r in (("theta_A", "r_A"), ("theta_B", "r_B")):
+        if space.per_leg and name not in space.free:
+            continue                        # per-leg angles: the start's separation is checked (check_start)
         # gaps between neighbours are θ and 120° − θ: the best θ in the box is the one nearest 60°
-        th = float(np.clip(np.pi / 3, lower(name), upper(name)))
+        th = float(np.clip(np.pi / 3, bound(lo, name), bound(hi, name)))
         gap = min(abs(np.sin(th / 2)), abs(np.sin((2 * np.pi / 3 - th) / 2)))
-        d = 2 * upper(r) * gap
+        d = 2 * bound(hi, r) * gap
         if d < lim.min_separation:
-            problems.append(f"{name} in [{np.degrees(lower(name)):.4g}, {np.degrees(upper(name)):.4g}] deg with "
-                            f"{r} <= {upper(r):.4g} m puts two joints at most {d:.4g} m apart "
+            problems.append(f"{name} in [{np.degrees(bound(lo, name)):.4g}, {np.degrees(bound(hi, name)):.4g}] deg "
+                            f"with {r} <= {bound(hi, r):.4g} m puts two joints at most {d:.4g} m apart "
                             f"(< min_separation {lim.min_separation:.4g} m)")
     if problems:
         raise InfeasibleBoundsError("the design bounds exclude every feasible design: " + "; ".join(problems))
+
+
+def check_start(problem: Problem, base: CKCMParams, task: Task, samples: TaskSamples, lim: Limits):
+    """Refuse, before anything compiles, a start design that cannot fly its task (numpy, ``geometry``):
+    attachment points closer than ``min_separation`` (``DesignSpaceError`` naming the points), two legs
+    crossing — closer than ``min_leg_distance`` — at a task sample (naming the legs, the path and the sample),
+    or a task pose outside the workspace of the start design (``TaskError`` naming the path, the sample and
+    the legs beyond their stroke or not pointing up)."""
+    from . import geometry as Gm
+    try:
+        validate_params(base, min_separation=lim.min_separation)
+    except ValueError as e:
+        raise DesignSpaceError(f"the start design: {e}") from None
+    poses = np.asarray(samples.pose, float)
+    path = np.asarray(samples.path_index)
+    n = int(task.samples_per_path)
+    lengths, up = Gm.leg_lengths_and_elevations(base, poses)
+    l_min, l_max = (float(v) for v in base.stroke)
+    for k in range(poses.shape[0]):
+        bad = [f"leg {i + 1} {lengths[k, i]:.4g} m" for i in range(6) if not l_min <= lengths[k, i] <= l_max]
+        bad += [f"leg {i + 1} not pointing up (sin elevation {up[k, i]:.3g})" for i in range(6) if not up[k, i] > 0]
+        if bad:
+            raise TaskError(f"path {int(path[k])} ({task.paths[int(path[k])]['kind']}), sample {k % n} at pose "
+                            f"{np.round(poses[k], 4).tolist()} is outside the workspace of the start design "
+                            f"(stroke [{l_min:.4g}, {l_max:.4g}] m): " + ", ".join(bad))
+    d, (k, i, j) = Gm.closest_legs(base, poses)
+    if d < float(lim.min_leg_distance):
+        raise DesignSpaceError(f"legs {i + 1} and {j + 1} of the start design cross: {d:.4g} m apart "
+                               f"(< min_leg_distance {float(lim.min_leg_distance):.4g} m) on path {int(path[k])} "
+                               f"({task.paths[int(path[k])]['kind']}), sample {k % n}; move their attachment points")
 
 
 @functools.lru_cache(maxsize=None)
@@ -170,17 +265,26 @@ def _scales(problem: Problem):
 
 def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limits: Limits | None = None,
                  model="paper", legs="bench", demand="peak", sharpness=100.0, base: CKCMParams | None = None,
-                 batch_size=16):
+                 batch_size=16, space=None, robust=None, robust_samples=256, tolerances=None, quantile=0.95,
+                 seed=0):
     """(``Problem``, ``ProblemData``) for a task (default: the paper's ellipse, ``task.ellipse_task()``), from
     the start design ``base`` (default ``nominal()``, eq. 58).  Checks the space (``make_space``), the task,
-    and that the bounds admit a feasible design (``check_bounds``).  The demand's scales are taken at
-    ``base`` (objective 1 at the start)."""
+    and that the bounds admit a feasible design (``check_bounds``), and the start design against its task
+    (``check_start``), all before anything compiles.  ``space``: a ``DesignSpace``, or the name of one in
+    ``space.SPACES`` ("paper", "symmetric", "full"; ``bounds`` override its defaults), instead of ``free``.
+    The demand's scales are taken at ``base`` (objective 1 at the start)."""
     task = ellipse_task() if task is None else task
     base = validate_params(nominal() if base is None else base)
-    problem = Problem(make_space(free, bounds), model, legs, demand, float(sharpness), int(batch_size))
+    if isinstance(space, str):
+        space = named_space(space, bounds)
+    problem = Problem(space if isinstance(space, DesignSpace) else make_space(free, bounds), model, legs, demand,
+                      float(sharpness), int(batch_size), robust, float(quantile))
+    if robust is not None and int(robust_samples) < 2:
+        raise ValueError(f"robust_samples must be >= 2, got {robust_samples}")
     limits = check_limits(Limits() if limits is None else limits)
     check_bounds(problem, base, limits)
     samples = task.samples(base)
+    check_start(problem, task.with_payload(base), task, samples, limits)
     f = jnp.result_type(base.m)
     params = task.with_payload(base)
     tau, speed = O.jitted_forces_and_speeds(problem.model, problem.legs, problem.batch_size)(params, samples)
@@ -188,9 +292,14 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     if not np.isfinite(float(peak)):
         raise ValueError("the start design's actuator forces are not finite along the task: it is singular "
                          "somewhere on the path (check the path against the workspace with ckcm.check_pose)")
-    return problem, ProblemData(base, samples, limits_as_arrays(limits, f), jnp.asarray(peak, f), jnp.asarray(d0, f))
+    noise, tol = None, None
+    if robust is not None:
+        noise = R.draw_noise(jax.random.PRNGKey(int(seed)), robust_samples, f)
+        tol = jax.tree_util.tree_map(lambda v: jnp.asarray(v, f), R.Tolerances() if tolerances is None else tolerances)
+    return problem, ProblemData(base, samples, limits_as_arrays(limits, f), jnp.asarray(peak, f), jnp.asarray(d0, f),
+                                noise, tol)
 
 
 __all__ = ["Problem", "ProblemData", "Evaluation", "InfeasibleBoundsError", "design_params", "evaluate",
            "evaluate_forces",
-           "check_bounds", "make_problem", "forces_and_speeds", "GROUPS"]
+           "check_bounds", "check_start", "make_problem", "design_inputs", "design_samples", "forces_and_speeds", "GROUPS"]

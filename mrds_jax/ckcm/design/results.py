@@ -26,8 +26,13 @@ class DesignFileError(InputError):
     """A file that is not a saved design result, or a damaged one."""
 
 
+PER_LEG_FIELDS = ("leg_geometry", "leg_masses")   # optional: per-leg designs (issue 26)
+
+
 def params_to_json(p: CKCMParams):
-    return {k: np.asarray(getattr(p, k)).tolist() for k in PARAM_FIELDS}
+    d = {k: np.asarray(getattr(p, k)).tolist() for k in PARAM_FIELDS}
+    d.update({k: np.asarray(getattr(p, k)).tolist() for k in PER_LEG_FIELDS if getattr(p, k) is not None})
+    return d
 
 
 def params_from_json(d) -> CKCMParams:
@@ -37,7 +42,13 @@ def params_from_json(d) -> CKCMParams:
     missing = [k for k in PARAM_FIELDS if k not in d]
     if missing:
         raise DesignFileError(f"design parameters lack {missing}")
-    return make_params(**{k: d[k] for k in PARAM_FIELDS})
+    p = make_params(**{k: d[k] for k in PARAM_FIELDS}, validate=not any(k in d for k in PER_LEG_FIELDS))
+    p = p.replace(**{k: d[k] for k in PER_LEG_FIELDS if k in d})
+    from ..params import validate_params
+    try:
+        return validate_params(p)
+    except ValueError as e:
+        raise DesignFileError(f"design parameters: {e}") from None
 
 
 def start_summary(space, i, x0, c, feasible):

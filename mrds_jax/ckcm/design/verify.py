@@ -3,8 +3,9 @@
 It does not reuse the smooth constraint functions the optimiser saw (``constraints.py``): attachment
 separations come from ``params.validate_params`` (closest pair of the actual points, numpy), the workspace
 from ``kinematics.check_pose`` (leg lengths, elevations, cond(C) by SVD) at ``dense`` times more task
-samples than the optimiser used, shifted off its grid, and the strength rule from the peak force over those
-dense samples.  Each check reports its worst value next to its limit.
+samples than the optimiser used, shifted off its grid, the legs' mutual distances from ``geometry`` (numpy
+candidate enumeration, not the optimiser's clamped closed form) at those samples, and the strength rule from
+the peak force over those dense samples (every leg's masses with per-leg designs).  Each check reports its worst value next to its limit.
 """
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import jax
 
 from ..errors import AttachmentError
 from ..kinematics import check_pose
-from ..params import CKCMParams, validate_params
+from ..params import CKCMParams, per_leg_masses, validate_params
 from .constraints import Limits
+from .geometry import closest_legs
 from .objectives import forces_in_chunks
 from .task import Task
 
@@ -59,11 +61,15 @@ def verify_design(params: CKCMParams, task: Task, limits: Limits, model="paper",
                            "limit": limits.min_elevation_deg, "where": worst["elevation"][1]}
     report["condition"] = {"ok": worst["condition"][0] <= limits.max_condition, "worst": worst["condition"][0],
                            "limit": limits.max_condition, "where": worst["condition"][1]}
+    d, (k, i, j) = closest_legs(params, poses)
+    report["crossing"] = {"ok": d >= limits.min_leg_distance, "worst": d, "limit": limits.min_leg_distance,
+                          "where": f"legs {i + 1} and {j + 1}, sample {k}"}
     tau = forces_in_chunks(params, samples, task.size, model, legs)[0]   # the optimiser's compiled kernel
     peak = float(np.max(np.abs(tau)))
     m1_req, ms_req = (float(v) for v in limits.strength.required_masses(params, peak))
-    m, m1 = float(params.m), float(params.m1)
-    report["strength"] = {"ok": m1 >= m1_req and m - m1 >= ms_req, "worst": {"m1": m1, "m - m1": m - m1},
+    m, m1 = (np.asarray(v, float) for v in per_leg_masses(params))
+    report["strength"] = {"ok": bool(np.all(m1 >= m1_req) and np.all(m - m1 >= ms_req)),
+                          "worst": {"m1": float(m1.min()), "m - m1": float((m - m1).min())},
                           "limit": {"m1": m1_req, "m - m1": ms_req}, "where": f"peak force {peak:.6g} N"}
     report["peak_force_dense"] = peak
     report["all_ok"] = all(v["ok"] for v in report.values() if isinstance(v, dict))

@@ -1,0 +1,78 @@
+"""Robust design under manufacturing tolerances (issue 26, item 3): the smooth quantile against numpy's
+quantile and against central differences of itself; the robust objective's reparameterised gradient with
+respect to every variable of the full space against central differences (paper model, few draws: the
+multibody route of the same code is checked nominally in test_ckcm_design_full.py)."""
+import numpy as np
+import pytest
+import jax
+import jax.numpy as jnp
+
+from mrds_jax.ckcm import design as D, nominal
+from mrds_jax.ckcm.design import robust as R
+from mrds_jax.ckcm.design.problem import evaluate
+
+TASK = D.ellipse_task(period=0.5, samples_per_path=4)
+
+
+def test_smooth_quantile_is_numpys_quantile_for_a_narrow_kernel():
+    y = np.random.default_rng(0).normal(size=20000)
+    for alpha in (0.5, 0.9, 0.95, 0.99):
+        q = float(R.smooth_quantile(jnp.asarray(y), alpha, 1e-3))
+        assert abs(q - np.quantile(y, alpha)) < 5e-3, (alpha, q, np.quantile(y, alpha))
+
+
+def test_smooth_quantile_gradient_is_the_implicit_one():
+    y = jnp.asarray(np.random.default_rng(1).normal(size=64))
+    g = np.asarray(jax.grad(lambda v: R.smooth_quantile(v, 0.9, 0.3))(y))
+    for i in (0, 7, 30):
+        e = np.zeros(64)
+        e[i] = 1e-6
+        fd = (float(R.smooth_quantile(y + e, 0.9, 0.3)) - float(R.smooth_quantile(y - e, 0.9, 0.3))) / 2e-6
+        assert abs(g[i] - fd) < 1e-6 * max(abs(fd), 1e-3), (i, g[i], fd)
+    assert abs(g.sum() - 1) < 1e-12                 # a quantile moves with a common shift of the samples
+
+
+def test_perturbed_machine_keeps_the_nominal_for_zero_noise_and_moves_points_by_the_tolerance():
+    p = nominal()
+    tol = R.Tolerances(point_sd=1e-3, mass_sd=0.02)
+    same = R.perturbed_params(p, jnp.zeros(R.NOISE_SIZE), tol)
+    from mrds_jax.ckcm.params import base_points, payload_points
+    assert np.allclose(np.asarray(payload_points(same)), np.asarray(payload_points(p)), atol=1e-15)
+    eps = np.zeros(R.NOISE_SIZE)
+    eps[0], eps[12] = 1.0, 1.0                        # A_1: 1 sd tangential and 1 sd radial
+    moved = np.asarray(payload_points(R.perturbed_params(p, jnp.asarray(eps), tol)))
+    d = moved[0] - np.asarray(payload_points(p))[0]
+    assert abs(np.linalg.norm(d) - np.hypot(np.hypot(1e-3, 1e-3), 0) ) < 1e-6   # √2 mm, to the arc's curvature
+    assert np.allclose(np.asarray(base_points(R.perturbed_params(p, jnp.asarray(eps), tol))), np.asarray(base_points(p)))
+
+
+@pytest.fixture(scope="module", params=["mean", "quantile"])
+def robust_case(request):
+    problem, data = D.make_problem(TASK, space="full", model="paper", robust=request.param, robust_samples=8)
+    x = np.asarray(problem.space.from_params(data.base))
+    f = jax.jit(lambda x: evaluate(problem, data, x).demand)
+    g = np.asarray(jax.jit(jax.jacfwd(lambda x: evaluate(problem, data, x).demand))(jnp.asarray(x)))
+    return request.param, problem, x, f, g
+
+
+def test_robust_objective_gradient_matches_central_differences(robust_case):
+    name, problem, x, f, g = robust_case
+    scale = np.max(np.abs(g))
+    for i, v in enumerate(problem.space.free):
+        h = 1e-5 * max(abs(x[i]), 1.0)
+        e = np.zeros_like(x)
+        e[i] = h
+        fd = (float(f(jnp.asarray(x + e))) - float(f(jnp.asarray(x - e)))) / (2 * h)
+        assert abs(g[i] - fd) < 1e-6 * max(abs(fd), scale), (name, v, g[i], fd)
+
+
+def test_robust_peak_exceeds_the_nominal_one(robust_case):
+    """Tolerances break the symmetry of the paper's design: the 95th percentile of the peak force is above the
+    nominal machine's, and the mean is near it."""
+    name, problem, x, f, g = robust_case
+    nominal_problem, data = D.make_problem(TASK, space="full", model="paper")
+    nominal_peak = float(evaluate(nominal_problem, data, jnp.asarray(x)).demand)
+    robust_peak = float(f(jnp.asarray(x)))
+    if name == "quantile":
+        assert robust_peak > nominal_peak
+    assert abs(robust_peak - nominal_peak) < 0.05 * nominal_peak
