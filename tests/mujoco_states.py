@@ -25,3 +25,37 @@ def consistent_states(model, mapping, rng, n, spread=0.3):
         qvel -= np.linalg.pinv(J, rcond=1e-10) @ (J @ qvel)
         out.append(mapping.state(qpos, qvel))
     return out
+
+
+def mujoco_equalities(model, data, qpos, qvel, eps=1e-6):
+    """(efc_pos, efc_J, J̇v) of MuJoCo's equality rows at (qpos, qvel); J̇v = (J(q + εv) − J(q − εv)) v / 2ε."""
+    def rows(q):
+        data.qpos[:], data.qvel[:] = q, qvel
+        mujoco.mj_forward(model, data)
+        r = np.flatnonzero(data.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
+        return data.efc_pos[r].copy(), data.efc_J.reshape(-1, model.nv)[r].copy()
+    Js = []
+    for s in (1.0, -1.0):
+        q = np.array(qpos)
+        mujoco.mj_integratePos(model, q, qvel, s * eps)
+        Js.append(rows(q)[1])
+    pos, J = rows(qpos)
+    return pos, J, (Js[0] - Js[1]) @ qvel / (2 * eps)
+
+
+def mujoco_kkt_acceleration(model, data, qpos, qvel, ctrl=None):
+    """The exact constrained qacc from MuJoCo's own quantities at (qpos, qvel, ctrl): M (``mj_fullM``, armature
+    included), ``qfrc_bias``, ``qfrc_passive``, ``qfrc_actuator`` and the equality rows J = ``efc_J`` with J̇v
+    (:func:`mujoco_equalities`), solving [M Jᵀ; J 0] [q̈; −λ] = [qfrc_passive + qfrc_actuator − qfrc_bias; −J̇v].
+    Returns (qacc, efc_pos of the equalities, J)."""
+    pos, J, Jdot_v = mujoco_equalities(model, data, qpos, qvel)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    if ctrl is not None:
+        data.ctrl[:] = ctrl
+    mujoco.mj_forward(model, data)
+    M = np.zeros((model.nv, model.nv))
+    mujoco.mj_fullM(model, data, M)
+    n = len(J)
+    K = np.block([[M, J.T], [J, np.zeros((n, n))]])
+    rhs = np.concatenate([data.qfrc_passive + data.qfrc_actuator - data.qfrc_bias, -Jdot_v])
+    return np.linalg.solve(K, rhs)[:model.nv], pos, J

@@ -135,7 +135,7 @@ class EnergyModuleDynamics(interface.ModuleContract):
         R, p = _placements(self, q, points)
         xd = matmul(J6, v)
         return interface.ModuleTerms(qdd, R, p, xd, matmul(J6, qdd) + _jdot_v(self, q, v, points), Psi,
-                                     matmul(J, Psi))
+                                     matmul(J, Psi), J)
 
     def open_chain_acceleration(self, q, v, tau):
         return spd_solve(self.mass_matrix(self.params, q), tau - _bias(self, q, v))

@@ -56,6 +56,9 @@ class ModuleTerms(NamedTuple):
     xdd_open: jnp.ndarray   # (n, 6) classical open-chain accelerations ᴵẍᵒᵖᵉⁿ_IO, world axes
     Psi: jnp.ndarray        # (nv, n·d) Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75)
     Lam_inv: jnp.ndarray    # (n·d, n·d) Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (Bonaventura eq. 69-70)
+    J: jnp.ndarray = None   # (n·d, nv) the points' task Jacobian (world-aligned), optional: with it the system
+                            # layer may use Λ⁻¹ = J Ψ in factored form where that is cheaper (module types that
+                            # leave it None are served through Lam_inv)
 
 
 class PointMotion(NamedTuple):

@@ -51,7 +51,7 @@ class RigidTree(interface.ModuleContract):
             qdd = aba(self, q, v, tau)
             Psi = cross_space_inertia(self, q, points, "world_aligned", method)
         R, p, xd, xdd = _points_kinematics(self, kin, link_accelerations(self, kin, qdd), points)
-        return interface.ModuleTerms(qdd, R, p, xd, xdd, Psi, matmul(J, Psi))
+        return interface.ModuleTerms(qdd, R, p, xd, xdd, Psi, matmul(J, Psi), J)
 
     def open_chain_acceleration(self, q, v, tau):
         """ABA (Featherstone Table 7.1)."""

@@ -95,6 +95,9 @@ def to_mjcf(modules, contacts=(), timestep=1e-3, gravity=None, model_name="mrds_
     """MJCF text for modules (a dict name → Module, or a System) and contacts."""
     if hasattr(modules, "modules") and hasattr(modules, "contacts"):
         system = modules
+        if getattr(system, "couplings", ()):
+            raise ValueError(f"to_mjcf: the joint couplings {[c.name for c in system.couplings]} are not exported "
+                             "(write them as <equality joint/tendon> by hand)")
         modules = dict(zip(system.module_names, system.modules))
         contacts = system.contacts
     if not isinstance(modules, dict):

@@ -285,5 +285,9 @@ def to_pinocchio(source, contacts="all", gravity=None):
                                        "Pinocchio RigidConstraintModel counterpart")
         cms.append(twin.constraint(_CONTACT_TYPES[c.kind], *_contact_sides(twin, c)))
         kept.append(c.name)
-    twin.constraints, twin.constraint_names, twin.skipped = cms, tuple(kept), tuple(skipped)
+    couplings = tuple(c.name for c in getattr(source, "couplings", ())) if contacts != "none" else ()
+    if couplings and contacts == "all":
+        raise PinocchioExportError(f"joint couplings {list(couplings)} have no Pinocchio RigidConstraintModel; pass "
+                                   "contacts='skip' to leave them out")
+    twin.constraints, twin.constraint_names, twin.skipped = cms, tuple(kept), tuple(skipped) + couplings
     return twin

@@ -27,6 +27,11 @@ Mapping:
   fixed ground becomes the contact's ground frame. MuJoCo's constraints are soft (``solref``/``solimp``);
   ours are exact, so those parameters (and a weld's positive ``torquescale``, a weight of the soft residual)
   have no counterpart and are not used.
+* **Joint couplings** (``System.couplings``, :mod:`mrds_jax.contacts.coupling`): ``joint`` equalities with two
+  lone hinges or slides and a non-constant ``polycoef`` (q₁ − q₁₀ = P(q₂ − q₂₀), q₀ = ``qpos0``) and ``tendon``
+  equalities on fixed tendons (L₁ − L₁₀ = P(L₂ − L₂₀), L = Σ coef·qpos, L₀ = ``tendon_length0``; one tendon:
+  L₁ − L₁₀ = polycoef[0]), named as the equality; the joints may lie in different trees. They are joint-space
+  rows of the general path's constraint solve (:mod:`mrds_jax.system.couplings`), exact like the contacts.
 
 A joint lock holds the joint's velocity at zero; its position target (``ref + polycoef[0]``, MuJoCo's
 ``qpos − ref = polycoef[0]``) is where the lock's pose error vanishes (used by projection and stabilisation).
@@ -46,11 +51,13 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
 * **Joint limits** of lone hinges and slides (``jnt_range`` where ``limited``) → ``Topology.joint_limits``: kept,
   not enforced; ``simulate`` reports where a trajectory leaves them.
 
-Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons, other joint limits,
+Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons not used by a tendon
+equality (and the stiffness, damping, friction loss and limits of those that are), other joint limits,
 friction loss, contacts between geoms and explicit contact pairs, sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
-equalities that couple two joints, equality ``tendon``/``flex``/``distance``, flexes, a free joint below a
+equalities on joints other than lone hinges and slides, ``tendon`` equalities on spatial tendons, equality
+``flex``/``distance``, flexes, a free joint below a
 moving body, a body with a joint combination other than the above. Not physics, so not read: the time step
 and integrator, keyframes (pass a key's qpos to ``MjcfMapping.state``), visual elements.
 
@@ -361,7 +368,7 @@ class _Importer:
         from .. import contacts as C
         m, mj = self.m, self.mj
         EQ, OBJ = mj.mjtEq, mj.mjtObj
-        out = []
+        out, self.couplings = [], []
         off = m.opt.disableflags & (mj.mjtDisableBit.mjDSBL_EQUALITY | mj.mjtDisableBit.mjDSBL_CONSTRAINT)
         if m.neq and off:
             self.warn(f"equality constraints are disabled (option flag equality or constraint=\"disable\"): "
@@ -372,14 +379,21 @@ class _Importer:
             typ = int(m.eq_type[k])
             label = mj.mjtEq(typ).name.removeprefix("mjEQ_").lower()
             where = f"equality {label} {name!r}"
-            if typ not in (EQ.mjEQ_CONNECT, EQ.mjEQ_WELD, EQ.mjEQ_JOINT):
-                self.fail(f"{where}: {label} equalities are not supported (connect, weld, and joint locks are)")
+            if typ not in (EQ.mjEQ_CONNECT, EQ.mjEQ_WELD, EQ.mjEQ_JOINT, EQ.mjEQ_TENDON):
+                self.fail(f"{where}: {label} equalities are not supported (connect, weld, joint and fixed-tendon "
+                          "equalities are)")
             if not m.eq_active0[k]:
                 self.warn(f"{where} is inactive (active=\"false\") and is skipped")
                 continue
             data = np.array(m.eq_data[k], dtype=float)
-            if typ == EQ.mjEQ_JOINT:
-                out.append(self.joint_lock(name, where, data, int(m.eq_obj1id[k]), int(m.eq_obj2id[k])))
+            j1, j2 = int(m.eq_obj1id[k]), int(m.eq_obj2id[k])
+            if typ == EQ.mjEQ_TENDON:
+                self.couplings.append(self.tendon_coupling(name, where, data, j1, j2))
+            elif typ == EQ.mjEQ_JOINT and j2 >= 0 and np.any(data[1:5] != 0):
+                self.couplings.append(self.joint_coupling(name, where, data, j1, j2))
+            elif typ == EQ.mjEQ_JOINT:
+                out.append(self.joint_lock(name, where, data, j1, j2))
+            if typ in (EQ.mjEQ_JOINT, EQ.mjEQ_TENDON):
                 continue
             if m.eq_objtype[k] == OBJ.mjOBJ_SITE:
                 (E, TE), (P, TP) = self.site_side(int(m.eq_obj1id[k])), self.site_side(int(m.eq_obj2id[k]))
@@ -398,12 +412,45 @@ class _Importer:
             out.append(make(name, E, P, ground_rotation=ground.R, ground_position=ground.p))
         return out
 
+    def coupled_joint(self, where, j):
+        """(module, joint name) of MuJoCo joint j, a lone hinge or slide of its body (ModelError otherwise)."""
+        b = int(self.m.jnt_bodyid[j])
+        if self.joints.get(b, (None,))[0] not in ("revolute", "prismatic"):
+            self.fail(f"{where}: joint {self.joint_names[j]!r} is not a lone hinge or slide joint of its body; only "
+                      "those can be coupled")
+        return self.module_of[b], self.joint_names[j]
+
+    def joint_coupling(self, name, where, data, j1, j2):
+        """``<equality joint>`` with two joints: q₁ − q₁₀ = P(q₂ − q₂₀), P from ``polycoef`` (data[0:5]), the
+        references MuJoCo's qpos0 (:func:`~mrds_jax.contacts.coupling.joint_coupling`)."""
+        from ..contacts.coupling import joint_coupling
+        ref = [self.m.qpos0[self.m.jnt_qposadr[j]] for j in (j1, j2)]
+        return joint_coupling(name, self.coupled_joint(where, j1), self.coupled_joint(where, j2), data[:5], ref)
+
+    def fixed_tendon(self, where, t):
+        """((module, joint), coef) pairs of fixed tendon t (its length Σ coef·qpos); ModelError for a spatial one."""
+        m, W = self.m, self.mj.mjtWrap
+        tname = _name(m, self.mj, self.mj.mjtObj.mjOBJ_TENDON, t, "tendon")
+        wraps = range(m.tendon_adr[t], m.tendon_adr[t] + m.tendon_num[t])
+        if any(int(m.wrap_type[w]) != int(W.mjWRAP_JOINT) for w in wraps):
+            self.fail(f"{where}: tendon {tname!r} is a spatial tendon; only fixed tendons (joint wraps) can be coupled")
+        return tuple((self.coupled_joint(f"{where}, tendon {tname!r}", int(m.wrap_objid[w])), float(m.wrap_prm[w]))
+                     for w in wraps)
+
+    def tendon_coupling(self, name, where, data, t1, t2):
+        """``<equality tendon>`` on fixed tendons: L₁ − L₁₀ = P(L₂ − L₂₀) (L₂ absent: L₁ − L₁₀ = a₀), references
+        MuJoCo's ``tendon_length0`` (:func:`~mrds_jax.contacts.coupling.tendon_coupling`)."""
+        from ..contacts.coupling import tendon_coupling
+        m = self.m
+        if t2 < 0 and np.any(data[1:5] != 0):
+            data = np.concatenate([data[:1], np.zeros(4)])   # MuJoCo reads only polycoef[0] for one tendon
+        ref = [float(m.tendon_length0[t1]), float(m.tendon_length0[t2]) if t2 >= 0 else 0.0]
+        return tendon_coupling(name, self.fixed_tendon(where, t1), self.fixed_tendon(where, t2) if t2 >= 0 else None,
+                               data[:5], ref)
+
     def joint_lock(self, name, where, data, j1, j2):
         from ..contacts import make_contact
         m, J = self.m, self.mj.mjtJoint
-        if j2 >= 0 and np.any(data[1:5] != 0):
-            self.fail(f"{where}: couples joints {self.joint_names[j1]!r} and {self.joint_names[j2]!r}; a coupling "
-                      "of two joints has no exact contact equivalent (only a lock of one hinge or slide joint)")
         b = int(m.jnt_bodyid[j1])
         kind, ids = self.joints.get(b, (None, ()))
         if int(m.jnt_type[j1]) not in (J.mjJNT_HINGE, J.mjJNT_SLIDE) or kind not in ("revolute", "prismatic"):
@@ -507,8 +554,18 @@ class _Importer:
         if m.nu and not self.forces:
             self.warn(f"actuators ({names(mj.mjtObj.mjOBJ_ACTUATOR, range(m.nu), 'actuator')}) are not applied: "
                       "load_mjcf(..., return_forces=True) returns them as a force element")
-        if m.ntendon:
-            self.warn(f"tendons ({names(mj.mjtObj.mjOBJ_TENDON, range(m.ntendon), 'tendon')}) are ignored")
+        coupled = {int(m.eq_obj1id[k]) for k in range(m.neq) if m.eq_type[k] == mj.mjtEq.mjEQ_TENDON} | \
+            {int(m.eq_obj2id[k]) for k in range(m.neq) if m.eq_type[k] == mj.mjtEq.mjEQ_TENDON}
+        T = mj.mjtObj.mjOBJ_TENDON
+        ignored = [t for t in range(m.ntendon) if t not in coupled]
+        if ignored:
+            self.warn(f"tendons ({names(T, ignored, 'tendon')}) are ignored (only fixed tendons in tendon equalities "
+                      "are read)")
+        physical = [t for t in coupled if t >= 0 and (m.tendon_stiffness[t] or m.tendon_damping[t]
+                                                       or m.tendon_frictionloss[t] or m.tendon_limited[t])]
+        if physical:
+            self.warn(f"stiffness, damping, friction loss and limits of tendons ({names(T, physical, 'tendon')}) are "
+                      "ignored (their equalities are read)")
         other = [j for j in np.flatnonzero(m.jnt_limited)       # not a lone hinge (3) or slide (2) of its body
                  if int(m.jnt_type[j]) not in (2, 3) or m.body_jntnum[m.jnt_bodyid[j]] > 1]
         if other:
@@ -553,7 +610,7 @@ class _Importer:
                       "puts them")
 
 
-def load_mjcf(source, return_mapping=False, return_forces=False):
+def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto"):
     """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
     (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
     mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
@@ -561,6 +618,11 @@ def load_mjcf(source, return_mapping=False, return_forces=False):
     the force elements the file describes come last: a tuple with the joints' passive forces
     (:class:`~mrds_jax.system.JointSpringDamper`) and the actuators (:class:`~mrds_jax.system.Actuators`, control
     zero until :func:`~mrds_jax.system.with_control`), for ``simulate(..., forces=...)``.
+
+    ``recursion``: how the modules' tree recursions run (``Topology.recursion``: "auto", "unrolled" or
+    "level_scan"; :mod:`mrds_jax.dynamics.levels`) — e.g. "level_scan" for the four-bar biped of
+    ``experiments/biped_timing.py``, whose 15 links are below the automatic threshold but whose forward dynamics
+    compiles faster and runs faster that way (the table in ``experiments/out/biped_timing.md``).
 
     Raises FileNotFoundError for a missing file, ValueError naming the file and passing MuJoCo's message
     for a model MuJoCo rejects, and ValueError naming the element for what cannot be imported; warns
@@ -579,9 +641,9 @@ def load_mjcf(source, return_mapping=False, return_forces=False):
             builder = imp.builders[name]
             for fname, link, T in imp.frames[name]:
                 builder.add_frame(fname, link, position=T.p, rotation=T.R)
-            modules[name] = builder.build()
+            modules[name] = builder.build().with_recursion(recursion)
         forces = imp.build_forces() if return_forces else ()
-    system = build_system(modules, contacts)
+    system = build_system(modules, contacts, couplings=imp.couplings)
     if not return_mapping:
         return (system, forces) if return_forces else system
     qi, di, free = [], [], []

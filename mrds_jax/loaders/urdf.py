@@ -88,10 +88,14 @@ def _armature_of_joints(path, armature, joints):
     return {j: armature for j in joints}
 
 
-def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None):
+def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, return_forces=False, name=None):
     """Module from a URDF file. ``armature`` (URDF has no tag for it): rotor inertia added to the diagonal of
     the joint-space inertia, a number for every joint of the file (not the free root joint ``floating`` adds),
     or a dict joint name → number (as Pinocchio's ``model.armature``, MuJoCo's joint ``armature``).
+    ``return_forces=True`` returns ``(module, forces)``: the joints' ``<dynamics damping>`` as one
+    :class:`~mrds_jax.system.JointSpringDamper` on the module named ``name`` (default: the robot's name; the key
+    the module gets in ``build_system``), or no element when no joint has damping (:func:`urdf_joint_damping`);
+    ``<dynamics friction>`` (Coulomb, non-smooth) is not modelled and warned about.
     Raises ModelError (a ValueError) naming the file and the item: malformed XML,
     a missing robot name, links or joints defined twice, a joint whose parent or child link does not exist
     (:func:`check_urdf_structure`), an unsupported joint type, a zero joint axis, a moving link without
@@ -140,7 +144,7 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None):
             limit = j.limit if j.type in ("revolute", "prismatic") else None
             limits = None if limit is None or limit.lower is None or limit.upper is None else (limit.lower, limit.upper)
             bodies.append(dict(name=j.child, parent=owner, kind=kind, joint=j.name, axis=axis, T=T_child,
-                               limits=limits))
+                               limits=limits, dynamics=j.dynamics))
             lumped[j.child] = np.zeros((6, 6))
             visit(j.child, j.child, np.eye(4))
 
@@ -170,7 +174,30 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None):
                        limits=body.get("limits"))
         except ModelError as e:
             raise ModelError(f"{path}: joint {body['joint']!r}, {e}") from None
-    for name, owner, T in frames:
+    for frame, owner, T in frames:
         if owner is not None:
-            b.add_frame(name, owner, position=T[:3, 3], rotation=T[:3, :3])
-    return b.build()
+            b.add_frame(frame, owner, position=T[:3, 3], rotation=T[:3, :3])
+    module = b.build()
+    if not return_forces:
+        return module
+    return module, urdf_joint_damping(path, module, bodies, robot.name if name is None else name)
+
+
+def urdf_joint_damping(path, module, bodies, name):
+    """The ``<dynamics damping>`` of the moving joints as a per-degree-of-freedom damper (Pinocchio's
+    ``model.damping``; the free root joint: none): a tuple with one
+    :class:`~mrds_jax.system.JointSpringDamper` named ``damping`` on module ``name``, or () without damping.
+    Warns about ``<dynamics friction>`` (Coulomb friction, non-smooth: not modelled)."""
+    import warnings
+    from ..system.forces import joint_spring_damper
+    damping, friction = [], []
+    for body in bodies:
+        dyn, nv = body.get("dynamics"), 6 if body["kind"] == "free" else 1
+        damping += [0.0 if dyn is None or dyn.damping is None or body["kind"] == "free" else float(dyn.damping)] * nv
+        if dyn is not None and dyn.friction is not None and float(dyn.friction) != 0:      # yourdfpy keeps strings
+            friction.append(body["joint"])
+    if friction:
+        warnings.warn(f"{path}: joint friction of {friction} is ignored (non-smooth)", UserWarning, stacklevel=3)
+    if not any(damping):
+        return ()
+    return (joint_spring_damper("damping", name, damping=np.array(damping), nq=module.nq, nv=module.nv),)

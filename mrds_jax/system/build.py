@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..console import check_precision
+from ..contacts.coupling import COUPLED_KINDS, CouplingError, JointCoupling
 from ..contacts.model import Contact, ContactError, validate_contact
 from ..dynamics.interface import implements_interface, missing_attributes
 from ..pytree import pytree_dataclass, static
@@ -42,6 +43,8 @@ class Connectivity:
     MC: tuple
     GC: tuple
     groups: tuple = ()
+    coupling_dofs: tuple = ()   # per joint coupling: its joints as static (module, q index, v index) triples
+                                # (:func:`coupling_dofs`)
 
     @property
     def n_constraints(self):
@@ -63,10 +66,12 @@ class Connectivity:
 
 @pytree_dataclass
 class System:
-    """Modules and contacts (leaves: their parameters and bases) plus the static :class:`Connectivity`."""
+    """Modules and contacts (leaves: their parameters and bases) plus the static :class:`Connectivity`, and the
+    joint couplings (:mod:`mrds_jax.contacts.coupling`: joint-space rows of the general path's solve)."""
     modules: tuple
     contacts: tuple
     connectivity: Connectivity = static()
+    couplings: tuple = ()
 
     @property
     def module_names(self):
@@ -117,12 +122,15 @@ def identical_module_groups(modules, points):
     return tuple(tuple(g) for g in groups.values())
 
 
-def build_system(modules, contacts, names=None):
+def build_system(modules, contacts, names=None, couplings=()):
     """Build a :class:`System`.
 
     ``modules``: a dict ``name -> Module`` or a sequence of modules (then named by ``names`` or by their
     index). ``contacts``: sequence of :class:`~mrds_jax.contacts.Contact` whose sides name
-    ``(module, operational point)`` (module by name or index) or ``None`` for the ground.
+    ``(module, operational point)`` (module by name or index) or ``None`` for the ground. ``couplings``:
+    sequence of :class:`~mrds_jax.contacts.coupling.JointCoupling` (joint equalities, fixed-tendon equalities)
+    whose joints name ``(module, joint)``; a :class:`~mrds_jax.contacts.coupling.CouplingError` names an unknown
+    module or joint.
     Raises :class:`SystemError` naming the contact for a missing module or operational point, a task
     dimension that does not match the modules' (planar vs spatial), or bases that are not dual.
     Warns once (:class:`~mrds_jax.console.Float32Warning`) when ``jax_enable_x64`` is off and float32 was not
@@ -188,8 +196,44 @@ def build_system(modules, contacts, names=None):
     conn = Connectivity(module_names=names, points=points, sides=sides,
                         n_c=tuple(c.n_c for c in contacts), dim=dim,
                         MC=modular_connectivity(sides, len(modules)), GC=global_connectivity(sides),
-                        groups=identical_module_groups(modules, points))
-    return System(modules=modules, contacts=contacts, connectivity=conn)
+                        groups=identical_module_groups(modules, points),
+                        coupling_dofs=_coupling_dofs(names, modules, contacts, couplings))
+    return System(modules=modules, contacts=contacts, connectivity=conn, couplings=tuple(couplings))
+
+
+def joint_dof(module_names, modules, module, joint, where):
+    """(module index, q index, v index) of a one-coordinate joint given as (module, joint name); CouplingError
+    naming ``where`` for an unknown module or joint, or a joint with more than one coordinate."""
+    k = _module_index(module_names, module, where)
+    t = getattr(modules[k], "topology", None)
+    if t is None:
+        raise CouplingError(f"{where}: module {module_names[k]!r} is not a rigid tree; joint couplings need joints")
+    if joint not in t.joint_names:
+        raise CouplingError(f"{where}: module {module_names[k]!r} has no joint {joint!r}")
+    j = t.joint_names.index(joint)
+    if t.joint_kinds[j] not in COUPLED_KINDS:
+        raise CouplingError(f"{where}: joint {joint!r} is {t.joint_kinds[j]}; couplings relate one-coordinate joints "
+                            f"({', '.join(COUPLED_KINDS)})")
+    return k, t.q_slices[j].start, t.v_slices[j].start
+
+
+def coupling_dofs(module_names, modules, coupling):
+    """Static ((k, qi, vi) of u's joints, (k, qi, vi) of w's joints) of one coupling (:func:`joint_dof`)."""
+    where = f"coupling {coupling.name!r}"
+    return (tuple(joint_dof(module_names, modules, m, j, where) for m, j in coupling.joints),
+            tuple(joint_dof(module_names, modules, m, j, where) for m, j in coupling.joints2))
+
+
+def _coupling_dofs(names, modules, contacts, couplings):
+    """Static joints of every coupling, checked (names unique among contacts and couplings, joints known)."""
+    taken = {c.name for c in contacts}
+    for c in couplings:
+        if not isinstance(c, JointCoupling):
+            raise SystemError(f"{c!r} is not a JointCoupling")
+        if c.name in taken:
+            raise SystemError(f"coupling name {c.name!r} is used twice (contact and coupling names must be unique)")
+        taken.add(c.name)
+    return tuple(coupling_dofs(names, modules, c) for c in couplings)
 
 
 @pytree_dataclass

@@ -36,8 +36,10 @@ from ..contacts.variable import contact_modes
 from ..dynamics.interface import ModuleTerms, module_terms, open_chain_acceleration  # noqa: F401 (re-export)
 from ..model.tree import task_slice
 from ..spatial import cross, skew, spatial_rotation
-from .constraint_space import constraint_space_matrix, contact_accelerations, contact_sides, point_forces
+from .constraint_space import (constraint_space_matrix, contact_accelerations, contact_sides,
+                               operational_inverse_inertia_times, point_forces)
 from .solve import SolverSettings, solve_constraint_system
+from .couplings import coupled_constraint_system
 from ..validation import constraint_conditioning, is_traced, per_module, system_state
 from .stabilisation import stabilisation_terms
 from ..spatial.linalg import matmul
@@ -66,6 +68,8 @@ class SystemDynamics(NamedTuple):
     yc: jnp.ndarray   # its right-hand side (Bonaventura eq. 89)
     rank: jnp.ndarray = None       # rank of the part of Bᶜ the solve used (:class:`.solve.ConstraintSolve`)
     min_pivot: jnp.ndarray = None  # ≈ λ_min/λ_max of that part: the solve's inverse condition number
+    coupling_forces: jnp.ndarray = None    # (n_J,) λ of the joint couplings (:mod:`.couplings`), None without
+    coupling_errors: tuple = None          # (g, G v) of the couplings: position and velocity errors (n_J,) each
 
 
 def _stack(trees):
@@ -166,13 +170,13 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
         xd_EP.append(xd[rows])
         xdd_open_EP.append(xdd[rows])
         F_u.append(c.free_force(t, dtype))
-    Lam_inv = [None if tk is None else tk.Lam_inv for tk in terms]
-    Bc = constraint_space_matrix(sides, W, Lam_inv, conn.n_c, d, dtype)     # Bonaventura eq. 88, Table 17
+    Bc = constraint_space_matrix(sides, W, terms, conn.n_c, d, dtype)       # Bonaventura eq. 88, Table 17
     y = [m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]             # Bonaventura eq. 90
     if any(c.applied is not None for c in system.contacts):                # − B ψᵘFᵘ (Bonaventura eq. 89)
         U = [matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)]
-        x_U = [None if L is None else matmul(L, point_forces(sides, T, U, k, len(conn.points[k]), d))
-               for k, L in enumerate(Lam_inv)]
+        x_U = [None if tk is None else
+               operational_inverse_inertia_times(tk, point_forces(sides, T, U, k, len(conn.points[k]), d))
+               for k, tk in enumerate(terms)]
         y = [yi - bu for yi, bu in zip(y, contact_accelerations(sides, T, x_U, d))]
     xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
     yc = (jnp.concatenate([xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]) if y   # Bonaventura eq. 89
@@ -199,11 +203,14 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     ``method``: "direct" or "recursive" route for Ψ and Λ⁻¹; ``stabilisation``: None (off) or a
     :class:`~mrds_jax.system.stabilisation.Stabilisation` (Baumgarte terms enter yᶜ, PD suppression of
     Bonaventura eq. 104-105 corrects Fᶜ after the solve; see :mod:`.stabilisation`).
-    Returns :class:`SystemDynamics`: q̈ per module (Bonaventura eq. 74), Fᶜ and ᴱᴾF_EP per contact (Bonaventura eq. 86-87), the
-    solve's relative residual, the constraint-velocity error Φ_v (Bonaventura eq. 105), Bᶜ, yᶜ, and the rank and inverse
-    condition number of the part of Bᶜ solved (:mod:`.solve`). Called on a concrete state (not under ``jit``),
-    it warns :class:`~mrds_jax.system.SingularConfigurationWarning` naming the contacts when Bᶜ's condition
-    number exceeds ``cond_warn`` (a singular configuration or redundant constraints; None: no check).
+    Returns :class:`SystemDynamics`: q̈ per module (Bonaventura eq. 74), Fᶜ and ᴱᴾF_EP per contact
+    (Bonaventura eq. 86-87), the solve's relative residual, the constraint-velocity error Φ_v
+    (Bonaventura eq. 105), Bᶜ, yᶜ, and the rank and inverse condition number of the part of Bᶜ solved (:mod:`.solve`).
+    Called on a concrete state (not under ``jit``), it warns :class:`~mrds_jax.system.SingularConfigurationWarning`
+    naming the contacts when Bᶜ's condition number exceeds ``cond_warn`` (a singular configuration or redundant
+    constraints; None: no check). A system's joint couplings (:mod:`mrds_jax.contacts.coupling`) border Bᶜ and
+    yᶜ with their joint-space rows (:mod:`.couplings`); their forces λ and errors (g, G v) come back as
+    ``coupling_forces`` and ``coupling_errors``.
     """
     cs = constraint_system(system, state, tau, t, method)
     if cond_warn is not None and not is_traced(cs.Bc):
@@ -213,8 +220,12 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     if stabilisation is not None:       # Baumgarte (in yᶜ) and PD suppression (Bonaventura eq. 104, corrected)
         dy_c, dF_c = stabilisation_terms(system, cs, t, stabilisation)
         yc = yc + dy_c
-    sol = solve_constraint_system(cs.Bc, yc, solver)
-    F_c = sol.F
+    Bc, coupled = cs.Bc, None
+    if system.couplings:                # joint couplings: joint-space rows bordering Bᶜ (:mod:`.couplings`)
+        coupled = coupled_constraint_system(system, state, cs, yc, _taus(system, tau, cs.yc.dtype), stabilisation)
+        Bc, yc = coupled.Bc, coupled.yc
+    sol = solve_constraint_system(Bc, yc, solver)
+    F_c = sol.F[:system.connectivity.n_constraints]
     if dF_c is not None:
         F_c = F_c - dF_c                # F* = F − ψᶜ (K_v Φ_v + K_p Φ_p) replaces F in Bonaventura eq. 74, 95-96
     conn = system.connectivity
@@ -234,7 +245,14 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
         qdd.append(tk.qdd_open + matmul(tk.Psi, f_k))                                           # Bonaventura eq. 74
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
+    if coupled is not None:
+        lam = sol.F[system.connectivity.n_constraints:]
+        qdd = [coupled.qdd_open.get(k, a) for k, a in enumerate(qdd)]
+        qdd = tuple(a + matmul(coupled.Y[k], lam) if k in coupled.Y else a for k, a in enumerate(qdd))
     qdd = tuple(open_chain_acceleration(m, q, v, tq) if a is None else a
                 for a, m, q, v, tq in zip(qdd, system.modules, state.q, state.v, taus))
-    return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), sol.residual, tuple(phi_v), cs.Bc, cs.yc, sol.rank,
-                          sol.min_pivot)
+    if coupled is None:
+        return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), sol.residual, tuple(phi_v), cs.Bc, cs.yc,
+                              sol.rank, sol.min_pivot)
+    return SystemDynamics(qdd, tuple(F_c_split), tuple(F_EP), sol.residual, tuple(phi_v), Bc, yc, sol.rank,
+                          sol.min_pivot, lam, (coupled.position, coupled.velocity))

@@ -60,10 +60,11 @@ from ..contacts.variable import contact_modes
 from ..dynamics.interface import module_terms, open_chain_acceleration, reference_terms
 from ..pytree import replace
 from .build import SystemError
+from .constraint_space import operational_inverse_inertia_times
 from .dynamics import _taus, contact_kinematics
 from .stabilisation import pose_error
 from ..model.tree import task_slice
-from ..spatial.linalg import cholesky, matmul, triangular_solve
+from ..spatial.linalg import cho_solve, cholesky, matmul
 from ..validation import system_state
 
 
@@ -187,7 +188,7 @@ def _spd_solve_with_pivot(A, B):
     L = cholesky(A)
     d = jnp.diagonal(L)
     ratio = jnp.min(d * d) / jnp.maximum(jnp.max(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
-    return triangular_solve(L, triangular_solve(L, B), lower=False), ratio
+    return cho_solve(L, B), ratio
 
 
 def _stack(trees):
@@ -222,7 +223,7 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     W_c, W_r = matmul(T_c.T, m.psi_c), matmul(T_r.T, m.psi_c)                # d x n_c
     u = matmul(m.psi_u, F_u)                                                  # ψᵘ Fᵘ (d,)
     u_c, u_r = matmul(T_c.T, u), matmul(T_r.T, u)
-    LW = matmul(mt.Lam_inv, W_c)                                              # Λ_k⁻¹ W_c (d x n_c)
+    LW = operational_inverse_inertia_times(mt, W_c)                           # Λ_k⁻¹ W_c (d x n_c)
     alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                          # constrained α (Bonaventura eq. 85)
     phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                               # Bonaventura eq. 105
     if gains is not None:                                                     # Baumgarte, as in yᶜ (Bonaventura eq. 89)

@@ -71,6 +71,11 @@ def dynamics_path(system, path="auto", stabilisation=None, solver=SolverSettings
         raise validation.ArgumentError(f"unknown dynamics path {path!r}; use one of {PATHS}")
     if path == "general":
         return "general"
+    if getattr(system, "couplings", ()):     # joint couplings are rows of the general path's solve only
+        if path == "lilly":
+            raise SystemError("path='lilly': the system has joint couplings, which only the general path solves; "
+                              "use path='general'")
+        return "general"
     simple = simple_closed_chain_reference(system) is not None
     why = lilly_stabilisation_problem(system, stabilisation)
     if path == "lilly":

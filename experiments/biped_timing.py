@@ -1,0 +1,210 @@
+"""Compile and call time of a real robot's forward dynamics (issue 25, item 6), against Pinocchio in the same run.
+
+The robot: ``tests/data/biped_fourbar.xml``, a floating biped whose knees and ankles are driven through four-bar
+linkages (ball hips, universal joints on the rods, armature): nq = 31, nv = 28, four ``connect`` loops (12
+constraint rows), loaded by ``load_mjcf`` into one module. At one state that satisfies the loops (MuJoCo's
+equalities solved by Gauss-Newton from a perturbed reference pose, velocities in the nullspace of their Jacobian):
+
+* ours: ``jax.jit`` of ``forward_dynamics`` (general path, float64, one scenario), for each ``--recursion``
+  asked (``load_mjcf(..., recursion=)``: "auto" is the unrolled recursion for this 15-link module) and each
+  ``--solver`` (``SolverSettings.method``: "pinv", the default, or "cholesky", exact here since the four loops'
+  12 rows are independent): the time to trace and lower, to compile (XLA), the compiled program's
+  XLA kernel count (``bench_gpu.count_kernels``), then the per-call time (median of ``--calls`` calls of the
+  compiled program, each waited on, after a warm-up);
+* Pinocchio: ``constraintDynamics`` on the ``to_pinocchio`` export (armature in ``model.armature``, the loops as
+  ``CONTACT_3D`` constraints), data and constraint data allocated once and ``initConstraintDynamics`` run once,
+  as a user of Pinocchio would: the median per call over the same number of calls;
+* the answers agree (max |Δq̈|, printed).
+
+Each time is given as wall time and as this process's CPU time (``time.process_time``: compile, and the mean
+per call), which other work on a shared machine disturbs less. ``--profile`` adds a table of compile time and
+static XLA kernel count stage by stage (ABA, CRBA, Step 2, Steps 2-3, the whole with each solve).
+
+Prints a table with the date, machine, core count, load average and jax/Pinocchio versions, and writes it to
+``experiments/out/biped_timing.md``. Targets of the issue: compile ≤ 10 s, call ≤ 3x Pinocchio. Timings on a
+shared machine are noisy: the load average is printed; rerun on an idle machine before quoting.
+
+    python experiments/biped_timing.py [--calls 2000] [--recursion unrolled level_scan] [--solver pinv cholesky]
+        [--profile]
+"""
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pinocchio as pin  # noqa: E402
+
+from mrds_jax import system as S  # noqa: E402
+from mrds_jax.export import to_pinocchio  # noqa: E402
+from mrds_jax.loaders.mjcf import load_mjcf  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_gpu import count_kernels  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "tests" / "data" / "biped_fourbar.xml"
+OUT = Path(__file__).parent / "out" / "biped_timing.md"
+
+
+def consistent_qpos_qvel(model, rng, spread=0.3):
+    """(qpos, qvel) satisfying MuJoCo's equalities (Gauss-Newton on efc_pos), qvel in the nullspace of efc_J."""
+    data = mujoco.MjData(model)
+    qpos = np.array(model.qpos0)
+    mujoco.mj_integratePos(model, qpos, rng.uniform(-spread, spread, model.nv), 1.0)
+    for _ in range(50):
+        data.qpos[:] = qpos
+        mujoco.mj_forward(model, data)
+        r, J = data.efc_pos.copy(), data.efc_J.reshape(-1, model.nv).copy()
+        if np.abs(r).max() < 1e-13:
+            break
+        mujoco.mj_integratePos(model, qpos, -np.linalg.lstsq(J, r, rcond=1e-10)[0], 1.0)
+    qvel = rng.uniform(-1, 1, model.nv)
+    return qpos, qvel - np.linalg.pinv(J, rcond=1e-10) @ (J @ qvel)
+
+
+def biped(seed=0, recursion="auto"):
+    """(system, our state, τ, MuJoCo model) of the biped at a consistent state (``load_mjcf``'s ``recursion``)."""
+    model = mujoco.MjModel.from_xml_path(str(MODEL))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        system, mapping = load_mjcf(model, return_mapping=True, recursion=recursion)
+    rng = np.random.default_rng(seed)
+    state = mapping.state(*consistent_qpos_qvel(model, rng))
+    tau = (jnp.asarray(rng.uniform(-5, 5, system.modules[0].nv)),)
+    return system, state, tau, model
+
+
+def call_times(f, args, calls):
+    """(median wall time, mean process CPU time) in s of ``calls`` calls of f(*args), each waited on (after 20
+    warm-up calls). The CPU time counts this process's threads only, so it is less disturbed by other work on a
+    shared machine than the wall time."""
+    for _ in range(20):
+        jax.block_until_ready(f(*args))
+    times = np.empty(calls)
+    c0 = time.process_time()
+    for i in range(calls):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times[i] = time.perf_counter() - t0
+    return float(np.median(times)), (time.process_time() - c0) / calls
+
+
+def ours(system, state, tau, calls, solver="pinv"):
+    """(trace+lower s, compile s, kernels, per-call s, q̈) of jit(forward_dynamics) with ``solver``'s method."""
+    settings = S.SolverSettings(method=solver)
+    f = jax.jit(lambda sy, st, tq: S.forward_dynamics(sy, st, tq, solver=settings).qdd)
+    t0, c0 = time.perf_counter(), time.process_time()
+    lowered = f.lower(system, state, tau)
+    t1 = time.perf_counter()
+    compiled = lowered.compile()
+    t2, c2 = time.perf_counter(), time.process_time()
+    kernels = count_kernels(compiled.as_text())
+    qdd = np.concatenate([np.asarray(x) for x in compiled(system, state, tau)])
+    return t1 - t0, t2 - t1, c2 - c0, kernels, call_times(compiled, (system, state, tau), calls), qdd
+
+
+def pinocchio(system, state, tau, calls):
+    """((median wall, mean CPU) s per call, q̈ in Pinocchio's order, twin) of Pinocchio's constraintDynamics on the
+    export."""
+    twin = to_pinocchio(system)
+    model, cms = twin.model, twin.constraints
+    data = model.createData()
+    cds = [cm.createData() for cm in cms]
+    pin.initConstraintDynamics(model, data, cms, cds)
+    prox = pin.ProximalSettings()
+    q, v, tq = twin.q(state.q), twin.v(state.v), twin.v(tau)
+
+    def call():
+        return pin.constraintDynamics(model, data, q, v, tq, cms, cds, prox)
+    return call_times(call, (), calls), np.array(call()), twin
+
+
+def stage_costs(recursion):
+    """Where compile time and kernels go, stage by stage (``--profile``): (label, trace + lower s, compile s,
+    kernels, while loops) of jit(f) for ABA of the open tree, CRBA, Step 2 (``module_terms`` for the 8 loop
+    points), Steps 2-3 (``constraint_system``: Bᶜ, yᶜ) and the whole forward dynamics with each solve."""
+    from mrds_jax import aba, mass_matrix
+    from mrds_jax.dynamics.interface import module_terms
+    from mrds_jax.system.dynamics import constraint_system
+    system, state, tau, _ = biped(recursion=recursion)
+    m, pts = system.modules[0], system.connectivity.points[0]
+    q, v, tq = state.q[0], state.v[0], tau[0]
+    stages = [("ABA, open tree", lambda m, q, v, t: aba(m, q, v, t), (m, q, v, tq)),
+              ("CRBA", lambda m, q: mass_matrix(m, q), (m, q)),
+              ("Step 2: module_terms (8 points)", lambda m, q, v, t: module_terms(m, q, v, t, pts), (m, q, v, tq)),
+              ("Steps 2-3: constraint_system", lambda sy, st, t: constraint_system(sy, st, t)[:2], (system, state, tau))]
+    stages += [(f"forward_dynamics, {sv} solve",
+                lambda sy, st, t, sv=sv: S.forward_dynamics(sy, st, t, solver=S.SolverSettings(method=sv)).qdd,
+                (system, state, tau)) for sv in ("cholesky", "pinv")]
+    out = []
+    for label, f, args in stages:
+        t0 = time.perf_counter()
+        lowered = jax.jit(f).lower(*args)
+        t1 = time.perf_counter()
+        k = count_kernels(lowered.compile().as_text())
+        out.append((label, t1 - t0, time.perf_counter() - t1, k["total"], k["while_loops"]))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--profile", action="store_true", help="also compile the stages one by one (slow)")
+    ap.add_argument("--solver", nargs="+", default=["pinv", "cholesky"], choices=["pinv", "cholesky"])
+    ap.add_argument("--recursion", nargs="+", default=["unrolled", "level_scan"], choices=["auto", "unrolled", "level_scan"])
+    a = ap.parse_args(argv)
+    system, state, tau, model = biped()
+    m = system.modules[0]
+    load = os.getloadavg()
+    lines = [f"# Biped with four-bar knees and ankles: forward dynamics, ours vs Pinocchio ({datetime.date.today()})",
+             "",
+             f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average {load[0]:.2f} "
+             f"{load[1]:.2f} {load[2]:.2f} (a shared machine when > ~0.5), jax {jax.__version__} "
+             f"({jax.default_backend()}), Pinocchio {pin.__version__}, MuJoCo {mujoco.__version__}, float64, one "
+             "scenario.",
+             "",
+             f"Robot: `{MODEL.relative_to(ROOT)}`: nq = {m.nq}, nv = {m.nv}, {len(m.topology.link_names)} links, "
+             f"{len(system.contacts)} connect loops ({system.connectivity.n_constraints} constraint rows); "
+             f"{a.calls} calls, median.",
+             "",
+             "Wall times, and in parentheses this process's CPU time (less disturbed by other work on a shared "
+             "machine).",
+             "",
+             "| ours: recursion | solve | trace + lower + XLA compile, s (CPU s) | kernels (fusions) | ours per call, "
+             "µs (CPU) | Pinocchio per call, µs (CPU) | ratio (CPU) | max abs Δq̈ |",
+             "|---|---|---|---|---|---|---|---|"]
+    t_pin, ddq, twin = pinocchio(system, state, tau, a.calls)
+    for rec, solver in ((r, sv) for r in a.recursion for sv in a.solver):
+        t_lower, t_compile, cpu_compile, kernels, t_call, qdd = ours(biped(recursion=rec)[0], state, tau, a.calls,
+                                                                      solver)
+        t_pin2 = pinocchio(system, state, tau, a.calls)[0]     # again, next to ours: the machine's load drifts
+        t_ref = [min(x, y) for x, y in zip(t_pin, t_pin2)]
+        err = np.abs(twin.v([qdd]) - ddq).max()
+        lines.append(f"| {rec} | {solver} | {t_lower:.2f} + {t_compile:.2f} ({cpu_compile:.2f}) | {kernels['total']} "
+                     f"({kernels['fusion']}) | {t_call[0] * 1e6:.0f} ({t_call[1] * 1e6:.0f}) | {t_ref[0] * 1e6:.1f} "
+                     f"({t_ref[1] * 1e6:.1f}) | {t_call[0] / t_ref[0]:.1f} ({t_call[1] / t_ref[1]:.1f}) | {err:.1e} |")
+    lines += ["", "Targets (issue 25): compile (trace + lower + XLA compile) ≤ 10 s, per call ≤ 3x Pinocchio."]
+    if a.profile:
+        lines += ["", "## Where compile time and kernels go (static XLA kernel count; a while loop's body counts once)",
+                  "", "| recursion | stage | trace + lower (s) | XLA compile (s) | kernels | while loops |",
+                  "|---|---|---|---|---|---|"]
+        for rec in a.recursion:
+            lines += [f"| {rec} | {label} | {tl:.2f} | {tc:.2f} | {k} | {w} |" for label, tl, tc, k, w in stage_costs(rec)]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

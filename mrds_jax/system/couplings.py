@@ -1,0 +1,98 @@
+"""Joint couplings in the general path's constraint solve: the contacts' Bᶜ, yᶜ (Bonaventura eq. 87-89, Table 17) bordered
+by the joint-space rows of the couplings (:mod:`mrds_jax.contacts.coupling`, whose docstring has the equations):
+
+    [ Bᶜ   X ] [Fᶜ]   [ yᶜ                         ]     X = ψᶜᵀ Σₖ Aₖ Ψₖᵀ Gₖᵀ,   D = Σₖ Gₖ Hₖ⁻¹ Gₖᵀ
+    [ Xᵀ   D ] [λ ] = [ β − Σₖ Gₖ q̈'ₖ − Baumgarte ]     q̈'ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ ψᵘFᵘ (known free-direction forces)
+
+and afterwards q̈ₖ += Hₖ⁻¹ Gₖᵀ λ. Hₖ⁻¹ Gₖᵀ comes from the module's H (``mass_matrix``, armature included) by a
+Cholesky solve, for the modules that a coupling touches only; Ψₖᵀ Gₖᵀ (the points' accelerations under a unit
+coupling force) reaches the contacts through :func:`~.constraint_space.contact_accelerations`, as the point
+accelerations of Table 17. A system without couplings never calls this module.
+
+Stabilisation: Baumgarte (scalar gains) acts on the couplings' rows as on the contacts' (β − 2α G v − β_B² g); the
+PD suppression of Bonaventura eq. 104 corrects the contacts' Fᶜ only. Not covered yet: Lilly & Orin's path (``dynamics_path``
+sends systems with couplings to the general path), ``project_positions`` and ``simulate``'s initial-state check and
+drift diagnostics (contacts only; ``SystemDynamics.coupling_errors`` holds the couplings' g and G v), the exports
+(refused by name).
+"""
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from ..contacts.coupling import coupling_matrices, coupling_row
+from ..dynamics.interface import mass_matrix, open_chain_acceleration
+from ..spatial.linalg import matmul, spd_solve
+from .constraint_space import contact_accelerations, contact_sides, point_forces
+from .build import SystemError
+
+
+class CoupledSystem(NamedTuple):
+    """The bordered system and what Step 4 needs: Hₖ⁻¹Gₖᵀ per touched module, the couplings' g and G v."""
+    Bc: jnp.ndarray        # (n_C + n_J) square
+    yc: jnp.ndarray        # (n_C + n_J,)
+    Y: dict                # module k -> Hₖ⁻¹ Gₖᵀ (nvₖ x n_J)
+    qdd_open: dict         # module k -> q̈ₖᵒᵖᵉⁿ of modules without contact points
+    position: jnp.ndarray  # (n_J,) g
+    velocity: jnp.ndarray  # (n_J,) G v
+
+
+def coupled_constraint_system(system, state, cs, yc, taus, stabilisation=None):
+    """The contacts' (Bᶜ, yᶜ) of ``cs`` (:func:`~.dynamics.constraint_system`; ``yc`` with its stabilisation terms)
+    bordered by the couplings' rows (module docstring). Baumgarte gains of ``stabilisation`` (scalars) act on the
+    couplings as on the contacts: β − 2α G v − β_B² g."""
+    conn = system.connectivity
+    d, dtype = conn.dim, state.q[0].dtype
+    rows = [coupling_row(c, dofs, state.q, state.v) for c, dofs in zip(system.couplings, conn.coupling_dofs)]
+    touched = sorted({k for row in rows for k, _, _ in row.entries})
+    G = coupling_matrices(rows, [m.nv for m in system.modules], touched, dtype)
+    n_J = len(rows)
+    Y, qdd_open, D = {}, {}, jnp.zeros((n_J, n_J), dtype)
+    rhs = jnp.stack([r.bias for r in rows])
+    free_forces = _free_direction_forces(system, cs)
+    x = []
+    for k, module in enumerate(system.modules):
+        tk = cs.terms[k]
+        n_pts = len(conn.points[k])
+        if k not in G:
+            x.append(None if tk is None else jnp.zeros((n_pts * d, n_J), dtype))
+            continue
+        Y[k] = spd_solve(mass_matrix(module, state.q[k]), G[k].T)                   # Hₖ⁻¹ Gₖᵀ
+        D = D + matmul(G[k], Y[k])
+        if tk is None:
+            qdd_open[k] = open_chain_acceleration(module, state.q[k], state.v[k], taus[k])
+            rhs = rhs - matmul(G[k], qdd_open[k])
+            x.append(None)
+            continue
+        qdd = tk.qdd_open if free_forces is None else tk.qdd_open + matmul(tk.Psi, free_forces[k])
+        rhs = rhs - matmul(G[k], qdd)
+        x.append(matmul(tk.Psi.T, G[k].T))                                           # Ψₖᵀ Gₖᵀ = Jₖ Hₖ⁻¹ Gₖᵀ
+    position = jnp.stack([r.position for r in rows])
+    velocity = jnp.stack([r.velocity for r in rows])
+    if stabilisation is not None:
+        rhs = rhs - _scalar_gain(stabilisation.baumgarte_alpha, 2.0) * velocity \
+            - _scalar_gain(stabilisation.baumgarte_beta, 1.0) ** 2 * position
+    n_C = conn.n_constraints
+    if n_C:
+        acc = contact_accelerations(contact_sides(conn), cs.T, x, d)
+        X = jnp.concatenate([matmul(m.psi_c.T, a) for m, a in zip(cs.modes, acc)])
+    else:
+        X = jnp.zeros((0, n_J), dtype)
+    B = jnp.concatenate([jnp.concatenate([cs.Bc, X], axis=1), jnp.concatenate([X.T, D], axis=1)], axis=0)
+    return CoupledSystem(B, jnp.concatenate([yc, rhs]), Y, qdd_open, position, velocity)
+
+
+def _free_direction_forces(system, cs):
+    """Per module, Aₖᵀ ψᵘFᵘ (the contacts' known free-direction forces at the points), or None without any."""
+    if not any(c.applied is not None for c in system.contacts):
+        return None
+    conn = system.connectivity
+    U = [matmul(m.psi_u, fu) for m, fu in zip(cs.modes, cs.F_u)]
+    return [None if not pts else point_forces(contact_sides(conn), cs.T, U, k, len(pts), conn.dim)
+            for k, pts in enumerate(conn.points)]
+
+
+def _scalar_gain(gain, factor):
+    if jnp.ndim(gain) != 0:
+        raise SystemError("per-direction Baumgarte gains (arrays over the contacts' constrained directions) do not "
+                          "cover joint couplings; use scalar gains")
+    return factor * gain
