@@ -69,7 +69,8 @@ FULL_MODE_ONLY = {
 # in collection order.
 HEAVY_FIRST = [
     "tests/test_ckcm_design.py", "tests/test_tree_vs_pinocchio.py", "tests/test_cli.py", "tests/test_lilly.py",
-    "tests/test_robot_files.py", "tests/test_tree_properties.py", "tests/test_system_simulation.py",
+    "tests/test_robot_files.py", "tests/test_joint_couplings.py", "tests/test_biped.py", "tests/test_tree_properties.py",
+    "tests/test_system_simulation.py",
     "tests/test_module_contract.py", "tests/test_system_files.py", "tests/test_integration_module.py",
     "tests/test_module_interface.py", "tests/test_readme.py", "tests/test_notebooks.py",
     "tests/test_tree_scan.py", "tests/test_system_vs_pinocchio.py", "tests/test_constraint_space.py",
