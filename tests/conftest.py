@@ -19,6 +19,87 @@ URDFS = {
 }
 
 
+# The full mode: MRDS_SLOW=1 runs the tests marked ``slow`` too; without it they are skipped, so the README's
+# test command takes minutes. CI (.ci/run) runs both modes. A test is ``slow`` by its own mark or by this list:
+# the checks whose compilation costs the most (measured with --durations on the 2-core machine), each of whose
+# properties the default run still touches on a smaller case (noted). docs/checks.md describes the split.
+FULL_MODE = os.environ.get("MRDS_SLOW", "") not in ("", "0")
+FULL_MODE_ONLY = {
+    # design optimisation: the multibody model's gradients (the paper model's stay), L-BFGS, the simulated optimum,
+    # the killed-and-resumed command line (resume and damaged-file checks stay)
+    "tests/test_ckcm_design.py::test_gradients_match_central_differences[multibody]",
+    "tests/test_ckcm_design.py::test_gradient_signs_agree_with_nguyen_figs_8_to_11[multibody]",
+    "tests/test_ckcm_design.py::test_simulated_design_applies_the_inverse_dynamics_forces",
+    "tests/test_ckcm_design.py::test_lbfgs_reaches_the_adam_optimum",
+    "tests/test_ckcm_design.py::test_command_line_killed_mid_block_resumes_bit_identical",
+    # level-scan recursions: the full unrolled-vs-scan comparison and its ABA gradient (Talos and the mixed
+    # random tree against Pinocchio stay)
+    "tests/test_tree_scan.py::test_level_scan_equals_unrolled",
+    "tests/test_tree_scan.py::test_aba_gradient_on_level_scan_matches_central_differences",
+    "tests/test_deadlock_guard.py::test_batched_paths_do_not_hang",
+    # notebooks: the design notebook runs in fast mode by default; all four run fast and full in the full mode
+    "tests/test_notebooks.py::test_notebook_executes[ckcm_monte_carlo.ipynb-fast]",
+    "tests/test_notebooks.py::test_notebook_executes[ckcm_end_effector.ipynb-fast]",
+    "tests/test_notebooks.py::test_notebook_executes[flexible_links.ipynb-fast]",
+    "tests/test_lanewise.py::test_closed_chain_rollout_with_the_rewritten_step_matches_the_plain_rollout",
+    # Lilly & Orin's path: the Stewart platform, library tips and the singular fallback stay
+    "tests/test_lilly.py::test_lilly_gradients_equal_general_path_and_finite_differences",
+    "tests/test_lilly.py::test_lilly_equals_mrds_dual_arm_grasp",
+    "tests/test_lilly.py::test_quadruped_on_point_contacts_general_path",
+    "tests/test_lilly.py::test_simulate_auto_path_equals_general_path",
+    # compiled-program structure: the Stewart general-path step stays
+    "tests/test_backend_flags.py::test_compiled_step_has_no_ynn_fusion_no_custom_call_and_few_kernels[dual_arm-general]",
+    "tests/test_backend_flags.py::test_compiled_step_has_no_ynn_fusion_no_custom_call_and_few_kernels[stewart-auto]",
+    # Table 17 blocks: the Type B four-bar stays
+    "tests/test_constraint_space.py::test_table17_blocks_equal_constraint_jacobian_route[stewart]",
+    "tests/test_constraint_space.py::test_table17_blocks_equal_constraint_jacobian_route[dual_arm]",
+    "tests/test_system_vs_pinocchio.py::test_stewart_inverse_dynamics_recovers_actuator_and_constraint_forces",
+    "tests/test_mjcf_vs_pinocchio.py::test_mjcf_loop_equals_pinocchio_constraint_dynamics"
+    "[dual_arm_grasp-2-kinds1-False]",
+    "tests/test_integration_module.py::test_free_floating_tree_conserves_momentum_and_energy",
+    "tests/test_hard_mechanisms.py::test_parallelogram_chain_through_singular_configurations_default_settings",
+    "tests/test_hard_mechanisms.py::test_dopri5_reaches_tolerance_without_recompiling_and_its_derivative",
+    "tests/test_robot_files.py::test_mass_matrix_with_armature_equals_mujoco_qM",
+    "tests/test_robot_files.py::test_lilly_path_with_armature_equals_pinocchio",
+    "tests/test_tree_properties.py::test_aba_gradients_match_central_differences",
+    "tests/test_system_simulation.py::test_fourbar_passive_energy_and_constraint_drift",
+}
+# --dist loadfile hands whole files to the two workers in this order (heaviest first, by the default run's
+# measured time), so that no heavy file starts last and leaves one worker running alone; other files follow
+# in collection order.
+HEAVY_FIRST = [
+    "tests/test_ckcm_design.py", "tests/test_tree_vs_pinocchio.py", "tests/test_cli.py", "tests/test_lilly.py",
+    "tests/test_robot_files.py", "tests/test_joint_couplings.py", "tests/test_biped.py", "tests/test_tree_properties.py",
+    "tests/test_system_simulation.py",
+    "tests/test_module_contract.py", "tests/test_system_files.py", "tests/test_integration_module.py",
+    "tests/test_module_interface.py", "tests/test_readme.py", "tests/test_notebooks.py",
+    "tests/test_tree_scan.py", "tests/test_system_vs_pinocchio.py", "tests/test_constraint_space.py",
+    "tests/test_ckcm_multibody.py", "tests/test_bench_gpu.py", "tests/test_hard_mechanisms.py",
+    "tests/test_backend_flags.py", "tests/test_mjcf_import.py",
+]
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False       # xdist would order files by test count; keep HEAVY_FIRST's
+
+
+def pytest_collection_modifyitems(config, items):
+    ids = {item.nodeid for item in items}
+    files = {nid.split("::")[0] for nid in ids}
+    stale = sorted(n for n in FULL_MODE_ONLY if n.split("::")[0] in files and n not in ids)
+    if stale and not any("::" in str(arg) for arg in config.args):     # whole files were collected
+        raise pytest.UsageError(f"tests/conftest.py FULL_MODE_ONLY names tests that do not exist: {stale}")
+    rank = {f: i for i, f in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    skip = pytest.mark.skip(reason="full mode: set MRDS_SLOW=1")
+    for item in items:
+        if item.nodeid in FULL_MODE_ONLY:
+            item.add_marker(pytest.mark.slow)
+        if not FULL_MODE and item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

@@ -383,6 +383,15 @@ def test_valid_inputs_still_work():
     a = mj.aba(arm(), jnp.zeros(2), jnp.zeros(2), [1.0, -1.0])
     b = mj.aba(arm(), jnp.zeros(2), jnp.zeros(2), jnp.array([1.0, -1.0]))
     np.testing.assert_array_equal(a, b)
+    # with_params checks a float32 module at float32 precision: a rotation computed in float32 passes
+    m32 = ModuleBuilder()
+    m32.add_link("upper", None, "revolute", axis=(0, 1, 0), mass=2.0, com=(0.2, 0, 0), inertia=(0.01, 0.05, 0.05))
+    m32.add_frame("tip", "upper", position=(0.3, 0, 0))
+    m32 = m32.build(dtype=jnp.float32)
+    c, s_ = jnp.cos(jnp.float32(0.7)), jnp.sin(jnp.float32(0.7))
+    R = jnp.array([[c, -s_, 0], [s_, c, 0], [0, 0, 1]], jnp.float32) @ jnp.array([[1, 0, 0], [0, c, -s_], [0, s_, c]],
+                                                                               jnp.float32)
+    assert m32.with_params(frame_R=R[None]).params.frame_R.dtype == jnp.float32
 
 
 # ----------------------------------------------------------------------------- command line

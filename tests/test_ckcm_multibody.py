@@ -16,7 +16,6 @@ Compile time dominates: one jitted probe (leg kinematics, inverse dynamics of bo
 simulation (every controller) serve all tests.
 """
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
@@ -185,8 +184,7 @@ def zero_params():
     return jax.tree.map(jnp.zeros_like, P)
 
 
-@pytest.mark.skipif(not os.environ.get("MRDS_SLOW"), reason="set MRDS_SLOW=1: compiles the tangent of the "
-                    "closed-chain inverse dynamics (about a minute)")
+@pytest.mark.slow        # full mode (MRDS_SLOW=1): compiles the tangent of the closed-chain inverse dynamics (a minute)
 def test_actuator_force_derivatives_equal_finite_differences():
     """d τ / d(θA, θB, m, m1, l_s, M) through the builder, the leg kinematics and the closed-chain inverse
     dynamics (forward mode) against central differences, at a point of the fast ellipse."""

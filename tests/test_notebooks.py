@@ -1,6 +1,5 @@
 """The notebooks run from top to bottom in a fresh kernel: fast mode (fewer samples, no long simulation) always,
 full mode with MRDS_SLOW=1 (minutes)."""
-import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ pytest.importorskip("ipykernel")
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
-SLOW = pytest.mark.skipif(not os.environ.get("MRDS_SLOW"), reason="set MRDS_SLOW=1: full-mode notebook (minutes)")
+SLOW = pytest.mark.slow                   # full-mode notebook (minutes): MRDS_SLOW=1
 
 # per notebook: (fast-mode switch, output-folder variable, least number of images, files it must write in
 # fast / full mode (name -> minimum size in bytes))

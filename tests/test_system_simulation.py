@@ -9,7 +9,6 @@ leaves), with RK4's stages in a lax.scan ("rk4_compact", the same arithmetic as 
 The 10 s passive rollout of the CKCM Stewart platform is gated by MRDS_SLOW=1 (minutes on 2 cores).
 """
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
@@ -442,7 +441,7 @@ def test_redundant_constraints_warn_with_condition_number():
 
 
 # ----------------------------------------------------------------------------- Stewart platform, 10 s (slow)
-@pytest.mark.skipif(not os.environ.get("MRDS_SLOW"), reason="set MRDS_SLOW=1: 10 s Stewart rollout (minutes)")
+@pytest.mark.slow        # full mode (MRDS_SLOW=1): 10 s Stewart rollout (minutes)
 def test_stewart_platform_passive_10s():
     """CKCM Stewart platform (6 U-P legs, spherical joints to a 30 kg payload) held near its nominal pose by
     six leg springs (ground B_i to payload A_i, k = 4 kN/m, rest length = nominal leg length), released from

@@ -225,15 +225,18 @@ def validate(module, rtol=1e-9):
         if not np.isfinite(mass[i]) or mass[i] <= 0:
             raise ModelError(f"link {name!r}: mass must be positive, got {mass[i]}")
         rotational_inertia(inertia[i], f"link {name!r}", rtol)
+    # unit axes and rotation matrices to 1e-9, or to 100 ulp of a float32 module's own arithmetic (parameters
+    # computed in float32, e.g. a placement composed by forward kinematics and set by with_params)
+    unit_tol = max(1e-9, 100 * float(np.finfo(np.asarray(p.axis).dtype).eps))
     for i, kind in enumerate(t.joint_kinds):
         if kind in ("revolute", "prismatic", "screw", "universal"):
             for nm in (("axis", "axis2") if kind == "universal" else ("axis",)):
                 a = np.asarray(getattr(p, nm)[i])
-                if not abs(np.linalg.norm(a) - 1.0) <= 1e-9:
+                if not abs(np.linalg.norm(a) - 1.0) <= unit_tol:
                     raise ModelError(f"joint {t.joint_names[i]!r}: {nm} {a} is not a unit vector")
     for nm, R in (("joint", np.asarray(p.joint_R)), ("frame", np.asarray(p.frame_R))):
         for i in range(R.shape[0]):
-            if not np.allclose(R[i] @ R[i].T, np.eye(3), atol=1e-9) or np.linalg.det(R[i]) < 0:
+            if not np.allclose(R[i] @ R[i].T, np.eye(3), atol=unit_tol) or np.linalg.det(R[i]) < 0:
                 label = t.joint_names[i] if nm == "joint" else t.frame_names[i]
                 raise ModelError(f"{nm} {label!r}: placement rotation is not a rotation matrix")
     if t.joint_limits and len(t.joint_limits) != n:

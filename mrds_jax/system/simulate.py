@@ -95,7 +95,7 @@ def default_stabilisation(dt):
     """The stabilisation :func:`simulate` uses unless told otherwise (``stabilisation="auto"``): Baumgarte
     with α = β = 1 / (``BAUMGARTE_STEPS`` · dt) (β = 20/s at dt = 1 ms) — a constraint error decays like
     (1 + βt) e^{−βt}, by e⁻¹ in about 100 steps whatever the step size. Why it is on by default and why this
-    rate: README "Constraint stabilisation by default" (measured on the Bennett linkage and the four-bar)."""
+    rate: docs/simulation.md, "Stabilisation" (measured on the Bennett linkage and the four-bar)."""
     return baumgarte(1.0 / (BAUMGARTE_STEPS * dt))
 
 
@@ -525,7 +525,7 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
     Pure and jit-able. Redundant constraints are fine (least squares with cut-off ``rcond``, by LAPACK's
     ``jnp.linalg.lstsq``, kept because its rank cut-off has no cheap exact LAPACK-free equivalent): to project
     a large batch of states on jax 0.10.x on a 2-core CPU, where batched LAPACK calls in ``jit(vmap)`` can
-    deadlock (README "Known trap"), map it in chunks, ``jax.lax.map(f, states, batch_size=64)``."""
+    deadlock (docs/known_traps.md), map it in chunks, ``jax.lax.map(f, states, batch_size=64)``."""
     dtype = state.q[0].dtype
     nv = sum(m.nv for m in system.modules)
     zeros_v = tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)

@@ -21,7 +21,7 @@ Methods (``SolverSettings.method``):
     constraints; (iii) at full numerical rank (every pivot kept) Fᶜ = Bᶜ⁻¹ yᶜ exactly (to rounding,
     ≈ ε · cond Bᶜ); (iv) never NaN (Bᶜ = 0 gives Fᶜ = 0); (v) differentiable: a custom JVP, the derivative of
     the pseudo-inverse at constant rank (exact wherever the rank does not change; the discrete pivot choice is
-    not differentiated). No LAPACK call (fused under ``vmap``; README "Known trap"): n_C argmax-pivoted
+    not differentiated). No LAPACK call (fused under ``vmap``; docs/known_traps.md): n_C argmax-pivoted
     column steps, one Cholesky of the n_C x n_C Gram matrix LᵀL and four triangular solves.
     What it does not do: a genuinely independent constraint whose pivot falls below the cut (a configuration
     within ~√``regularization`` of a singular one) is dropped too, i.e. not enforced at that instant; the
