@@ -89,7 +89,7 @@ import pinocchio as pin  # noqa: E402
 
 import mrds_jax  # noqa: E402
 from mrds_jax.model.tree import level_schedule  # noqa: E402
-from mrds_jax.model.urdf import load_urdf  # noqa: E402
+from mrds_jax.loaders.urdf import load_urdf  # noqa: E402
 
 DTYPE = np.float32 if ARGS.float32 else np.float64
 ROBOTS = sysconfig.get_paths()["purelib"] + "/cmeel.prefix/share/example-robot-data/robots/"

@@ -46,7 +46,7 @@ import pinocchio as pin  # noqa: E402
 
 from mrds_jax import system as S  # noqa: E402
 from mrds_jax.export import to_pinocchio  # noqa: E402
-from mrds_jax.model.mjcf import load_mjcf  # noqa: E402
+from mrds_jax.loaders.mjcf import load_mjcf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_gpu import count_kernels  # noqa: E402

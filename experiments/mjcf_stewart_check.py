@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 from mrds_jax import ckcm  # noqa: E402
 from mrds_jax import system as S  # noqa: E402
 from mrds_jax.dynamics import forward_kinematics, frame_placement  # noqa: E402
-from mrds_jax.model.mjcf import load_mjcf  # noqa: E402
+from mrds_jax.loaders.mjcf import load_mjcf  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 XML = ROOT.parent / "shared" / "bench" / "ckcm_stewart_mjx.xml"

@@ -28,9 +28,10 @@ Start here (all available as ``mrds_jax.<name>``)::
   ``RigidConstraintModel`` loops), :mod:`viz` (animations, stick-figure scenes);
 * precision: :mod:`console` (a one-time warning when a system is built in float32 without asking for it).
 
-Layers, one subpackage each: ``spatial`` → ``model`` → ``dynamics`` (module level, Bonaventura Step 2) →
-``contacts`` (general joint model) → ``system`` (global level, Steps 3-4) → ``integrate`` (rollouts) →
-applications (``montecarlo``, ``ckcm``). The documentation site is built from the repository's ``docs/``
+Layers, bottom to top (each imports only from itself and those below; ``docs/guide/layers.md``): ``spatial`` →
+``model`` → ``dynamics`` (module level, Bonaventura Step 2) → ``contacts`` (general joint model) → ``integrate``
+(rollouts of any state) → ``system`` (global level, Steps 3-4) → applications (``flexible``, ``ckcm``,
+``montecarlo``) → front doors (``loaders``, ``sysfile``, ``export``, ``viz``, ``examples``, the CLI). The documentation site is built from the repository's ``docs/``
 folder (``mkdocs build``; getting started, a guide per layer, the API reference from these docstrings); the
 design document is ``DESIGN.md`` in the ``shared/docs`` folder beside the repository, and
 ``docs/algorithm_notes.md`` digests the papers' algorithms with the errata found.
@@ -50,10 +51,11 @@ __version__ = "0.1.0"
 
 # Loaded on first use (PEP 562), so `import mrds_jax` stays as fast as its layers: name -> (module, attribute)
 _LAZY = {
-    "load_urdf": (".model.urdf", "load_urdf"),
-    "load_mjcf": (".model.mjcf", "load_mjcf"),
-    "MjcfMapping": (".model.mjcf", "MjcfMapping"),
+    "load_urdf": (".loaders.urdf", "load_urdf"),
+    "load_mjcf": (".loaders.mjcf", "load_mjcf"),
+    "MjcfMapping": (".loaders.mjcf", "MjcfMapping"),
     "examples": (".examples", None),
+    "loaders": (".loaders", None),
     "ckcm": (".ckcm", None),
     "flexible": (".flexible", None),
     "to_mjcf": (".export", "to_mjcf"),

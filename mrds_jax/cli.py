@@ -45,7 +45,7 @@ def cmd_dynamics(args):
     from tqdm import tqdm
 
     import mrds_jax as mj
-    from mrds_jax.model.urdf import load_urdf
+    from mrds_jax.loaders.urdf import load_urdf
 
     module = load_urdf(_robot_path(args.robot))
     t = module.topology
@@ -150,7 +150,7 @@ def cmd_optimize(args):
         raise                                       # one line (main)
     except ValueError as e:                        # a bad combination of options: a user error too
         raise ArgumentError(str(e)) from None
-    print(f"task: ellipse of eq. 55, period {args.period} s, {args.samples} samples; model {args.model}"
+    print(f"task: ellipse of Nguyen & Pooran eq. 55, period {args.period} s, {args.samples} samples; model {args.model}"
           f" (legs {args.legs}); objective {args.objective}; free {list(problem.space.free)}; "
           f"{args.optimizer}, {args.iterations} steps x {args.starts} start(s); output {out}/")
     t0 = time.perf_counter()

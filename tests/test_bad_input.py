@@ -19,8 +19,8 @@ from mrds_jax import system as S
 from mrds_jax.ckcm import design as D
 from mrds_jax.contacts.model import ContactError, make_contact
 from mrds_jax.model import ModuleBuilder
-from mrds_jax.model.urdf import load_urdf
-from mrds_jax.montecarlo import Normal, ToleranceBand, TruncatedNormal, Uniform, run_monte_carlo
+from mrds_jax.loaders.urdf import load_urdf
+from mrds_jax.montecarlo import Normal, TaskOutputError, ToleranceBand, TruncatedNormal, Uniform, run_monte_carlo
 from mrds_jax.system import SystemError, SystemState
 from mrds_jax.validation import (ArgumentError, CheckpointError, InputError, ModelError, UnknownNameError)
 
@@ -318,11 +318,38 @@ CASES = [
      D.DesignFileError, r"d.json: not a complete design result: it lacks \['params'"),
     ("design file truncated", lambda p: D.load_design(write(p, "d.json", '{"format": 1, "par')), D.DesignFileError,
      r"d.json is not JSON"),
+    # parameters replaced after a module is built (with_params): checked as at build time
+    ("with_params negative mass", lambda p: arm().with_params(mass=jnp.array([2.0, -1.0])), ModelError,
+     r"link 'fore': mass must be positive, got -1\.0"),
+    ("with_params unknown parameter", lambda p: arm().with_params(masses=jnp.ones(2)), UnknownNameError,
+     r"with_params: no parameter named \['masses'\]"),
+    ("with_params wrong shape", lambda p: arm().with_params(com=jnp.zeros(3)), ModelError,
+     r"with_params: parameter 'com' has shape \(3,\), the module's is \(2, 3\)"),
+    ("with_params non-unit axis", lambda p: arm().with_params(axis=jnp.array([[0.0, 2.0, 0.0], [0.0, 1.0, 0.0]])),
+     ModelError, r"joint 'upper_joint': axis \[0\. 2\. 0\.\] is not a unit vector"),
+    ("with_params inertia", lambda p: arm().with_params(inertia=arm().params.inertia.at[1].set(jnp.diag(
+        jnp.array([1.0, 0.1, 0.1])))), ModelError, r"link 'fore': rotational inertia breaks the triangle inequality"),
+    # non-finite concrete inputs to the tree algorithms
+    ("aba NaN q", lambda p: mj.aba(arm(), [0.0, float("nan")], jnp.zeros(2), jnp.zeros(2)), ArgumentError,
+     r"aba: q has non-finite entries at \[1\] \(\[nan\]\)"),
+    ("rnea inf v", lambda p: mj.rnea(arm(), jnp.zeros(2), jnp.array([np.inf, 0.0]), jnp.zeros(2)), ArgumentError,
+     r"rnea: v has non-finite entries at \[0\] \(\[inf\]\)"),
+    ("mass matrix NaN q", lambda p: mj.mass_matrix(arm(), jnp.array([np.nan, np.nan])), ArgumentError,
+     r"mass_matrix: q has non-finite entries at \[0, 1\]"),
+    ("aba -inf tau", lambda p: mj.aba(arm(), jnp.zeros(2), jnp.zeros(2), [0.0, -np.inf]), ArgumentError,
+     r"aba: tau has non-finite entries at \[1\] \(\[-inf\]\)"),
+    # a Monte Carlo task that returns the wrong type
+    ("Monte Carlo task returns an array", lambda p: run_mc(task=lambda s: s["x"]), TaskOutputError,
+     r"task must return a dict of numeric arrays \(output name -> array\), got an array"),
+    ("Monte Carlo task returns a list", lambda p: run_mc(task=lambda s: [s["x"]]), TaskOutputError,
+     r"task must return a dict of numeric arrays .*got list"),
+    ("Monte Carlo task output a string", lambda p: run_mc(task=lambda s: {"x": s["x"], "label": "ok"}),
+     TaskOutputError, r"output 'label' is str"),
 ]
 
 
 def load_mjcf_forces(xml):
-    from mrds_jax.model.mjcf import load_mjcf
+    from mrds_jax.loaders.mjcf import load_mjcf
     return load_mjcf(xml, return_forces=True)
 
 
@@ -414,3 +441,25 @@ def test_inverse_dynamics_at_a_singular_stewart_pose_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SingularPoseWarning)
         warn_if_singular(p, pose(lo + 0.3), "inverse_dynamics_at")       # away from it: silent
+
+
+# ----------------------------------------------------------------------------- singular configurations: warned
+def wall():
+    """The arm's tip held on the plane x = 0.7 (one constrained direction): at q = 0 the arm is stretched along
+    x, its tip cannot move in x at all (Bᶜ = 0: a singular configuration); bent, it can."""
+    return mj.build_system({"arm": arm()}, [C.point_on_plane("wall", None, ("arm", "tip"), normal=(1, 0, 0),
+                                                               ground_position=(0.7, 0, 0))])
+
+
+def test_forward_dynamics_at_a_singular_configuration_warns():
+    import warnings
+    system = wall()
+    with pytest.warns(S.SingularConfigurationWarning, match=r"forward_dynamics: singular or redundant constraints.*"
+                                                            r"condition number inf.*\['wall'\]"):
+        S.forward_dynamics(system, zero_state(system))
+    bent = S.make_state(system, [jnp.array([0.6, -1.2])])    # Bᶜ depends on q only: bent, it is well conditioned
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", S.SingularConfigurationWarning)
+        out = S.forward_dynamics(system, bent)
+        S.forward_dynamics(system, zero_state(system), cond_warn=None)          # the check can be switched off
+    assert np.all(np.isfinite(np.asarray(out.qdd[0])))

@@ -14,7 +14,7 @@ import pytest
 
 from mrds_jax import system as S
 from mrds_jax.export import to_pinocchio
-from mrds_jax.model.mjcf import load_mjcf
+from mrds_jax.loaders.mjcf import load_mjcf
 from mrds_jax.validation import ArgumentError
 from mujoco_states import consistent_states
 

@@ -80,6 +80,34 @@ def test_table17_blocks_equal_constraint_jacobian_route(make):
         assert np.abs(Bc - Bc.T).max() <= 1e-12 * np.abs(ref).max()
 
 
+
+@pytest.mark.parametrize("make", [planar_fourbar, dual_arm_grasp, stewart], ids=["fourbar_typeB", "dual_arm", "stewart"])
+def test_factored_and_formed_operational_inertia_routes_agree(make):
+    """The two associations of Wₐᵀ (J Ψ)[s_a, s_b] W_b: with Λ⁻¹ formed (module types that give no J) and in
+    factored form (J given), through ``constraint_system``'s Bᶜ and yᶜ and the Lilly & Orin operator Λ⁻¹ W."""
+    from mrds_jax.system import constraint_space as CS
+    from mrds_jax.system import dynamics as D
+    system, state = make()
+    s = perturbed(system, state, np.random.default_rng(11))
+    terms = D._all_module_terms(system, s, D._taus(system, None, jnp.float64), "direct")
+    assert any(t is not None and CS._factored(t, 0, 0) for t in terms)     # the factored route is exercised
+    cs = D.constraint_system(system, s)
+    W = []
+    for i, per in enumerate(CS.contact_sides(system.connectivity)):
+        W.append(tuple(cs.T[i][a].T @ cs.modes[i].psi_c for a in range(len(per))))
+    d, n_c = system.connectivity.dim, system.connectivity.n_c
+    sides = CS.contact_sides(system.connectivity)
+    factored = CS.constraint_space_matrix(sides, W, terms, n_c, d, jnp.float64)
+    formed = CS.constraint_space_matrix(sides, W, [t and t._replace(J=None) for t in terms], n_c, d, jnp.float64)
+    scale = np.abs(np.asarray(formed)).max()
+    np.testing.assert_allclose(np.asarray(factored), np.asarray(formed), rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(np.asarray(cs.Bc), np.asarray(formed), rtol=0, atol=1e-12 * scale)
+    for t in terms:
+        if t is not None:
+            x = jnp.asarray(np.random.default_rng(2).standard_normal((t.Psi.shape[1], 3)))
+            np.testing.assert_allclose(np.asarray(CS.operational_inverse_inertia_times(t, x)),
+                                       np.asarray(t.Lam_inv @ x), rtol=0, atol=1e-12 * np.abs(t.Lam_inv @ x).max())
+
 def psd_batch(rng, n=8):
     """Regular, nearly singular (one eigenvalue 1e-13 of the largest) and exactly rank-deficient PSD
     matrices, with right-hand sides in their range (consistent)."""

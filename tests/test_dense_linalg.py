@@ -129,6 +129,8 @@ def test_cholesky_and_spd_solve_equal_numpy(n):
     X = np.asarray(jax.jit(jax.vmap(linalg.spd_solve, in_axes=(None, 1), out_axes=1))(jnp.asarray(A), jnp.asarray(B)))
     ref = np.linalg.solve(A, B)
     np.testing.assert_allclose(X, ref, rtol=0, atol=1e6 * EPS * 100 * np.abs(ref).max())
+    X = np.asarray(jax.jit(linalg.cho_solve)(jnp.asarray(L), jnp.asarray(B)))     # from numpy's factor's twin
+    np.testing.assert_allclose(X, ref, rtol=0, atol=1e6 * EPS * 100 * np.abs(ref).max())
 
 
 def test_spd_solve_gradient_equals_central_differences():

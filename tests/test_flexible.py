@@ -31,7 +31,7 @@ from flexible_appendix_a import two_link_equations, unit_integrals
 
 
 # compiled once per module structure (eager autodiff through the quadrature is slow)
-inverse_dynamics = jax.jit(I.inverse_dynamics)
+inverse_dynamics = jax.jit(I.open_chain_inverse_dynamics)
 mass_matrix = jax.jit(I.mass_matrix)
 stiffness = jax.jit(lambda module, q: jax.hessian(lambda x: I.potential_energy(module, x))(q))
 task_jacobian = jax.jit(I.task_jacobian, static_argnums=2)

@@ -23,7 +23,7 @@ import pytest
 
 from mrds_jax import system as S
 from mrds_jax.contacts.coupling import CouplingError, coupling_row, joint_coupling, make_coupling, polynomial
-from mrds_jax.model.mjcf import load_mjcf
+from mrds_jax.loaders.mjcf import load_mjcf
 from mrds_jax.validation import ModelError
 from gradient_check import assert_jvp_equals_central_differences
 from mujoco_states import consistent_states, mujoco_equalities, mujoco_kkt_acceleration

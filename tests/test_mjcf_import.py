@@ -27,7 +27,7 @@ import mrds_jax as mj
 from mrds_jax import contacts as C
 from mrds_jax import system as S
 from mrds_jax.model import ModuleBuilder
-from mrds_jax.model.mjcf import load_mjcf
+from mrds_jax.loaders.mjcf import load_mjcf
 from mujoco_states import consistent_states
 
 DATA = Path(__file__).parent / "data"
@@ -435,13 +435,13 @@ def test_top_level_api_is_discoverable_and_lazy():
     import subprocess
     import sys
     assert mj.load_mjcf is load_mjcf and mj.System is S.System and mj.forward_dynamics is S.forward_dynamics
-    assert mj.load_urdf is mj.model.urdf.load_urdf and mj.ModuleBuilder is ModuleBuilder
+    assert mj.load_urdf is mj.loaders.urdf.load_urdf and mj.ModuleBuilder is ModuleBuilder
     assert callable(mj.examples.dual_arm_grasp) and mj.to_mjcf is mj.export.to_mjcf
     assert {"load_mjcf", "load_urdf", "simulate", "build_system", "examples"} <= set(dir(mj))
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         mj.nonexistent
     # importing the package loads neither MuJoCo nor the URDF parser nor the examples
     code = ("import sys, mrds_jax; print(sorted(m for m in ('mujoco', 'yourdfpy', 'mrds_jax.examples', "
-            "'mrds_jax.model.mjcf') if m in sys.modules))")
+            "'mrds_jax.loaders.mjcf') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"

@@ -26,7 +26,7 @@ import pytest
 import mrds_jax
 from mrds_jax import system as S
 from mrds_jax.export import to_pinocchio
-from mrds_jax.model.mjcf import load_mjcf
+from mrds_jax.loaders.mjcf import load_mjcf
 from mujoco_states import consistent_states
 
 EXAMPLES = Path(mrds_jax.__file__).parent / "data" / "systems"     # the ready-made MJCF files

@@ -33,7 +33,7 @@ class Disc(ModuleContract):
     def frame_index(self, name): return self.frame_names.index(name)
     def mass_matrix(self, q): return jnp.diag(jnp.stack([self.m, self.m, self.inertia]))
     def bias(self): return jnp.stack([0.0 * self.m, self.m * G, 0.0 * self.m])            # C v + G: gravity −y
-    def inverse_dynamics(self, q, v, qdd): return self.mass_matrix(q) @ qdd + self.bias()
+    def open_chain_inverse_dynamics(self, q, v, qdd): return self.mass_matrix(q) @ qdd + self.bias()
     def open_chain_acceleration(self, q, v, tau): return (tau - self.bias()) / jnp.diag(self.mass_matrix(q))
     def kinetic_energy(self, q, v): return 0.5 * v @ self.mass_matrix(q) @ v
     def potential_energy(self, q): return self.m * G * q[1]
@@ -127,7 +127,7 @@ def test_hand_written_module_answers_like_the_rigid_tree(rng):
     for name in ("module_terms", "reference_terms", "point_motion"):
         assert_same(getattr(I, name)(mine, q, v, *((tau,) if name == "module_terms" else ()), pts),
                     getattr(I, name)(tree, q, v, *((tau,) if name == "module_terms" else ()), pts))
-    assert_same(I.inverse_dynamics(mine, q, v, tau), I.inverse_dynamics(tree, q, v, tau))
+    assert_same(I.open_chain_inverse_dynamics(mine, q, v, tau), I.open_chain_inverse_dynamics(tree, q, v, tau))
     assert_same(I.spatial_momentum(mine, q, v), I.spatial_momentum(tree, q, v))
     assert_same(I.potential_energy(mine, q) + I.kinetic_energy(mine, q, v),
                 I.potential_energy(tree, q) + I.kinetic_energy(tree, q, v))

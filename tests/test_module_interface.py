@@ -99,7 +99,7 @@ def test_rigid_and_energy_modules_answer_the_interface_alike(rng):
         np.testing.assert_allclose(a, b, atol=1e-10)
     np.testing.assert_allclose(interface.open_chain_acceleration(rig, q, v, tau),
                                interface.open_chain_acceleration(en, q, v, tau), atol=1e-10)
-    np.testing.assert_allclose(interface.inverse_dynamics(rig, q, v, tau), interface.inverse_dynamics(en, q, v, tau),
+    np.testing.assert_allclose(interface.open_chain_inverse_dynamics(rig, q, v, tau), interface.open_chain_inverse_dynamics(en, q, v, tau),
                                atol=1e-10)
     np.testing.assert_allclose(interface.mass_matrix(rig, q), interface.mass_matrix(en, q), atol=1e-12)
     for a, b in zip(interface.point_motion(rig, q, v, pts), interface.point_motion(en, q, v, pts)):

@@ -28,8 +28,8 @@ from mrds_jax import system as S
 from mrds_jax.dynamics.crba_parallel import mass_matrix_parallel
 from mrds_jax.export import to_pinocchio
 from mrds_jax.export.mjcf import to_mjcf
-from mrds_jax.model.mjcf import load_mjcf
-from mrds_jax.model.urdf import load_urdf
+from mrds_jax.loaders.mjcf import load_mjcf
+from mrds_jax.loaders.urdf import load_urdf
 from conftest import URDFS
 from gradient_check import assert_jvp_equals_central_differences
 from mujoco_states import consistent_states

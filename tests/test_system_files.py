@@ -104,7 +104,7 @@ def test_misspelt_key_names_the_closest_key():
 def test_every_plotted_line_has_a_legend_label():
     """joint_motion.png labels each position coordinate (a ball joint's four quaternion entries apart), the
     animation each module once."""
-    from mrds_jax.model.mjcf import load_mjcf
+    from mrds_jax.loaders.mjcf import load_mjcf
     from mrds_jax.sysfile import EXAMPLES
     from mrds_jax.sysfile.run import coordinate_names
     from mrds_jax.viz.animation import _legend_labels

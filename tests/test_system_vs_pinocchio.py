@@ -495,7 +495,7 @@ def test_stewart_mjcf_import_has_the_native_ckcm_dynamics():
     to 1e-8 (the native build's own equality with Pinocchio is test_stewart_platform_ckcm). Our engine on the
     imported system itself: ``python experiments/mjcf_stewart_check.py`` (compiling that seven-module program
     costs ~80 s at the suite's optimisation level, more than this file's budget)."""
-    from mrds_jax.model.mjcf import load_mjcf
+    from mrds_jax.loaders.mjcf import load_mjcf
     system, cases, native = stewart_case()
     with pytest.warns(UserWarning, match="actuators"):
         imported = load_mjcf(STEWART_MJCF)

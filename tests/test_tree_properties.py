@@ -9,7 +9,7 @@ import pytest
 
 import mrds_jax as mj
 from mrds_jax.model import ModuleBuilder
-from mrds_jax.model.urdf import load_urdf
+from mrds_jax.loaders.urdf import load_urdf
 from mrds_jax.spatial import rot_z
 from mrds_jax.export import to_pinocchio
 from robots import random_states, random_tree, tree_model

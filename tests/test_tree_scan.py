@@ -21,7 +21,7 @@ import mrds_jax as mj
 from mrds_jax.dynamics.kinematics import StackedKinematics, TreeKinematics
 from mrds_jax.dynamics.levels import LEVEL_SCAN_MIN_LINKS
 from mrds_jax.model.tree import level_schedule
-from mrds_jax.model.urdf import load_urdf
+from mrds_jax.loaders.urdf import load_urdf
 from conftest import ROBOTS
 from mrds_jax.export.pinocchio import PinocchioConversion, to_pinocchio
 from robots import random_states, random_tree

@@ -5,7 +5,7 @@ import numpy as np
 import pinocchio as pin
 
 from mrds_jax import system as S
-from mrds_jax.model.urdf import load_urdf
+from mrds_jax.loaders.urdf import load_urdf
 from conftest import URDFS
 
 

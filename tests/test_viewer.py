@@ -13,7 +13,7 @@ import pytest
 
 from mrds_jax import system as S
 from mrds_jax.integrate import Trajectory
-from mrds_jax.model.mjcf import load_mjcf
+from mrds_jax.loaders.mjcf import load_mjcf
 from mrds_jax.sysfile import EXAMPLES
 from mrds_jax.viz import scene as make_scene
 from mrds_jax.viz.viewer import find_browser, scene_commands, screenshot, viewer_html

@@ -1,12 +1,12 @@
-"""Ready contacts (Bonaventura §3.3.1, eq. 27-31; the planar models of §8.2, notes §5).
+"""Ready contacts (Bonaventura §3.3.1, Bonaventura eq. 27-31; the planar models of §8.2, notes §5).
 
 All modes are constant in frame E and ordered [angular; linear] (6-D) or [θ; x; y] (planar, ``planar=True``).
 Axes and directions are given in frame E. Orthonormal models have ψ = φ; the screw joint has φ ≠ ψ
-(eq. 29-31). Each function takes ``(name, E, P, ...)`` and the keyword arguments of
+(Bonaventura eq. 29-31). Each function takes ``(name, E, P, ...)`` and the keyword arguments of
 :func:`~mrds_jax.contacts.model.make_contact` (``ground_rotation``, ``ground_position``, ``excitation``,
 ``applied``).
 
-Note (notes §1 ERRATUM): Bonaventura's printed revolute example (eq. 27-28) is written in [angular; linear]
+Note (notes §1 ERRATUM): Bonaventura's printed revolute example (Bonaventura eq. 27-28) is written in [angular; linear]
 order although the thesis is [linear; angular]; here every model is built from its axis, so there is no
 ambiguity.
 """
@@ -98,8 +98,8 @@ def cylindrical(name, E, P, axis=(0.0, 0.0, 1.0), **kw):
 def screw(name, E, P, axis=(0.0, 0.0, 1.0), pitch=0.0, **kw):
     """Screw (helical) joint, translation ρθ along ``axis`` (Bonaventura eq. 29-31, pitch ρ in m/rad).
 
-    φᵘ = [a; ρa] (eq. 30), φᶜ = the two perpendicular rotations and the three translations; the dual
-    basis (eq. 31) then has ψᵘ = [a; 0] (a pure torque about the axis: power Fᵘ θ̇) and the constrained
+    φᵘ = [a; ρa] (Bonaventura eq. 30), φᶜ = the two perpendicular rotations and the three translations; the dual
+    basis (Bonaventura eq. 31) then has ψᵘ = [a; 0] (a pure torque about the axis: power Fᵘ θ̇) and the constrained
     axial column [−ρa; a] (the workless wrench f = 1, n = −ρ): φ ≠ ψ.
     """
     a = _unit(axis, name, "axis")

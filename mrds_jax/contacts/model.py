@@ -1,4 +1,4 @@
-"""The general joint model of a contact (Bonaventura Ch. 3.3, eq. 22-26, Table 1; Roberson & Schwertassek).
+"""The general joint model of a contact (Bonaventura Ch. 3.3, Bonaventura eq. 22-26, Table 1; Roberson & Schwertassek).
 
 A contact joins an operational point **E** to an operational point **P**. Each side is either a module's
 operational point ``(module, frame)`` or the fixed ground (``None``; the ground frame's placement in the
@@ -25,7 +25,7 @@ free-direction forces (Class I, e.g. an actuated joint torque; zero when ``None`
 
 Variable modes (universal joint, higher pairs): ``modes`` — an optional static function
 ``(contact, ᴱR_P, ᴱr_EP) -> (φᵘ, φᶜ, ψᵘ, ψᶜ)`` of the relative configuration; the stored bases are then
-the modes at the reference configuration (ᴱR_P = 1, ᴱr_EP = 0), and φ̇ enters eq. 85/90 through
+the modes at the reference configuration (ᴱR_P = 1, ᴱr_EP = 0), and φ̇ enters Bonaventura eq. 85/90 through
 :func:`~mrds_jax.contacts.variable.contact_modes`.
 """
 from typing import Callable, Optional
@@ -114,7 +114,7 @@ def _as_matrix(x, d, name, label):
 
 
 def dual_basis(phi_u, phi_c):
-    """ψ = φ⁻ᵀ (eq. 24), split as (ψᵘ, ψᶜ); numpy, at build time."""
+    """ψ = φ⁻ᵀ (Bonaventura eq. 24), split as (ψᵘ, ψᶜ); numpy, at build time."""
     phi = np.concatenate([phi_u, phi_c], axis=1)
     psi = np.linalg.inv(phi).T
     n_u = phi_u.shape[1]
@@ -122,7 +122,7 @@ def dual_basis(phi_u, phi_c):
 
 
 def check_dual(name, phi_u, phi_c, psi_u, psi_c, tol=1e-9):
-    """Raise ContactError naming the contact unless [φᵘ φᶜ] is a basis and ψᵀφ = 1 (eq. 24-25)."""
+    """Raise ContactError naming the contact unless [φᵘ φᶜ] is a basis and ψᵀφ = 1 (Bonaventura eq. 24-25)."""
     phi = np.concatenate([phi_u, phi_c], axis=1)
     psi = np.concatenate([psi_u, psi_c], axis=1)
     d = phi.shape[0]
@@ -145,7 +145,7 @@ def make_contact(name, E, P, phi_u, phi_c, psi_u=None, psi_c=None, kind="custom"
                  ground_position=None, excitation=None, applied=None, dim=None, dtype=None, modes=None):
     """Build a :class:`Contact` from its free and constrained modes (frame E, [angular; linear]).
 
-    ``psi_u, psi_c`` default to the dual basis φ⁻ᵀ; when given, ψᵀφ = 1 is checked (eq. 24-25) and a
+    ``psi_u, psi_c`` default to the dual basis φ⁻ᵀ; when given, ψᵀφ = 1 is checked (Bonaventura eq. 24-25) and a
     ``ContactError`` naming the contact is raised otherwise. ``E``/``P``: ``(module, frame)`` or ``None``
     for the fixed ground, whose frame sits at ``ground_rotation, ground_position`` in the world.
     """
@@ -187,7 +187,7 @@ def make_contact(name, E, P, phi_u, phi_c, psi_u=None, psi_c=None, kind="custom"
 
 
 def validate_contact(contact, tol=1e-9):
-    """Re-check a (possibly edited) contact's concrete bases: ψᵀφ = 1 (eq. 24-25)."""
+    """Re-check a (possibly edited) contact's concrete bases: ψᵀφ = 1 (Bonaventura eq. 24-25)."""
     check_dual(contact.name, *(np.asarray(x) for x in (contact.phi_u, contact.phi_c, contact.psi_u,
                                                         contact.psi_c)), tol=tol)
     return contact

@@ -7,17 +7,17 @@ contact with variable modes carries a static function
 
     modes(contact, ᴱR_P, ᴱr_EP) -> (φᵘ, φᶜ, ψᵘ, ψᶜ)            (all resolved in frame E)
 
-of the relative orientation ᴱR_P = ᴵR_Eᵀ ᴵR_P (eq. 99) and position ᴱr_EP (eq. 97). Its stored arrays
+of the relative orientation ᴱR_P = ᴵR_Eᵀ ᴵR_P (Bonaventura eq. 99) and position ᴱr_EP (Bonaventura eq. 97). Its stored arrays
 ``contact.phi_u`` etc. are the bases at the reference configuration (ᴱR_P = 1, ᴱr_EP = 0); the function
 may read them (they stay pytree leaves, so they can be differentiated). ψ must stay dual to φ (ψᵀφ = 1,
-eq. 24-25) at every configuration.
+Bonaventura eq. 24-25) at every configuration.
 
 φ̇ is the time derivative of the E-frame components (B Table 1). With ᴱω_EP and ᴱṙ_EP the parts of the
-standard relative velocity ᴱẋ_EP (eq. 98), the relative configuration moves as
+standard relative velocity ᴱẋ_EP (Bonaventura eq. 98), the relative configuration moves as
 d/dt ᴱR_P = (ᴱω_EP)˜ ᴱR_P and d/dt ᴱr_EP = ᴱṙ_EP, so φ̇ is one forward-mode derivative (``jax.jvp``) of
 ``modes`` along that tangent — exact, for any mode function. The free-mode rates are ẋᵘ = ψᵘᵀ ᴱẋ_EP
-(eq. 101, footnote 26), ẋᶜ the prescribed constrained rates (0 for locked modes), and the term entering
-yᵢ of eq. 90 is φ̇ᵘ ẋᵘ + φ̇ᶜ ẋᶜ.
+(Bonaventura eq. 101, footnote 26), ẋᶜ the prescribed constrained rates (0 for locked modes), and the term entering
+yᵢ of Bonaventura eq. 90 is φ̇ᵘ ẋᵘ + φ̇ᶜ ẋᶜ.
 """
 from typing import NamedTuple
 
@@ -37,13 +37,13 @@ class ContactModes(NamedTuple):
     psi_c: jnp.ndarray
     phidot_u: jnp.ndarray
     phidot_c: jnp.ndarray
-    phidot_term: jnp.ndarray   # φ̇ᵘ ẋᵘ + φ̇ᶜ ẋᶜ (d,), the mode-rate part of yᵢ (eq. 90)
+    phidot_term: jnp.ndarray   # φ̇ᵘ ẋᵘ + φ̇ᶜ ẋᶜ (d,), the mode-rate part of yᵢ (Bonaventura eq. 90)
 
 
 def contact_modes(contact, R_EP, r_EP, xd_EP, xd_c):
-    """Bases of ``contact`` at the relative configuration (ᴱR_P, ᴱr_EP) and the φ̇ term of eq. 85/90.
+    """Bases of ``contact`` at the relative configuration (ᴱR_P, ᴱr_EP) and the φ̇ term of Bonaventura eq. 85/90.
 
-    ``xd_EP``: the 6-D standard relative velocity ᴱẋ_EP = [ᴱω_EP; ᴱṙ_EP] (eq. 98, [angular; linear]);
+    ``xd_EP``: the 6-D standard relative velocity ᴱẋ_EP = [ᴱω_EP; ᴱṙ_EP] (Bonaventura eq. 98, [angular; linear]);
     ``xd_c``: the prescribed constrained rates ẋᶜ (n_c,). Constant-mode contacts return their stored bases
     and zero rates without any computation.
     """
@@ -58,7 +58,7 @@ def contact_modes(contact, R_EP, r_EP, xd_EP, xd_c):
 
     tangent = (matmul(skew(xd_EP[:3]), R_EP), xd_EP[3:])
     (pu, pc, su, sc), (dpu, dpc, _, _) = jax.jvp(bases, (R_EP, r_EP), tangent)
-    xd_u = matmul(su.T, xd_EP[rows])                                   # eq. 101
+    xd_u = matmul(su.T, xd_EP[rows])                                   # Bonaventura eq. 101
     return ContactModes(pu, pc, su, sc, dpu, dpc, matmul(dpu, xd_u) + matmul(dpc, xd_c))
 
 

@@ -135,12 +135,12 @@ class EnergyModuleDynamics(interface.ModuleContract):
         R, p = _placements(self, q, points)
         xd = matmul(J6, v)
         return interface.ModuleTerms(qdd, R, p, xd, matmul(J6, qdd) + _jdot_v(self, q, v, points), Psi,
-                                     matmul(J, Psi))
+                                     matmul(J, Psi), J)
 
     def open_chain_acceleration(self, q, v, tau):
         return spd_solve(self.mass_matrix(self.params, q), tau - _bias(self, q, v))
 
-    def inverse_dynamics(self, q, v, qdd):
+    def open_chain_inverse_dynamics(self, q, v, qdd):
         return matmul(self.mass_matrix(self.params, q), qdd) + _bias(self, q, v)
 
     def point_motion(self, q, v, points):

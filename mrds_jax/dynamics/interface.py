@@ -49,13 +49,16 @@ from ..model.tree import task_slice
 
 class ModuleTerms(NamedTuple):
     """Step 2 results of one module for its contact points (Table 18); n points, d task rows."""
-    qdd_open: jnp.ndarray   # (nv,) q̈ᵒᵖᵉⁿ, the module's acceleration without contact forces (eq. 68)
+    qdd_open: jnp.ndarray   # (nv,) q̈ᵒᵖᵉⁿ, the module's acceleration without contact forces (Bonaventura eq. 68)
     R: jnp.ndarray          # (n, 3, 3) point orientations in the world
     p: jnp.ndarray          # (n, 3) point positions
     xd: jnp.ndarray         # (n, 6) ᴵẋ_IO = [ω; ṗ], world axes
     xdd_open: jnp.ndarray   # (n, 6) classical open-chain accelerations ᴵẍᵒᵖᵉⁿ_IO, world axes
-    Psi: jnp.ndarray        # (nv, n·d) Ψ = H⁻¹ Jᵀ (eq. 75)
-    Lam_inv: jnp.ndarray    # (n·d, n·d) Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (eq. 69-70)
+    Psi: jnp.ndarray        # (nv, n·d) Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75)
+    Lam_inv: jnp.ndarray    # (n·d, n·d) Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (Bonaventura eq. 69-70)
+    J: jnp.ndarray = None   # (n·d, nv) the points' task Jacobian (world-aligned), optional: with it the system
+                            # layer may use Λ⁻¹ = J Ψ in factored form where that is cheaper (module types that
+                            # leave it None are served through Lam_inv)
 
 
 class PointMotion(NamedTuple):
@@ -66,7 +69,7 @@ class PointMotion(NamedTuple):
 
 
 class ReferenceTerms(NamedTuple):
-    """What Lilly & Orin's reference member contributes to eq. 45/46, with its contact points."""
+    """What Lilly & Orin's reference member contributes to Lilly & Orin eq. 45/46, with its contact points."""
     H: jnp.ndarray          # (nv, nv) H₀
     bias: jnp.ndarray       # (nv,) C₀ v + G₀
     R: jnp.ndarray          # (n, 3, 3) point placements
@@ -88,10 +91,10 @@ class ModuleContract(abc.ABC):
 
     @abc.abstractmethod
     def open_chain_acceleration(self, q, v, tau):
-        """q̈ of a module with no contact (eq. 68: H⁻¹(τ − C v − G))."""
+        """q̈ of a module with no contact (Bonaventura eq. 68: H⁻¹(τ − C v − G))."""
 
     @abc.abstractmethod
-    def inverse_dynamics(self, q, v, qdd):
+    def open_chain_inverse_dynamics(self, q, v, qdd):
         """τ = H q̈ + C v + G: the generalized forces that produce ``qdd`` without contact forces."""
 
     @abc.abstractmethod
@@ -157,7 +160,7 @@ def _generic(name):
 GENERICS = {name: _generic(name) for name in METHODS}
 module_terms = GENERICS["module_terms"]
 open_chain_acceleration = GENERICS["open_chain_acceleration"]
-inverse_dynamics = GENERICS["inverse_dynamics"]
+open_chain_inverse_dynamics = GENERICS["open_chain_inverse_dynamics"]
 point_motion = GENERICS["point_motion"]
 point_jacobians = GENERICS["point_jacobians"]
 reference_terms = GENERICS["reference_terms"]

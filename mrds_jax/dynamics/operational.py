@@ -5,7 +5,7 @@ For operational points O_i, O_j of one module:
   cross-space inertia       Ψ = H⁻¹ Jᵀ  (Lilly & Orin's Ω)
   multi-point inverse operational-space inertia  Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ  (Bonaventura eq. 69-70,
       Table 9)
-  relative Jacobian         ᴱJ_EP = ᴱℜ_I (ᴵJ_IP − ᴵS_EP ᴵJ_IE)  (eq. 71)
+  relative Jacobian         ᴱJ_EP = ᴱℜ_I (ᴵJ_IP − ᴵS_EP ᴵJ_IE)  (Bonaventura eq. 71)
 
 Ψ and Λ⁻¹ have two routes, tested equal: ``"direct"`` (Cholesky of H) and ``"recursive"``, O(N) per
 column: one ABA inertia pass, then for each unit task-space force a bias-force and forward pass
@@ -53,7 +53,7 @@ def cross_space_inertia(module, q, frames, reference="world_aligned", method="di
 
 
 def inverse_osim(module, q, frames, frames_j=None, reference="world_aligned", method="direct"):
-    """Multi-point inverse operational-space inertia Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (eq. 69), blocks for every
+    """Multi-point inverse operational-space inertia Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (Bonaventura eq. 69), blocks for every
     pair (O_i in ``frames``, O_j in ``frames_j``, default the same points), (k_i·d, k_j·d)."""
     frames = _as_tuple(frames)
     frames_j = frames if frames_j is None else _as_tuple(frames_j)
@@ -115,7 +115,7 @@ def _unit_force_columns(module, q, kin, force_frames, accel_frames, reference):
 
 
 def relative_jacobian(module, q, frame_E, frame_P):
-    """ᴱJ_EP = ᴱℜ_I (ᴵJ_IP − ᴵS_EP ᴵJ_IE) (Bonaventura eq. 71, eq. 48): the twist of P relative to a body
+    """ᴱJ_EP = ᴱℜ_I (ᴵJ_IP − ᴵS_EP ᴵJ_IE) (Bonaventura eq. 71, Bonaventura eq. 48): the twist of P relative to a body
     rigidly attached to E at P's location, in E's axes; task rows only for planar modules."""
     kin = forward_kinematics(module, q)
     J_E = frame_jacobian(module, q, frame_E, "world_aligned", kin)

@@ -1,6 +1,6 @@
 """The module contract (:class:`.interface.ModuleContract`) for a rigid tree, :class:`mrds_jax.model.Module`: Bonaventura's
 Step 2 (Table 18) answered by the recursions of this package (forward kinematics, CRBA, RNEA, ABA, the
-operational-space quantities of eq. 69-75).
+operational-space quantities of Bonaventura eq. 69-75).
 """
 import jax.numpy as jnp
 
@@ -37,8 +37,8 @@ class RigidTree(interface.ModuleContract):
         """Bonaventura Step 2 (Table 18) for a rigid tree and its contact points ``points`` (frame names).
 
         ``method="direct"``: one forward-kinematics pass, H by CRBA and C v + G by RNEA at q̈ = 0 on it, and one
-        Cholesky factorisation of H for both q̈ᵒᵖᵉⁿ = H⁻¹(τ − C v − G) (eq. 68) and Ψ = H⁻¹ Jᵀ (eq. 75):
-        ``spd_solve(H, [τ − b | Jᵀ])``; Λ⁻¹ = J Ψ (eq. 69-70). ``method="recursive"``: q̈ᵒᵖᵉⁿ by ABA and Ψ by
+        Cholesky factorisation of H for both q̈ᵒᵖᵉⁿ = H⁻¹(τ − C v − G) (Bonaventura eq. 68) and Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75):
+        ``spd_solve(H, [τ − b | Jᵀ])``; Λ⁻¹ = J Ψ (Bonaventura eq. 69-70). ``method="recursive"``: q̈ᵒᵖᵉⁿ by ABA and Ψ by
         the O(N) recursions of :func:`~mrds_jax.dynamics.cross_space_inertia` (Table 9)."""
         kin = forward_kinematics(self, q, v)
         J = task_jacobian(self, q, points, "world_aligned", kin)
@@ -51,13 +51,13 @@ class RigidTree(interface.ModuleContract):
             qdd = aba(self, q, v, tau)
             Psi = cross_space_inertia(self, q, points, "world_aligned", method)
         R, p, xd, xdd = _points_kinematics(self, kin, link_accelerations(self, kin, qdd), points)
-        return interface.ModuleTerms(qdd, R, p, xd, xdd, Psi, matmul(J, Psi))
+        return interface.ModuleTerms(qdd, R, p, xd, xdd, Psi, matmul(J, Psi), J)
 
     def open_chain_acceleration(self, q, v, tau):
         """ABA (Featherstone Table 7.1)."""
         return aba(self, q, v, tau)
 
-    def inverse_dynamics(self, q, v, qdd):
+    def open_chain_inverse_dynamics(self, q, v, qdd):
         """RNEA."""
         return rnea(self, q, v, qdd)
 

@@ -1,16 +1,16 @@
 """Planar chains of flexible links by assumed modes (Bonaventura Ch. 7-8, Appendix A) as modules.
 
-:func:`flexible_chain` builds the three modules of Ch. 8.1 — the two-link robot with a fixed base (eq. 130),
-the one-link robot with a fixed base (eq. 132) and the one-link robot with a freely mobile base (eq. 133) —
+:func:`flexible_chain` builds the three modules of Ch. 8.1 — the two-link robot with a fixed base (Bonaventura eq. 130),
+the one-link robot with a fixed base (Bonaventura eq. 132) and the one-link robot with a freely mobile base (Bonaventura eq. 133) —
 and any planar chain of such links: each link a Bernoulli-Euler beam of length L, mass per length ρ and
-bending stiffness EI with 0-``MAX_MODES`` clamped-free assumed modes (eq. 126-128, :mod:`.modes`), an
+bending stiffness EI with 0-``MAX_MODES`` clamped-free assumed modes (Bonaventura eq. 126-128, :mod:`.modes`), an
 optional point mass at the last tip (System 2b), gravity in the plane (zero in the thesis' systems).
 
-Coordinates (eq. 130-133): q = [x₁, y₁ (mobile base only), q₁ … q_n, q_f1, …, q_fn], where link k's absolute
-angle at its root is φ_k = φ_base + q₁ + … + q_k (eq. 131: q_k = θ_kʳ + w̄'_{k−1}, the relative joint angle
+Coordinates (Bonaventura eq. 130-133): q = [x₁, y₁ (mobile base only), q₁ … q_n, q_f1, …, q_fn], where link k's absolute
+angle at its root is φ_k = φ_base + q₁ + … + q_k (Bonaventura eq. 131: q_k = θ_kʳ + w̄'_{k−1}, the relative joint angle
 plus the elastic slope at the tip of the link before), and q_fk are link k's modal coordinates.
 
-Kinematics are second order (foreshortening, eq. 129): a point at x on link k is at
+Kinematics are second order (foreshortening, Bonaventura eq. 129): a point at x on link k is at
 
     r_k(x) = o_k + R(φ_k) [x + u_k(x), w_k(x)],   w_k = Σ σⱼ q_fkj,   u_k = −½ ∫₀ˣ w_k'² dx,
 
@@ -99,7 +99,7 @@ class ChainLayout:
 
 def _links(layout, params, q, foreshortening=True):
     """Per link: origin o (2,), root angle φ, the node positions r(x_g) (N_QUAD, 2), the tip position and the
-    tip tangent angle φ + w̄' (eq. 126-129, module docstring)."""
+    tip tangent angle φ + w̄' (Bonaventura eq. 126-129, module docstring)."""
     L, base = params["length"], params["base"]
     o = q[:2] if layout.mobile_base else base[:2]
     phi = base[2]
@@ -109,9 +109,9 @@ def _links(layout, params, q, foreshortening=True):
         tab = mode_tables(n)
         qf = q[layout.modal_slice(k)]
         xi = jnp.asarray(tab.xi, dtype=q.dtype)
-        w = jnp.asarray(tab.sigma, dtype=q.dtype) @ qf                                  # eq. 126
-        u = -0.5 * jnp.einsum("gij,i,j->g", jnp.asarray(tab.S, dtype=q.dtype), qf, qf) / L[k]   # eq. 129
-        w_tip = jnp.asarray(tab.tip, dtype=q.dtype) @ qf                                # eq. 128
+        w = jnp.asarray(tab.sigma, dtype=q.dtype) @ qf                                  # Bonaventura eq. 126
+        u = -0.5 * jnp.einsum("gij,i,j->g", jnp.asarray(tab.S, dtype=q.dtype), qf, qf) / L[k]   # Bonaventura eq. 129
+        w_tip = jnp.asarray(tab.tip, dtype=q.dtype) @ qf                                # Bonaventura eq. 128
         slope_tip = jnp.asarray(tab.tip_slope, dtype=q.dtype) @ qf / L[k]
         u_tip = -0.5 * qf @ jnp.asarray(tab.tip_S, dtype=q.dtype) @ qf / L[k]
         if not foreshortening:
@@ -278,7 +278,7 @@ def motor_map(module):
     """B (n_motors, nv): generalized forces Q = Bᵀ τ of the joint motors τ (Appendix A: τ_f1 = −σ̄₁' τ₂).
 
     Motor 1 drives q₁ (the base joint; for a mobile base, the torque τ_θ on the link's angle); motor k ≥ 2
-    drives the relative angle θ_kʳ = q_k − w̄'_{k−1} between link k−1's tip and link k (eq. 130), so its
+    drives the relative angle θ_kʳ = q_k − w̄'_{k−1} between link k−1's tip and link k (Bonaventura eq. 130), so its
     torque also does work on link k−1's modes through the tip slope."""
     layout = chain_layout(module)
     L = module.params["length"]

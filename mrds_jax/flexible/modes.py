@@ -1,7 +1,7 @@
 """Cantilevered (clamped-free) Bernoulli-Euler mode shapes and the modal integrals of the assumed-modes
 links (Bonaventura eq. 126-129, Appendix A).
 
-A link of length L bends transversely by w(x, t) = Σⱼ σⱼ(x) q_fj(t) (eq. 126), x along the undeformed axis.
+A link of length L bends transversely by w(x, t) = Σⱼ σⱼ(x) q_fj(t) (Bonaventura eq. 126), x along the undeformed axis.
 The mode shapes are the clamped-free eigenfunctions of the uniform beam,
 
     σⱼ(x) = cosh βⱼξ − cos βⱼξ − kⱼ (sinh βⱼξ − sin βⱼξ),   ξ = x / L,   kⱼ = (cosh βⱼ + cos βⱼ)/(sinh βⱼ + sin βⱼ),
@@ -13,7 +13,7 @@ coordinate ξ ∈ [0, 1]; a link of length L scales it (σ'(x) = σ̂'(ξ)/L, dx
 differentiable parameters of the module while the tables below are constants.
 
 Integrals are by Gauss-Legendre quadrature on ``N_QUAD`` nodes (the integrands are smooth: exact to
-rounding for the three modes the thesis uses). The foreshortening of eq. 129,
+rounding for the three modes the thesis uses). The foreshortening of Bonaventura eq. 129,
 u(x) = −½ ∫₀ˣ w'² dx = −½ Σᵢⱼ q_fi q_fj Sᵢⱼ(x), needs Sᵢⱼ(x) = ∫₀ˣ σ̂ᵢ' σ̂ⱼ' dξ at every node: a nested
 quadrature on [0, ξ_g].
 """

@@ -6,11 +6,11 @@ Discretisation (a Hencky bar chain): a link of length L with ``n`` elements has 
 element midpoints xᵢ = (i − ½) h, h = L / n, each of stiffness k = EI / h (the element's bending compliance
 lumped at its middle — the midpoint rule for ½∫EI w''² dx, so a tip-loaded cantilever's deflection
 P h Σ (L − xᵢ)² / EI → P L³ / 3EI with an O(h²) error, where Working Model's junction springs k = EI n / L
-(eq. 136) at xᵢ = i h converge like O(h) and need the scale factors of Table 34). Between the springs sit
+(Bonaventura eq. 136) at xᵢ = i h converge like O(h) and need the scale factors of Table 34). Between the springs sit
 rigid uniform rods: two half elements at the ends and n − 1 whole ones, so mass is distributed exactly as
 in the beam (ρ per length, no rotary inertia beyond the rods'). ``n = 0`` is a rigid link. The first rod
 of link k is clamped to the motor joint k (the beam's root tangent, as in the assumed-modes model); the
-motor between links k − 1 and k sits at link k − 1's tip, after its last rod (θ_kʳ of eq. 130).
+motor between links k − 1 and k sits at link k − 1's tip, after its last rod (θ_kʳ of Bonaventura eq. 130).
 
 The springs are relaxed when straight, like the assumed-modes links. Large rotations are exact in both
 segment models, so the comparison also shows where Bernoulli-Euler with second-order kinematics and a
@@ -89,7 +89,7 @@ def _spring_and_motor_torques(t, q, v, params):
 
 
 def segmented_torques(name, module_name, layout, amplitudes, periods):
-    """Joint forces of the segmented chain: motors τᵢ = Aᵢ sin(2π t / Tᵢ) (eq. 134) on the motor joints and
+    """Joint forces of the segmented chain: motors τᵢ = Aᵢ sin(2π t / Tᵢ) (Bonaventura eq. 134) on the motor joints and
     the springs' −k q on the others (a :class:`~mrds_jax.system.forces.JointTorque`)."""
     motors = motor_joints(layout)
     B = np.zeros((len(motors), len(layout.link)))

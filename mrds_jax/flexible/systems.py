@@ -2,7 +2,7 @@
 
 Every link: Table 22's aluminium strip (ρ = 0.448 kg/m, EI = 3.7333 N m²), two cantilevered modes per
 flexible link unless stated (Appendix C: "MRDS" used two, System 5c three on the first link); motor torques
-τᵢ = Aᵢ sin(2π t / Tᵢ) (eq. 134) with the tables' amplitudes and periods; the plane is horizontal (no
+τᵢ = Aᵢ sin(2π t / Tᵢ) (Bonaventura eq. 134) with the tables' amplitudes and periods; the plane is horizontal (no
 gravity). Each function returns a :class:`FlexibleScenario`: the system, a consistent initial state at rest,
 the force elements (motor torques on module joints, actuated revolute contacts for joints between modules),
 and the manoeuvre's duration.
@@ -18,7 +18,7 @@ system     mechanism (modules; contacts)                                        
 2b         as 2a with a 0.5 kg tip mass                                               Table 25     10 s
 2c         as 2a, tip sliding along x at y = 0.6 m, free rotation (point on line)     Table 26     10 s
 3          two mobile one-link modules (1 m, 0.5 m), revolute contacts; the base      Table 27     10 s
-           revolute's x motion excited, ẋ = 0.1 sin(2π t / 5) (eq. 135)
+           revolute's x motion excited, ẋ = 0.1 sin(2π t / 5) (Bonaventura eq. 135)
 4          two-link 1 m + 1 m (flexible) + two rigid mobile 0.1 m links, in series    Table 28     20 s
 5a/5b/5c   two-link 1 m + 1 m + two mobile 1 m links, all flexible, in series         Tables 29-31 20/20/13 s
 6a         two two-link robots (1 m + 1 m) joined at the tips by a revolute           Table 32     30 s
@@ -35,7 +35,7 @@ from ..system import SystemState, build_system
 from ..system.forces import ContactForce
 from .chain import flexible_chain, motor_torques
 
-# (amplitudes A_i [N m], periods T_i [s]) of eq. 134, Tables 23-33
+# (amplitudes A_i [N m], periods T_i [s]) of Bonaventura eq. 134, Tables 23-33
 TORQUES = {
     "1": ((0.02948,), (10.0,)),
     "2a": ((0.105, 0.011), (10.0, 10.0)),
@@ -72,8 +72,8 @@ def _sinusoid(t, state, params):
 
 
 def actuated_joint(name, contact, amplitude, period):
-    """The torque of a joint between two modules (a revolute contact's free direction, Fᵘ = τ, eq. 26),
-    τ = A sin(2π t / T) (eq. 134): +τ on the distal side P, −τ on E."""
+    """The torque of a joint between two modules (a revolute contact's free direction, Fᵘ = τ, Bonaventura eq. 26),
+    τ = A sin(2π t / T) (Bonaventura eq. 134): +τ on the distal side P, −τ on E."""
     return ContactForce(params=(jnp.asarray(float(amplitude)), jnp.asarray(float(period))), name=name,
                         contact=contact, fn=_sinusoid)
 
@@ -142,7 +142,7 @@ def system_2a_in_series(n_modes=2, **kw):
 
 
 def excited_base(t):
-    """System 3's base motion, eq. 135: (ẋᶜ, ẍᶜ) of the base revolute's constrained [x, y] = (0.1 sin(2π t/5), 0)."""
+    """System 3's base motion, Bonaventura eq. 135: (ẋᶜ, ẍᶜ) of the base revolute's constrained [x, y] = (0.1 sin(2π t/5), 0)."""
     w = 2.0 * jnp.pi / 5.0
     return jnp.stack([0.1 * jnp.sin(w * t), 0.0 * t]), jnp.stack([0.1 * w * jnp.cos(w * t), 0.0 * t])
 
@@ -150,7 +150,7 @@ def excited_base(t):
 def system_3(n_modes=2, excitation=True, **kw):
     """System 3: the two-link robot of System 2 built from two mobile one-link modules (1 m and 0.5 m) joined
     by an actuated revolute contact, the first module's base held by a revolute contact to a base moving along
-    x with ẋ = 0.1 sin(2π t / 5) (eq. 135, the contact's excited constrained mode; ``excitation=False``: a
+    x with ẋ = 0.1 sin(2π t / 5) (Bonaventura eq. 135, the contact's excited constrained mode; ``excitation=False``: a
     fixed base, the serial-connection twin of System 2a, Ch. 6.6). From rest in System 2a's configuration."""
     link1 = flexible_chain([1.0], n_modes, mobile_base=True, **kw)
     link2 = flexible_chain([0.5], n_modes, mobile_base=True, **kw)

@@ -1,6 +1,6 @@
 """Error-controlled integration: Dormand-Prince 5(4) with an embedded error estimate (Dormand & Prince 1980;
 Hairer, Nørsett & Wanner, *Solving ODEs I*, §II.4-5, Table 5.2, and the step-size controller of §II.4,
-eq. 4.12-4.13), to a requested end time at requested tolerances, outputs at fixed times.
+Hairer et al. eq. 4.12-4.13), to a requested end time at requested tolerances, outputs at fixed times.
 
 Why not diffrax: it is not installed here and needs equinox; our state is a tuple of per-module (q, v) arrays
 with unit quaternions inside q that must be renormalised after each accepted step (as the fixed-step

@@ -2,4 +2,4 @@
 from .builder import ModuleBuilder
 from .configuration import (configuration_derivative, integrate_configuration, normalize_configuration)
 from .joints import JOINT_KINDS, JointKind
-from .tree import Module, Topology, TreeParams, check_state, validate
+from .tree import Module, Topology, TreeParams, check_module_state, validate

@@ -5,6 +5,7 @@
 itself a pytree whose only leaves are the parameters.
 """
 import functools
+import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -12,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..pytree import pytree_dataclass, replace, static
-from ..validation import ArgumentError, ModelError, UnknownNameError, module_arrays, rotational_inertia
+from ..validation import ArgumentError, ModelError, UnknownNameError, is_traced, module_arrays, rotational_inertia
 from .joints import JOINT_KINDS, joint_kind
 
 RECURSIONS = ("auto", "unrolled", "level_scan")
@@ -168,7 +169,23 @@ class Module:
         return self.topology.frame_index(name)
 
     def with_params(self, **changes):
-        return replace(self, params=replace(self.params, **changes))
+        """The same topology with some parameters replaced (``mass=…``, ``joint_p=…``: the fields of
+        :class:`TreeParams`). Checked as a built module is: an unknown name raises UnknownNameError, a wrong
+        shape a ModelError naming the parameter, and concrete values go through :func:`validate` (positive
+        masses, physical inertias, unit axes, rotation matrices, …). Traced values (inside ``jit``/``vmap``/
+        ``grad``) are checked for their shape only."""
+        known = [f.name for f in dataclasses.fields(self.params)]
+        unknown = sorted(set(changes) - set(known))
+        if unknown:
+            raise UnknownNameError(f"with_params: no parameter named {unknown}; the parameters are {known}")
+        changes = {name: jnp.asarray(value, dtype=getattr(self.params, name).dtype)
+                   if isinstance(value, (list, tuple)) else value for name, value in changes.items()}
+        for name, value in changes.items():
+            if jnp.shape(value) != jnp.shape(getattr(self.params, name)):
+                raise ModelError(f"with_params: parameter {name!r} has shape {jnp.shape(value)}, the module's is "
+                                 f"{jnp.shape(getattr(self.params, name))}")
+        module = replace(self, params=replace(self.params, **changes))
+        return module if is_traced(changes) else validate(module)
 
     def with_recursion(self, recursion):
         """The same module with the tree recursions done ``recursion``-wise (one of RECURSIONS)."""
@@ -250,7 +267,7 @@ def _validate_planar(t, p):
             raise ModelError(f"planar module: operational point {name!r} leaves the xy plane")
 
 
-def check_state(module, q=None, v=None, name="state"):
+def check_module_state(module, q=None, v=None, name="state"):
     """Raise an ArgumentError (a ValueError) naming the array when q or v has the wrong shape (trace-time
     check); :func:`mrds_jax.validation.module_arrays` also returns them as arrays."""
     module_arrays(module, name, q=q, v=v)

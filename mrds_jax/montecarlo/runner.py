@@ -30,6 +30,7 @@ import json
 import os
 import types
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -245,6 +246,23 @@ def _flags(out):
     return reason
 
 
+class TaskOutputError(check.ArgumentError):
+    """A Monte Carlo task returned something other than a dict of numeric arrays (names the output)."""
+
+
+def task_outputs(out):
+    """The task's outputs as a dict; :class:`TaskOutputError` naming the output (and its type) when the task
+    returns no dict, or an output that is not a numeric array (a string, None, a nested dict or list)."""
+    where = "run_monte_carlo: the task must return a dict of numeric arrays (output name -> array)"
+    if not isinstance(out, Mapping):
+        raise TaskOutputError(f"{where}, got {'an array' if isinstance(out, jax.Array) else type(out).__name__}")
+    for name, x in out.items():
+        if not isinstance(x, (jax.Array, np.ndarray, np.number, int, float, bool)) or \
+                not (jnp.issubdtype(jnp.result_type(x), jnp.number) or jnp.issubdtype(jnp.result_type(x), jnp.bool_)):
+            raise TaskOutputError(f"{where}; output {name!r} is {type(x).__name__}")
+    return {name: jnp.asarray(x) for name, x in out.items()}
+
+
 def make_chunk_runner(task, spec, seed, chunk_size, devices=None, dtype=None):
     """jit(vmap) of ``task`` over the scenarios ``indices`` (length ``chunk_size``), sharded over ``devices``."""
     devices = list(devices or jax.local_devices())
@@ -254,7 +272,7 @@ def make_chunk_runner(task, spec, seed, chunk_size, devices=None, dtype=None):
     sharded = NamedSharding(mesh, PartitionSpec("scenarios"))
 
     def one(key):
-        out = dict(task(sample(spec, key, dtype)))
+        out = task_outputs(task(sample(spec, key, dtype)))
         out["reason"] = _flags(out)
         out.pop("ok", None)
         return out

@@ -1,4 +1,4 @@
-"""Layer 1: spatial algebra, ordered [angular; linear] as in Lilly & Orin (eq. 1-3) and Featherstone."""
+"""Layer 1: spatial algebra, ordered [angular; linear] as in Lilly & Orin eq. 1-3 and Featherstone."""
 from .linalg import cholesky, matmul, spd_solve, triangular_solve
 from .algebra import cross_force, cross_force_matrix, cross_motion, cross_motion_matrix
 from .inertia import inertia_parameters, kinetic_energy, spatial_inertia, transform_inertia

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from .batching import fast_or_fallback
-from .linalg import cholesky, matmul, triangular_solve
+from .linalg import cho_solve, cholesky, matmul, triangular_solve
 
 UNROLL_MAX = 12     # matrices up to this size are factorised by unrolled code, larger ones in a fori_loop
 JACOBI_SWEEPS = 10  # cyclic sweeps of one-sided Jacobi (quadratic convergence: 6x6 needs ~5 in float64)
@@ -293,7 +293,7 @@ def pivoted_cholesky(B, cut):
 
 def _gram_solve(f, x):
     """G⁻¹ x with G = LᵀL (+ identity on the dropped columns)."""
-    return triangular_solve(f.G_chol, triangular_solve(f.G_chol, x), lower=False)
+    return cho_solve(f.G_chol, x)
 
 
 def _pinv_apply(f, x):
@@ -314,7 +314,7 @@ def _plain_factor(B, cut):
 
 def _solve_plain(B, y, cut):
     L, scale, ok, min_pivot = _plain_factor(B, cut)
-    x = triangular_solve(L, triangular_solve(L, y), lower=False) / scale
+    x = cho_solve(L, y) / scale
     one, zero = jnp.ones((), B.dtype), jnp.zeros((), B.dtype)
     return ok, (x, B.shape[0] * one, min_pivot, zero)
 
@@ -358,7 +358,7 @@ def psd_pinv_solve(B, y, cut):
 
     Returns (x, rank, min_pivot, max_dropped) (:class:`PivotedCholesky` for the last three: rank and two
     relative pivot sizes, not differentiated). Custom JVP: the derivative of the pseudo-inverse at constant
-    rank (Golub & Pereyra 1973, eq. 4.12, for symmetric B̃):
+    rank (Golub & Pereyra eq. 4.12, 1973, for symmetric B̃):
     dx = B̃⁺(dy − dB x) + B̃⁺² dB (1 − P) y + (1 − P) dB B̃⁺ x — so forward and reverse mode are
     exact where the rank does not change, and the discrete pivot choice is never differentiated."""
     return _switched(cut, _solve_plain, _solve_pivoted)(B, y)

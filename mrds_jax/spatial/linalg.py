@@ -121,10 +121,15 @@ def triangular_solve(L, B, lower=True):
     return _substitute_loop(L, B, lower)
 
 
+def cho_solve(L, B):
+    """(L Lᵀ)⁻¹ B from the Cholesky factor L of an SPD matrix: the forward substitution L⁻¹ B, then the back
+    substitution L⁻ᵀ (·); B (n,) or (n, m). The one place the two substitutions are chained."""
+    return triangular_solve(L, triangular_solve(L, B, lower=True), lower=False)
+
+
 def spd_solve(A, B):
     """A⁻¹ B for a symmetric positive-definite A (n x n, n static), B (n,) or (n, m): a Cholesky
     factorisation and two substitutions without LAPACK (module docstring). Under ``vmap`` every step is an
-    elementwise operation over the batch, which XLA fuses: this is how the n_c x n_c solves of Lilly & Orin
-    eq. 36-38, the 6 x 6 solve of eq. 45 and H⁻¹ Jᵀ of a module stay cheap at large batch."""
-    L = cholesky(A)
-    return triangular_solve(L, triangular_solve(L, B, lower=True), lower=False)
+    elementwise operation over the batch, which XLA fuses: this is how the n_c x n_c solves of
+    Lilly & Orin eq. 36-38, the 6 x 6 solve of Lilly & Orin eq. 45 and H⁻¹ Jᵀ of a module stay cheap at large batch."""
+    return cho_solve(cholesky(A), B)

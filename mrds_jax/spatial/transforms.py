@@ -70,14 +70,14 @@ def force_transform(R, p):
 
 
 def spatial_rotation(R):
-    """Bonaventura's 6x6 direction-cosine matrix ᴱℜ_P = diag(R, R) (eq. 18): re-expresses a spatial
+    """Bonaventura's 6x6 direction-cosine matrix ᴱℜ_P = diag(R, R) (Bonaventura eq. 18): re-expresses a spatial
     vector in another frame without moving its reference point."""
     z = jnp.zeros((3, 3), dtype=R.dtype)
     return jnp.block([[R, z], [z, R]])
 
 
 def rigid_body_transform(r):
-    """Bonaventura's rigid-body transform ⁱS_jk (eq. 20) in [angular; linear] ordering.
+    """Bonaventura's rigid-body transform ⁱS_jk (Bonaventura eq. 20) in [angular; linear] ordering.
 
     With r = r_jk the vector from point j to point k, ``S @ xdot_j`` is the velocity of a point at k
     on the same rigid body (ω_k = ω_j, v_k = v_j − r̃ ω_j), and ``S.T @ F_k`` moves a force acting at k

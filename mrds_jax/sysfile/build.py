@@ -160,7 +160,7 @@ def _built_module(doc, k, spec):
     if spec.urdf is not None:
         if spec.link or spec.frame:
             raise doc.error(("module", k, "urdf"), "give either a URDF file or links/frames, not both")
-        from ..model.urdf import load_urdf
+        from ..loaders.urdf import load_urdf
         return load_urdf(doc.resolve(spec.urdf, ("module", k, "urdf")))
     if not spec.link:
         raise doc.error(("module", k), f"module {spec.name!r} has neither a URDF file nor links")
@@ -189,7 +189,7 @@ def _imported(doc):
     modules, contacts, q0 = {}, [], {}
     spec = doc.spec
     if spec.mjcf is not None:
-        from ..model.mjcf import load_mjcf
+        from ..loaders.mjcf import load_mjcf
         path = doc.resolve(spec.mjcf, ("mjcf",))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

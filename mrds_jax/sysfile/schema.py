@@ -99,7 +99,7 @@ class Module(Strict):
 
 
 class Ckcm(Strict):
-    """``[ckcm]``: Nguyen & Pooran's CKCM Stewart platform (``mrds_jax.ckcm``): eq. 58 with overrides."""
+    """``[ckcm]``: Nguyen & Pooran's CKCM Stewart platform (``mrds_jax.ckcm``): Nguyen & Pooran eq. 58 with overrides."""
     legs: Literal["bench", "paper"] = "bench"
     pose: list[Union[Length, Angle]] = Field(default=[0.0, 0.0, 1.0, 0.0, 0.0, 0.0], min_length=6, max_length=6)
     theta_A: Optional[Angle] = None

@@ -47,7 +47,7 @@ class Connectivity:
 
     @property
     def n_constraints(self):
-        """n_C = Σ n_cᵢ (eq. 72), the size of Bᶜ."""
+        """n_C = Σ n_cᵢ (Bonaventura eq. 72), the size of Bᶜ."""
         return sum(self.n_c)
 
     def contact_type(self, i):
@@ -210,7 +210,11 @@ def _coupling_dofs(names, modules, contacts, couplings):
         if c.name in taken:
             raise SystemError(f"coupling name {c.name!r} is used twice (contact and coupling names must be unique)")
         taken.add(c.name)
-    return tuple(coupling_dofs(names, modules, c) for c in couplings)
+
+    def resolve(key, where):
+        k = _module_index(names, key, where)
+        return k, modules[k], names[k]
+    return tuple(coupling_dofs(c, resolve) for c in couplings)
 
 
 @pytree_dataclass

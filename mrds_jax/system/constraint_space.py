@@ -1,22 +1,28 @@
 """Bonaventura's Table 17: the constraint-space matrix Bᶜ from contact-pair blocks, and the two maps between
-contact forces and module point quantities that Steps 3-4 need (MRDS eq. 88, 92-96).
+contact forces and module point quantities that Steps 3-4 need (MRDS Bonaventura eq. 88, 92-96).
 
 A contact i reaches a module k through its *sides*: side E, at operational point (slot) s of module k, with
-the d x d operator T = −ℜᵢᵀ Sᵢ, and side P with T = ℜᵢᵀ (ℜᵢ = ᴵℜ_Eᵢ, Sᵢ = ᴵS_EᵢPᵢ of eq. 20, both restricted
+the d x d operator T = −ℜᵢᵀ Sᵢ, and side P with T = ℜᵢᵀ (ℜᵢ = ᴵℜ_Eᵢ, Sᵢ = ᴵS_EᵢPᵢ of Bonaventura eq. 20, both restricted
 to the task rows; :func:`~mrds_jax.system.dynamics.contact_kinematics`). A Type B contact has both sides on
 one module. The relative acceleration of contact i is ᴱẍ_EP = Σ_{sides a of i} Tₐ ẍ_{k(a)}[s_a] (+ the bias
-of eq. 83), and by duality the force F_EP of contact i acts on point s of module k as Tₐᵀ F_EP (eq. 95-96).
+of Bonaventura eq. 83), and by duality the force F_EP of contact i acts on point s of module k as Tₐᵀ F_EP (Bonaventura eq. 95-96).
 Writing Aₖ for the block operator with Aₖ[i, s] = Σ_{sides of i at (k, s)} Tₐ (the dense form this module
 replaces), the three quantities of Steps 3-4 are
 
-    Aₖᵀ F            :func:`point_forces`:  fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (eq. 95-96)
+    Aₖᵀ F            :func:`point_forces`:  fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (Bonaventura eq. 95-96)
     Aₖ x             :func:`contact_accelerations`:  (Aₖ x)ᵢ = Σ_{sides a of i at k} Tₐ x[s_a]
-    Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ   :func:`constraint_space_matrix`, block by block (Table 17, eq. 88):
+    Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ   :func:`constraint_space_matrix`, block by block (Table 17, Bonaventura eq. 88):
         Bᶜᵢⱼ = Σ_{a ∈ sides(i), b ∈ sides(j), k(a) = k(b)} Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b,   Wₐ = Tₐᵀ ψᶜᵢ
 
 so only pairs of contacts that share a module get a non-zero block (Table 17's AA, AB, BB cases are the
 four sign combinations of Tₐ), and no d·C x d·nₖ operator is ever formed. Wₐ is Lilly & Orin's W_c (the
 constrained directions of the contact seen at the module's point; :mod:`.lilly`).
+
+Λₖ⁻¹ = Jₖ Ψₖ (Bonaventura eq. 69-70 with Ψ = H⁻¹Jᵀ of Bonaventura eq. 75) enters only through products with W's and forces, so
+where a module's Step 2 terms carry its point Jacobian J the products are associated the other way,
+Wₐᵀ Λ⁻¹[s_a, s_b] W_b = (J[s_a]ᵀWₐ)ᵀ (Ψ[:, s_b] W_b), whenever that needs fewer multiplications than forming
+the nₖ·d square Λₖ⁻¹ (a free platform with six contact points: 36 x 36 never formed); the choice is static,
+per module (:func:`_factored`), and both routes are tested against each other.
 
 Every function is pure, works on one scenario and loops over the static side list at trace time.
 """
@@ -47,7 +53,7 @@ def _module_sides(sides, k):
 
 
 def point_forces(sides, T, forces, k, n_points, d):
-    """Aₖᵀ F: the forces of every contact moved to the operational points of module k (eq. 95-96), stacked
+    """Aₖᵀ F: the forces of every contact moved to the operational points of module k (Bonaventura eq. 95-96), stacked
     (n_points·d,) — or (n_points·d, m) when each contact's force is a (d, m) matrix of force columns.
 
     ``sides``: :func:`contact_sides`; ``T[i][a]``: the d x d operator of side a of contact i; ``forces[i]``:
@@ -76,21 +82,23 @@ def contact_accelerations(sides, T, point_accelerations, d):
     return out
 
 
-def constraint_space_matrix(sides, W, Lam_inv, n_c, d, dtype):
-    """Bᶜ (n_C x n_C) of Table 17 / eq. 88 from contact-pair blocks (module docstring).
+def constraint_space_matrix(sides, W, terms, n_c, d, dtype):
+    """Bᶜ (n_C x n_C) of Table 17 / Bonaventura eq. 88 from contact-pair blocks (module docstring).
 
-    ``W[i][a]`` = Tₐᵀ ψᶜᵢ (d x n_cᵢ) for side a of contact i; ``Lam_inv[k]``: Λₖ⁻¹ of module k (nₖ·d square,
-    eq. 69-70), None for modules without points; ``n_c``: constrained directions per contact."""
+    ``W[i][a]`` = Tₐᵀ ψᶜᵢ (d x n_cᵢ) for side a of contact i; ``terms[k]``: the Step 2
+    :class:`~mrds_jax.dynamics.interface.ModuleTerms` of module k (Λₖ⁻¹ of Bonaventura eq. 69-70, or its factors J and
+    Ψ), None for modules without points; ``n_c``: constrained directions per contact."""
     C = len(sides)
     blocks = [[None] * C for _ in range(C)]
-    for k, L in enumerate(Lam_inv):
+    for k, t in enumerate(terms):
+        if t is None:
+            continue
         members = _module_sides(sides, k)
+        block = _pair_blocks(t, [(side.slot, W[side.contact][a]) for a, side in members], d)
         for jb, (b, side_b) in enumerate(members):
-            j, sb = side_b.contact, side_b.slot
-            Y = matmul(L[:, d * sb:d * (sb + 1)], W[j][b])          # Λₖ⁻¹[:, s_b] W_b  (nₖ·d x n_cⱼ)
-            for a, side_a in members[:jb + 1]:
-                i, sa = side_a.contact, side_a.slot
-                blk = matmul(W[i][a].T, Y[d * sa:d * (sa + 1)])      # Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b
+            for ja, (a, side_a) in enumerate(members[:jb + 1]):
+                blk = block(ja, jb)                                         # Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b
+                i, j = side_a.contact, side_b.contact
                 _accumulate(blocks, i, j, blk)
                 if (i, a) != (j, b):
                     _accumulate(blocks, j, i, blk.T)
@@ -99,6 +107,42 @@ def constraint_space_matrix(sides, W, Lam_inv, n_c, d, dtype):
         rows.append(jnp.concatenate([jnp.zeros((n_c[i], n_c[j]), dtype) if blocks[i][j] is None else blocks[i][j]
                                      for j in range(C)], axis=1))
     return jnp.concatenate(rows, axis=0) if rows else jnp.zeros((0, 0), dtype)
+
+
+def _factored(t, formed, factored):
+    """True when the module's terms ``t`` give J and a product with Λ⁻¹ = J Ψ costs fewer multiplications in
+    factored form (``factored``) than with Λ⁻¹ formed (n·d·n·d·nv to form it, plus ``formed``)."""
+    if getattr(t, "J", None) is None:
+        return False
+    nd, nv = t.Psi.shape[1], t.Psi.shape[0]
+    return factored < nd * nd * nv + formed
+
+
+def _pair_blocks(t, sides, d):
+    """Wₐᵀ Λ⁻¹[s_a, s_b] W_b for the sides (s_a, Wₐ) of one module, as a function of (a, b).
+
+    Formed route: Y_b = Λ⁻¹[:, s_b] W_b, block = Wₐᵀ Y_b[s_a]. Factored route (Λ⁻¹ = J Ψ, Bonaventura eq. 69-70 with
+    Ψ = H⁻¹ Jᵀ of Bonaventura eq. 75): Vₐ = J[s_a]ᵀ Wₐ and U_b = Ψ[:, s_b] W_b (nv x n_c), block = Vₐᵀ U_b — the
+    same product, associated the other way; :func:`_factored` picks the cheaper one statically."""
+    def point(s):
+        return slice(d * s, d * (s + 1))
+    nv, nc = t.Psi.shape[0], [w.shape[-1] for _, w in sides]
+    pairs = sum(nc[a] * nc[b] for b in range(len(nc)) for a in range(b + 1))
+    if _factored(t, formed=t.Psi.shape[1] * d * sum(nc) + d * pairs, factored=2 * nv * d * sum(nc) + nv * pairs):
+        V = [matmul(t.J[point(s)].T, w) for s, w in sides]
+        U = [matmul(t.Psi[:, point(s)], w) for s, w in sides]
+        return lambda a, b: matmul(V[a].T, U[b])
+    Y = [matmul(t.Lam_inv[:, point(s)], w) for s, w in sides]
+    return lambda a, b: matmul(sides[a][1].T, Y[b][point(sides[a][0])])
+
+
+def operational_inverse_inertia_times(t, x):
+    """Λ⁻¹ x (Bonaventura eq. 69-70) for a module's Step 2 terms ``t`` and a stacked point vector or matrix ``x``
+    (n·d leading rows): J (Ψ x) where the factors are given and that is cheaper, else the formed Λ⁻¹."""
+    nv, nd, n_cols = t.Psi.shape[0], t.Psi.shape[1], (x.shape[1] if x.ndim > 1 else 1)
+    if _factored(t, formed=nd * nd * n_cols, factored=2 * nv * nd * n_cols):
+        return matmul(t.J, matmul(t.Psi, x))
+    return matmul(t.Lam_inv, x)
 
 
 def _accumulate(blocks, i, j, blk):

@@ -1,4 +1,4 @@
-"""Joint couplings in the general path's constraint solve: the contacts' Bᶜ, yᶜ (MRDS eq. 87-89, Table 17) bordered
+"""Joint couplings in the general path's constraint solve: the contacts' Bᶜ, yᶜ (Bonaventura eq. 87-89, Table 17) bordered
 by the joint-space rows of the couplings (:mod:`mrds_jax.contacts.coupling`, whose docstring has the equations):
 
     [ Bᶜ   X ] [Fᶜ]   [ yᶜ                         ]     X = ψᶜᵀ Σₖ Aₖ Ψₖᵀ Gₖᵀ,   D = Σₖ Gₖ Hₖ⁻¹ Gₖᵀ
@@ -10,7 +10,7 @@ coupling force) reaches the contacts through :func:`~.constraint_space.contact_a
 accelerations of Table 17. A system without couplings never calls this module.
 
 Stabilisation: Baumgarte (scalar gains) acts on the couplings' rows as on the contacts' (β − 2α G v − β_B² g); the
-PD suppression of eq. 104 corrects the contacts' Fᶜ only. Not covered yet: Lilly & Orin's path (``dynamics_path``
+PD suppression of Bonaventura eq. 104 corrects the contacts' Fᶜ only. Not covered yet: Lilly & Orin's path (``dynamics_path``
 sends systems with couplings to the general path), ``project_positions`` and ``simulate``'s initial-state check and
 drift diagnostics (contacts only; ``SystemDynamics.coupling_errors`` holds the couplings' g and G v), the exports
 (refused by name).

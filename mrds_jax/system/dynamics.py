@@ -2,26 +2,26 @@
 
 Step 2 (per module, :func:`~mrds_jax.dynamics.interface.module_terms`, the module interface): q̈ᵒᵖᵉⁿ,
 placements, velocities and open-chain (classical) accelerations ᴵẍᵒᵖᵉⁿ_IO of the module's contact points,
-Ψ = H⁻¹ Jᵀ (eq. 75) and the multi-point Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (eq. 69-70, Table 9). This file never
+Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75) and the multi-point Λ⁻¹_{OiOj} = J_Oi H⁻¹ J_Ojᵀ (Bonaventura eq. 69-70, Table 9). This file never
 looks inside a module: a rigid tree, or any module type that implements :mod:`mrds_jax.dynamics.interface`.
 
-Step 3 (global, :func:`constraint_system`): for each contact i, Sᵢ = ᴵS_EiPi (eq. 20), the spatial
-rotation ℜᵢ = ᴵℜ_Ei, ζᵢ (eq. 81) and ᴱẍᵒᵖᵉⁿ_EP (eq. 83). The contact reaches the modules through its sides,
+Step 3 (global, :func:`constraint_system`): for each contact i, Sᵢ = ᴵS_EiPi (Bonaventura eq. 20), the spatial
+rotation ℜᵢ = ᴵℜ_Ei, ζᵢ (Bonaventura eq. 81) and ᴱẍᵒᵖᵉⁿ_EP (Bonaventura eq. 83). The contact reaches the modules through its sides,
 with the operators T_E = −ℜᵢᵀ Sᵢ (side E) and T_P = +ℜᵢᵀ (side P): B = Σₖ Aₖ Λₖ⁻¹ Aₖᵀ with Aₖ[i, s] the sum
 of the Tₐ of contact i at point s of module k reproduces Table 17 block by block (AA: ℜᵢᵀ[Λ_PP − Λ_PE Sⱼᵀ −
 Sᵢ Λ_EP + Sᵢ Λ_EE Sⱼᵀ]ℜⱼ; a Type B contact, whose E and P are on one module, gets both terms, i.e. the
-relative Jacobian ᴱJ_EP = ℜᵀ(J_P − S J_E) of eq. 71 through its O(N) forms eq. 92-94). Bᶜ = ψᶜᵀ B ψᶜ
-(eq. 88) is built from the blocks of contact pairs that share a module, Aₖ is never formed
-(:mod:`.constraint_space`). yᶜ = ẍᶜ + ψᶜᵀ [y − B ψᵘ Fᵘ] with yᵢ = φ̇ᵘẋᵘ + φ̇ᶜẋᶜ − ᴱẍᵒᵖᵉⁿ_EP (eq. 89-90; the
+relative Jacobian ᴱJ_EP = ℜᵀ(J_P − S J_E) of Bonaventura eq. 71 through its O(N) forms Bonaventura eq. 92-94). Bᶜ = ψᶜᵀ B ψᶜ
+(Bonaventura eq. 88) is built from the blocks of contact pairs that share a module, Aₖ is never formed
+(:mod:`.constraint_space`). yᶜ = ẍᶜ + ψᶜᵀ [y − B ψᵘ Fᵘ] with yᵢ = φ̇ᵘẋᵘ + φ̇ᶜẋᶜ − ᴱẍᵒᵖᵉⁿ_EP (Bonaventura eq. 89-90; the
 φ̇ term is zero for constant modes, and for variable modes (universal joint) it and the bases φ, ψ come from
 :func:`~mrds_jax.contacts.variable.contact_modes` at the current relative configuration); the solve
-(eq. 87, :mod:`.solve`), and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ (eq. 86).
+(Bonaventura eq. 87, :mod:`.solve`), and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ (Bonaventura eq. 86).
 
-Step 4 (per module): q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP (Aₖᵀ F_EP: :func:`.constraint_space.point_forces`), which is eq. 74 (q̈ = q̈ᵒᵖᵉⁿ − Ψₖ Fₖ) with the forces
-of eq. 95-96 (ᴵᴱF_EP = Sᵀ ℜ F_EP at E, ᴵᴾF_PE = −ℜ F_EP at P) and the sign fix of notes §2.3 for Type B
+Step 4 (per module): q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP (Aₖᵀ F_EP: :func:`.constraint_space.point_forces`), which is Bonaventura eq. 74 (q̈ = q̈ᵒᵖᵉⁿ − Ψₖ Fₖ) with the forces
+of Bonaventura eq. 95-96 (ᴵᴱF_EP = Sᵀ ℜ F_EP at E, ᴵᴾF_PE = −ℜ F_EP at P) and the sign fix of notes §2.3 for Type B
 rows (+ᴱΨ_EP F_EP).
 
-All accelerations are classical (ẍ = J q̈ + J̇ q̇), as ζ of eq. 81 requires (notes §0.3). Everything is
+All accelerations are classical (ẍ = J q̈ + J̇ q̇), as ζ of Bonaventura eq. 81 requires (notes §0.3). Everything is
 [angular; linear]; planar systems use the 3 task rows [ω_z; v_x; v_y] of the same 6-D formulas (their
 ζ, S, ℜ restricted to the plane, notes §3.6). The ground has no module: its Λ⁻¹ and Ψ are 0
 (footnote 16) and its acceleration is 0. Every function is pure and jit/vmap-able; the loops run over the
@@ -36,35 +36,36 @@ from ..contacts.variable import contact_modes
 from ..dynamics.interface import ModuleTerms, module_terms, open_chain_acceleration  # noqa: F401 (re-export)
 from ..model.tree import task_slice
 from ..spatial import cross, skew, spatial_rotation
-from .constraint_space import constraint_space_matrix, contact_accelerations, contact_sides, point_forces
+from .constraint_space import (constraint_space_matrix, contact_accelerations, contact_sides,
+                               operational_inverse_inertia_times, point_forces)
 from .solve import SolverSettings, solve_constraint_system
 from .couplings import coupled_constraint_system
-from ..validation import per_module, system_state
+from ..validation import constraint_conditioning, is_traced, per_module, system_state
 from .stabilisation import stabilisation_terms
 from ..spatial.linalg import matmul
 
 
 class ConstraintSystem(NamedTuple):
     """Step 3 quantities (Table 19)."""
-    Bc: jnp.ndarray            # (n_C, n_C), eq. 88
-    yc: jnp.ndarray            # (n_C,), eq. 89
-    xdd_open_EP: tuple         # per contact: ᴱẍᵒᵖᵉⁿ_EP (d,), eq. 83
-    xd_EP: tuple               # per contact: ᴱẋ_EP (d,), eq. 98
+    Bc: jnp.ndarray            # (n_C, n_C), Bonaventura eq. 88
+    yc: jnp.ndarray            # (n_C,), Bonaventura eq. 89
+    xdd_open_EP: tuple         # per contact: ᴱẍᵒᵖᵉⁿ_EP (d,), Bonaventura eq. 83
+    xd_EP: tuple               # per contact: ᴱẋ_EP (d,), Bonaventura eq. 98
     F_u: tuple                 # per contact: Fᵘ (d − n_c,)
     T: tuple                   # per contact: the d x d operators Tₐ of its sides on modules (:mod:`.constraint_space`)
     terms: tuple               # per module: ModuleTerms (None for modules without contact points)
-    modes: tuple = ()          # per contact: ContactModes (bases at the current state, φ̇ term of eq. 90)
+    modes: tuple = ()          # per contact: ContactModes (bases at the current state, φ̇ term of Bonaventura eq. 90)
 
 
 class SystemDynamics(NamedTuple):
     """Result of :func:`forward_dynamics`."""
-    qdd: tuple        # per module: q̈ₖ (eq. 74)
-    F_c: tuple        # per contact: Fᶜ (n_c,), constraint-force components (eq. 87)
-    F_EP: tuple       # per contact: ᴱᴾF_EP (d,), force by E on P, frame E, torque reference point P (eq. 86)
+    qdd: tuple        # per module: q̈ₖ (Bonaventura eq. 74)
+    F_c: tuple        # per contact: Fᶜ (n_c,), constraint-force components (Bonaventura eq. 87)
+    F_EP: tuple       # per contact: ᴱᴾF_EP (d,), force by E on P, frame E, torque reference point P (Bonaventura eq. 86)
     residual: jnp.ndarray     # ‖Bᶜ Fᶜ − yᶜ‖ / ‖yᶜ‖ of the solve
-    constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (eq. 105), 0 at a consistent state
-    Bc: jnp.ndarray   # the constraint-space matrix of the solve (eq. 88; dropped by jit when unused)
-    yc: jnp.ndarray   # its right-hand side (eq. 89)
+    constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (Bonaventura eq. 105), 0 at a consistent state
+    Bc: jnp.ndarray   # the constraint-space matrix of the solve (Bonaventura eq. 88; dropped by jit when unused)
+    yc: jnp.ndarray   # its right-hand side (Bonaventura eq. 89)
     rank: jnp.ndarray = None       # rank of the part of Bᶜ the solve used (:class:`.solve.ConstraintSolve`)
     min_pivot: jnp.ndarray = None  # ≈ λ_min/λ_max of that part: the solve's inverse condition number
     coupling_forces: jnp.ndarray = None    # (n_J,) λ of the joint couplings (:mod:`.couplings`), None without
@@ -108,9 +109,9 @@ def _side_kinematics(contact, terms, m, slot, dtype):
 def contact_kinematics(contact, side_E, side_P):
     """Relative kinematics of a contact from its two sides' world quantities (6-D, [angular; linear]).
 
-    Returns (T_E, T_P, ᴱẋ_EP, ᴱẍᵒᵖᵉⁿ_EP): T_E = −ℜᵀ S and T_P = ℜᵀ with S = ᴵS_EP (eq. 20, r = p_P − p_E)
-    and ℜ = ᴵℜ_E; ᴱẋ_EP = ℜᵀ(ẋ_P − S ẋ_E) (eq. 98); ᴱẍᵒᵖᵉⁿ_EP = ℜᵀ(ẍ_P − S ẍ_E − ζ) (eq. 83) with
-    ζ = [ω × ω_rel; ω × (ω × r) + 2 ω × ṙ_rel] (eq. 81 in [angular; linear]), ω = ᴵω_IE and
+    Returns (T_E, T_P, ᴱẋ_EP, ᴱẍᵒᵖᵉⁿ_EP): T_E = −ℜᵀ S and T_P = ℜᵀ with S = ᴵS_EP (Bonaventura eq. 20, r = p_P − p_E)
+    and ℜ = ᴵℜ_E; ᴱẋ_EP = ℜᵀ(ẋ_P − S ẋ_E) (Bonaventura eq. 98); ᴱẍᵒᵖᵉⁿ_EP = ℜᵀ(ẍ_P − S ẍ_E − ζ) (Bonaventura eq. 83) with
+    ζ = [ω × ω_rel; ω × (ω × r) + 2 ω × ṙ_rel] (Bonaventura eq. 81 in [angular; linear]), ω = ᴵω_IE and
     [ω_rel; ṙ_rel] = ẋ_P − S ẋ_E = ℜ ᴱẋ_EP.
     """
     R_E, p_E, xd_E, xdd_E = side_E
@@ -126,12 +127,12 @@ def contact_kinematics(contact, side_E, side_P):
 
 
 def rigid_body_motion(r, x):
-    """ᴵS_EP x (eq. 20) without forming S: [ω; v − r̃ω] = [ω; v + ω × r] for x = [ω; v]."""
+    """ᴵS_EP x (Bonaventura eq. 20) without forming S: [ω; v − r̃ω] = [ω; v + ω × r] for x = [ω; v]."""
     return jnp.concatenate([x[:3], x[3:] + cross(x[:3], r)])
 
 
 def _rotate6(R, x):
-    """diag(R, R) x (eq. 18) without forming the 6 x 6 matrix."""
+    """diag(R, R) x (Bonaventura eq. 18) without forming the 6 x 6 matrix."""
     return jnp.concatenate([matmul(R, x[:3]), matmul(R, x[3:])])
 
 
@@ -146,8 +147,8 @@ def _taus(system, tau, dtype):
 
 
 def constraint_system(system, state, tau=None, t=0.0, method="direct"):
-    """Steps 2-3 up to the linear system: Bᶜ (eq. 88, Table 17's contact-pair blocks,
-    :func:`~mrds_jax.system.constraint_space.constraint_space_matrix`), yᶜ (eq. 89) and the pieces needed
+    """Steps 2-3 up to the linear system: Bᶜ (Bonaventura eq. 88, Table 17's contact-pair blocks,
+    :func:`~mrds_jax.system.constraint_space.constraint_space_matrix`), yᶜ (Bonaventura eq. 89) and the pieces needed
     afterwards."""
     system_state(system, state, "forward dynamics")
     conn = system.connectivity
@@ -169,23 +170,23 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
         xd_EP.append(xd[rows])
         xdd_open_EP.append(xdd[rows])
         F_u.append(c.free_force(t, dtype))
-    Lam_inv = [None if tk is None else tk.Lam_inv for tk in terms]
-    Bc = constraint_space_matrix(sides, W, Lam_inv, conn.n_c, d, dtype)     # eq. 88, Table 17
-    y = [m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]             # eq. 90
-    if any(c.applied is not None for c in system.contacts):                # − B ψᵘFᵘ (eq. 89)
+    Bc = constraint_space_matrix(sides, W, terms, conn.n_c, d, dtype)       # Bonaventura eq. 88, Table 17
+    y = [m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]             # Bonaventura eq. 90
+    if any(c.applied is not None for c in system.contacts):                # − B ψᵘFᵘ (Bonaventura eq. 89)
         U = [matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)]
-        x_U = [None if L is None else matmul(L, point_forces(sides, T, U, k, len(conn.points[k]), d))
-               for k, L in enumerate(Lam_inv)]
+        x_U = [None if tk is None else
+               operational_inverse_inertia_times(tk, point_forces(sides, T, U, k, len(conn.points[k]), d))
+               for k, tk in enumerate(terms)]
         y = [yi - bu for yi, bu in zip(y, contact_accelerations(sides, T, x_U, d))]
     xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
-    yc = (jnp.concatenate([xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]) if y   # eq. 89
+    yc = (jnp.concatenate([xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]) if y   # Bonaventura eq. 89
           else jnp.zeros(0, dtype))
     return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(T), terms, tuple(modes))
 
 
 def _current_modes(contact, side_E, side_P, xd6, t, dtype):
-    """The contact's bases at the relative configuration ᴱR_P = ᴵR_Eᵀ ᴵR_P (eq. 99), ᴱr_EP (eq. 97) and
-    the φ̇ term of eq. 90 (zero, at no cost, for constant modes); ``xd6`` = 6-D ᴱẋ_EP (eq. 98)."""
+    """The contact's bases at the relative configuration ᴱR_P = ᴵR_Eᵀ ᴵR_P (Bonaventura eq. 99), ᴱr_EP (Bonaventura eq. 97) and
+    the φ̇ term of Bonaventura eq. 90 (zero, at no cost, for constant modes); ``xd6`` = 6-D ᴱẋ_EP (Bonaventura eq. 98)."""
     R_E, p_E = side_E[0], side_E[1]
     R_P, p_P = side_P[0], side_P[1]
     xd_c = contact.constraint_velocity_and_acceleration(t, dtype)[0]
@@ -193,7 +194,7 @@ def _current_modes(contact, side_E, side_P, xd6, t, dtype):
 
 
 def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), method="direct",
-                     stabilisation=None):
+                     stabilisation=None, cond_warn=1e8):
     """Closed-chain forward dynamics of a system (Bonaventura MRDS Steps 2-4, Tables 18-20).
 
     ``state``: :class:`~mrds_jax.system.SystemState` (per-module q, v); ``tau``: per-module joint forces
@@ -201,16 +202,22 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     :class:`~mrds_jax.system.SolverSettings` (static: use ``functools.partial`` before ``jax.jit``);
     ``method``: "direct" or "recursive" route for Ψ and Λ⁻¹; ``stabilisation``: None (off) or a
     :class:`~mrds_jax.system.stabilisation.Stabilisation` (Baumgarte terms enter yᶜ, PD suppression of
-    eq. 104-105 corrects Fᶜ after the solve; see :mod:`.stabilisation`).
-    Returns :class:`SystemDynamics`: q̈ per module (eq. 74), Fᶜ and ᴱᴾF_EP per contact (eq. 86-87), the
-    solve's relative residual, the constraint-velocity error Φ_v (eq. 105), Bᶜ, yᶜ, and the rank and inverse
-    condition number of the part of Bᶜ solved (:mod:`.solve`). A system's joint couplings
-    (:mod:`mrds_jax.contacts.coupling`) border Bᶜ and yᶜ with their joint-space rows (:mod:`.couplings`); their
-    forces λ and errors (g, G v) come back as ``coupling_forces`` and ``coupling_errors``.
+    Bonaventura eq. 104-105 corrects Fᶜ after the solve; see :mod:`.stabilisation`).
+    Returns :class:`SystemDynamics`: q̈ per module (Bonaventura eq. 74), Fᶜ and ᴱᴾF_EP per contact (Bonaventura eq. 86-87), the
+    solve's relative residual, the constraint-velocity error Φ_v (Bonaventura eq. 105), Bᶜ, yᶜ, and the rank and inverse
+    condition number of the part of Bᶜ solved (:mod:`.solve`). Called on a concrete state (not under ``jit``),
+    it warns :class:`~mrds_jax.system.SingularConfigurationWarning` naming the contacts when Bᶜ's condition
+    number exceeds ``cond_warn`` (a singular configuration or redundant constraints; None: no check). A system's
+    joint couplings (:mod:`mrds_jax.contacts.coupling`) border Bᶜ and yᶜ with their joint-space rows
+    (:mod:`.couplings`); their forces λ and errors (g, G v) come back as ``coupling_forces`` and
+    ``coupling_errors``.
     """
     cs = constraint_system(system, state, tau, t, method)
+    if cond_warn is not None and not is_traced(cs.Bc):
+        constraint_conditioning(cs.Bc, cond_warn, [c.name for c in system.contacts],
+                                system.connectivity.constraint_slices(), "forward_dynamics: ")
     yc, dF_c = cs.yc, None
-    if stabilisation is not None:       # Baumgarte (in yᶜ) and PD suppression (eq. 104, corrected)
+    if stabilisation is not None:       # Baumgarte (in yᶜ) and PD suppression (Bonaventura eq. 104, corrected)
         dy_c, dF_c = stabilisation_terms(system, cs, t, stabilisation)
         yc = yc + dy_c
     Bc, coupled = cs.Bc, None
@@ -220,22 +227,22 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     sol = solve_constraint_system(Bc, yc, solver)
     F_c = sol.F[:system.connectivity.n_constraints]
     if dF_c is not None:
-        F_c = F_c - dF_c                # F* = F − ψᶜ (K_v Φ_v + K_p Φ_p) replaces F in eq. 74, 95-96
+        F_c = F_c - dF_c                # F* = F − ψᶜ (K_v Φ_v + K_p Φ_p) replaces F in Bonaventura eq. 74, 95-96
     conn = system.connectivity
     F_EP, F_c_split, phi_v = [], [], []
     for c, m, sl, fu, xd in zip(system.contacts, cs.modes, conn.constraint_slices(), cs.F_u, cs.xd_EP):
         fc = F_c[sl]
         F_c_split.append(fc)
-        F_EP.append(matmul(m.psi_u, fu) + matmul(m.psi_c, fc))                                   # eq. 86
-        phi_v.append(matmul(m.psi_c.T, xd) - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # eq. 105
+        F_EP.append(matmul(m.psi_u, fu) + matmul(m.psi_c, fc))                                   # Bonaventura eq. 86
+        phi_v.append(matmul(m.psi_c.T, xd) - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # Bonaventura eq. 105
     sides = contact_sides(conn)
     qdd = []
     for k, tk in enumerate(cs.terms):
         if tk is None:
             qdd.append(None)
             continue
-        f_k = point_forces(sides, cs.T, F_EP, k, len(conn.points[k]), conn.dim)                 # Aₖᵀ F (eq. 95-96)
-        qdd.append(tk.qdd_open + matmul(tk.Psi, f_k))                                           # eq. 74
+        f_k = point_forces(sides, cs.T, F_EP, k, len(conn.points[k]), conn.dim)                 # Aₖᵀ F (Bonaventura eq. 95-96)
+        qdd.append(tk.qdd_open + matmul(tk.Psi, f_k))                                           # Bonaventura eq. 74
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
     if coupled is not None:

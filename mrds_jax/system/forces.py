@@ -4,8 +4,8 @@ Each element is a pytree (its numbers — stiffness, amplitudes, user parameters
 differentiated, randomised and ``vmap``ped; what it is attached to and its force law are static). Every
 element maps (t, state) to **generalized forces per module**, Qₖ = Σ Jᵀ w over its attachment points
 (J the world-aligned Jacobian of the point, w the wrench on the module). They are added to the joint forces
-τₖ that enter the open-chain terms of Step 2 (q̈ₖᵒᵖᵉⁿ = Hₖ⁻¹(τₖ + Qₖ − Cₖ − Gₖ), ẍᵒᵖᵉⁿ of eq. 83), exactly
-as Bonaventura's applied torques and forces do (eq. 73: τ = H q̈ + C + G + Jᵀ F); gravity is already in
+τₖ that enter the open-chain terms of Step 2 (q̈ₖᵒᵖᵉⁿ = Hₖ⁻¹(τₖ + Qₖ − Cₖ − Gₖ), ẍᵒᵖᵉⁿ of Bonaventura eq. 83), exactly
+as Bonaventura's applied torques and forces do (Bonaventura eq. 73: τ = H q̈ + C + G + Jᵀ F); gravity is already in
 every module (its ``gravity`` parameter).
 
 Elements:
@@ -13,11 +13,11 @@ Elements:
   with an offset in that frame, or fixed on the ground): tension T = k (ℓ − ℓ₀) + c ℓ̇ along the line,
   stored energy ½ k (ℓ − ℓ₀)², dissipated power c ℓ̇².
 * :class:`JointTorque` — τ(t, q, v) on one module's joints; :func:`sinusoidal_torques` builds
-  Bonaventura's eq. 134, τᵢ(t) = Aᵢ sin(2π t / Tᵢ).
+  Bonaventura eq. 134, τᵢ(t) = Aᵢ sin(2π t / Tᵢ).
 * :class:`PointForce` — a world-axes force (3,) or wrench [n; f] (6,) at a point, as a function of (t, state).
 * :class:`ContactForce` — the applied free-direction force Fᵘ(t, state) of a contact (Class I, an actuated
-  contact), ᴱᴾF_EP = ψᵘ Fᵘ acting by E on P (frame E, torque reference point P, eq. 26), mapped to both
-  sides' modules like eq. 95-96. (A contact's own ``applied`` function covers Fᵘ(t); this element allows
+  contact), ᴱᴾF_EP = ψᵘ Fᵘ acting by E on P (frame E, torque reference point P, Bonaventura eq. 26), mapped to both
+  sides' modules like Bonaventura eq. 95-96. (A contact's own ``applied`` function covers Fᵘ(t); this element allows
   state feedback. The forces reported by the dynamics then hold only the constraint part ψᶜFᶜ.)
 * :class:`JointSpringDamper` — passive joint forces of one module, Q = −K (q ⊖ q_spring) − D v per degree of
   freedom (MuJoCo's joint ``stiffness`` about ``springref`` and ``damping``; q ⊖ q_spring is q − q_spring
@@ -459,8 +459,8 @@ def actuator_forces(system, el, state, t):
 
 
 def _contact_force(system, el, state, t, pts, Q, dtype):
-    """ᴱᴾF_EP = ψᵘ Fᵘ (by E on P, frame E, at P): on P the wrench ℜ_E F (eq. 96 with the sign of the force
-    on P), on E its opposite moved to E's origin, n_E = −(n + r × f) (eq. 95)."""
+    """ᴱᴾF_EP = ψᵘ Fᵘ (by E on P, frame E, at P): on P the wrench ℜ_E F (Bonaventura eq. 96 with the sign of the force
+    on P), on E its opposite moved to E's origin, n_E = −(n + r × f) (Bonaventura eq. 95)."""
     i = system.contact_names.index(el.contact)
     c = system.contacts[i]
     mE, sE, mP, sP = system.connectivity.sides[i]
@@ -532,7 +532,7 @@ def applied_power(system, forces, state, t):
     """Power fed in by the applied loads, P = Σₖ vₖᵀ Qₖ: the joint torques, point forces and contact forces
     among ``forces``, and every contact's own applied free-direction force Fᵘ(t) (``Contact.applied``).
 
-    With Qₖ the generalized forces of eq. 73 (:func:`generalized_forces`), vₖᵀQₖ is the work rate of the
+    With Qₖ the generalized forces of Bonaventura eq. 73 (:func:`generalized_forces`), vₖᵀQₖ is the work rate of the
     element on module k; for a torque τ in an actuated revolute contact it is τ (ω_P − ω_E). Spring-dampers
     and joint spring-dampers are left out: their spring part is stored energy (:func:`force_potential_energy`)
     and their damper part is :func:`dissipated_power`, so along an exact motion d/dt (E + V_springs) = applied_power − dissipated_power

@@ -1,9 +1,9 @@
 """Closed-chain inverse dynamics: actuator forces and constraint forces that produce a prescribed motion.
 
-For each module k the equations of motion with contact forces read (eq. 74 multiplied by Hₖ, with the
-force mapping of eq. 95-96 written through the point forces Aₖᵀ F of :func:`~.constraint_space.point_forces`):
+For each module k the equations of motion with contact forces read (Bonaventura eq. 74 multiplied by Hₖ, with the
+force mapping of Bonaventura eq. 95-96 written through the point forces Aₖᵀ F of :func:`~.constraint_space.point_forces`):
 
-    Hₖ q̈ₖ + Cₖ vₖ + Gₖ − τₖ = Jₖᵀ Aₖᵀ F_EP,      F_EP = ψᵘ Fᵘ + ψᶜ Fᶜ   (eq. 86),
+    Hₖ q̈ₖ + Cₖ vₖ + Gₖ − τₖ = Jₖᵀ Aₖᵀ F_EP,      F_EP = ψᵘ Fᵘ + ψᶜ Fᶜ   (Bonaventura eq. 86),
 
 the contact forces appearing exactly as in q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP of forward dynamics.
 
@@ -25,7 +25,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics.interface import inverse_dynamics as module_inverse_dynamics, task_jacobian
+from ..dynamics.interface import open_chain_inverse_dynamics as module_inverse_dynamics, task_jacobian
 from .constraint_space import contact_sides, point_forces
 from .dynamics import constraint_system
 from ..spatial import dense

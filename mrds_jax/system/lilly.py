@@ -1,5 +1,5 @@
 """Lilly & Orin's simple closed chain: the fast path of the MRDS machinery for a reference member carried
-by m chains (seed 000, Table 1, eq. 8-48; notes §8).
+by m chains (seed 000, Table 1, Lilly & Orin eq. 8-48; notes §8).
 
 A *simple closed chain* is a reference member (body 0: the object held by several arms — Type 0 — or the
 body of a legged vehicle — Type 1) and m chains, each touching the reference member through exactly one
@@ -18,28 +18,28 @@ the chain (a point contact = a spherical root joint at the foot), and the actuat
 the tip contact, its motor torques the known free-direction forces Fᵘ (Lilly's h_k). Modules with no
 contact are integrated open-chain.
 
-Per contact, with ℜ = ᴵℜ_E, S = ᴵS_EP (eq. 20) and the operators of :func:`.dynamics.contact_kinematics`
+Per contact, with ℜ = ᴵℜ_E, S = ᴵS_EP (Bonaventura eq. 20) and the operators of :func:`.dynamics.contact_kinematics`
 (T_E = −ℜᵀS, T_P = ℜᵀ; T_c for the chain's side, T_r for the reference's), the relative acceleration of
-the standard pair (B eq. 80) is affine in a₀ and in the contact force F_k = ᴱᴾF_EP:
+the standard pair (Bonaventura eq. 80) is affine in a₀ and in the contact force F_k = ᴱᴾF_EP:
 
     ᴱẍ_EP = X_k a₀ + c_k + L_k F_k,     X_k = T_r J_r   (Lilly's X₀ᵏ: reference motion seen at the tip)
                                         L_k = T_c Λ_k⁻¹ T_cᵀ          (the chain's Λ_k⁻¹ seen at the tip)
-                                        c_k = T_c ẍ_kᵒᵖᵉⁿ + T_r J̇_r v₀ − ℜᵀζ   (eq. 81, 83 with a₀ = 0)
+                                        c_k = T_c ẍ_kᵒᵖᵉⁿ + T_r J̇_r v₀ − ℜᵀζ   (Bonaventura eq. 81, 83 with a₀ = 0)
 
 Table 1, as implemented (ψ, the dual basis, replaces Lilly's orthonormal φᶜ so that non-orthogonal modes
 such as the screw are exact, notes §8.4; n_c ≤ 6 per tip, any N_k):
   Step 1 (per chain, identical chains stacked and ``vmap``ped): q̈ₖᵒᵖᵉⁿ, ẍₖᵒᵖᵉⁿ, Ω_k = H_k⁻¹J_kᵀ and
-     Λ_k⁻¹ (eq. 9-12; :func:`~mrds_jax.dynamics.interface.module_terms`, the module interface: any module type).
+     Λ_k⁻¹ (Lilly & Orin eq. 9-12; :func:`~mrds_jax.dynamics.interface.module_terms`, the module interface: any module type).
   Step 2: α_k = ẍᶜ + ψᶜᵀ(φ̇ᵘẋᵘ + φ̇ᶜẋᶜ) (the constrained relative acceleration, with the mode-rate terms
-     of B eq. 85 that Lilly's eq. 23 omits, notes §8.4);
-     S_k = α_k − ψᶜᵀ(c_k + L_k ψᵘ Fᵘ)                 (eq. 35)
-     M_k⁻¹ = ψᶜᵀ L_k ψᶜ  (n_c x n_c), one Cholesky;  [M_k S_k | M_k ψᶜᵀ X_k]     (eq. 36-38)
-     P_k = ψᵘ Fᵘ + ψᶜ M_k S_k,   R_k = ψᶜ M_k ψᶜᵀ X_k                              (eq. 42)
-     [H₀ + Σ X_kᵀ R_k] a₀ = Σ X_kᵀ P_k + τ₀ − C₀ − G₀                              (eq. 45/46)
+     of Bonaventura eq. 85 that Lilly & Orin eq. 23 omits, notes §8.4);
+     S_k = α_k − ψᶜᵀ(c_k + L_k ψᵘ Fᵘ)                 (Lilly & Orin eq. 35)
+     M_k⁻¹ = ψᶜᵀ L_k ψᶜ  (n_c x n_c), one Cholesky;  [M_k S_k | M_k ψᶜᵀ X_k]     (Lilly & Orin eq. 36-38)
+     P_k = ψᵘ Fᵘ + ψᶜ M_k S_k,   R_k = ψᶜ M_k ψᶜᵀ X_k                              (Lilly & Orin eq. 42)
+     [H₀ + Σ X_kᵀ R_k] a₀ = Σ X_kᵀ P_k + τ₀ − C₀ − G₀                              (Lilly & Orin eq. 45/46)
      — H₀ = I₀ and C₀ + G₀ = b₀ − g₀ for a rigid reference member; the matrix is symmetric positive
      definite: one Cholesky.
-  Step 3: F_k = P_k − R_k a₀ (eq. 47);  Fᶜ_k = M_k S_k − M_k ψᶜᵀ X_k a₀ (eq. 38).
-  Step 4: q̈_k = q̈ₖᵒᵖᵉⁿ + Ω_k T_cᵀ F_k (eq. 48: Lilly's −Ω_k f_k with f_k the force on the reference
+  Step 3: F_k = P_k − R_k a₀ (Lilly & Orin eq. 47);  Fᶜ_k = M_k S_k − M_k ψᶜᵀ X_k a₀ (Lilly & Orin eq. 38).
+  Step 4: q̈_k = q̈ₖᵒᵖᵉⁿ + Ω_k T_cᵀ F_k (Lilly & Orin eq. 48: Lilly's −Ω_k f_k with f_k the force on the reference
      member, moved to the tip's torque reference point by T_cᵀ).
 Tips with fewer constrained directions (the Stewart legs' spherical tips, n_c = 3; a point contact) are
 handled exactly: only the n_c x n_c block ψᶜᵀ L_k ψᶜ is factorised, so a chain with N_k < 6 (whose 6 x 6
@@ -60,10 +60,11 @@ from ..contacts.variable import contact_modes
 from ..dynamics.interface import module_terms, open_chain_acceleration, reference_terms
 from ..pytree import replace
 from .build import SystemError
+from .constraint_space import operational_inverse_inertia_times
 from .dynamics import _taus, contact_kinematics
 from .stabilisation import pose_error
 from ..model.tree import task_slice
-from ..spatial.linalg import cholesky, matmul, triangular_solve
+from ..spatial.linalg import cho_solve, cholesky, matmul
 from ..validation import system_state
 
 
@@ -77,13 +78,13 @@ class ChainStructure(NamedTuple):
 
 class ChainDynamics(NamedTuple):
     """Result of :func:`lilly_forward_dynamics` (per-module and per-contact orders of the system)."""
-    qdd: tuple                  # per module: q̈ₖ (eq. 48; the reference member's entry is a₀)
-    F_c: tuple                  # per contact: Fᶜ (n_c,) (eq. 38 with a₀)
-    F_EP: tuple                 # per contact: ᴱᴾF_EP (d,), by E on P, frame E, at P (eq. 47)
+    qdd: tuple                  # per module: q̈ₖ (Lilly & Orin eq. 48; the reference member's entry is a₀)
+    F_c: tuple                  # per contact: Fᶜ (n_c,) (Lilly & Orin eq. 38 with a₀)
+    F_EP: tuple                 # per contact: ᴱᴾF_EP (d,), by E on P, frame E, at P (Lilly & Orin eq. 47)
     a0: jnp.ndarray             # reference member's q̈ (its body acceleration for a free rigid body)
-    K: jnp.ndarray              # H₀ + Σ X_kᵀ R_k, the coefficient of eq. 45/46
+    K: jnp.ndarray              # H₀ + Σ X_kᵀ R_k, the coefficient of Lilly & Orin eq. 45/46
     rhs: jnp.ndarray            # Σ X_kᵀ P_k + τ₀ − C₀ − G₀, its right-hand side
-    constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (B eq. 105)
+    constraint_velocity: tuple  # per contact: Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ (Bonaventura eq. 105)
     min_pivot: jnp.ndarray = None  # smallest squared Cholesky pivot / largest diagonal over the M_k⁻¹ and K solves
 
 
@@ -140,7 +141,7 @@ def simple_closed_chain_reference(system):
 
     Conditions: every contact joins one chain module to one common module (the reference member), each chain
     touches it through exactly one contact, and every chain has at least as many joint velocities as its
-    contact has constrained directions (nvₖ ≥ n_c: otherwise M_k⁻¹ = ψᶜᵀ Λ_k⁻¹ ψᶜ of eq. 36 is singular at
+    contact has constrained directions (nvₖ ≥ n_c: otherwise M_k⁻¹ = ψᶜᵀ Λ_k⁻¹ ψᶜ of Lilly & Orin eq. 36 is singular at
     every configuration, e.g. a 2-DOF leg on a spherical joint). The general path handles everything else."""
     return _simple_closed_chain_reference(system.connectivity, system.contact_names,
                                           tuple(c.modes for c in system.contacts),
@@ -168,14 +169,14 @@ def _simple_closed_chain_reference(conn, contact_names, mode_fns, nvs):
 def lilly_stabilisation_problem(system, stabilisation):
     """Why Lilly & Orin's path cannot apply ``stabilisation`` (a string), or "" when it can: it applies
     Baumgarte stabilisation with scalar gains (concrete or traced) on systems without excited contacts; the
-    PD suppression of eq. 104, per-direction gain arrays and position targets need the general path."""
+    PD suppression of Bonaventura eq. 104, per-direction gain arrays and position targets need the general path."""
     if stabilisation is None:
         return ""
     if np.ndim(stabilisation.baumgarte_alpha) or np.ndim(stabilisation.baumgarte_beta):
         return "Baumgarte gains per constrained direction (arrays)"
     for g in (stabilisation.pd_kp, stabilisation.pd_kv):
         if np.ndim(g) or isinstance(g, jax.core.Tracer) or float(g) != 0.0:
-            return "PD constraint-violation suppression (eq. 104)"
+            return "PD constraint-violation suppression (Bonaventura eq. 104)"
     if stabilisation.position_targets or any(c.excitation is not None for c in system.contacts):
         return "kinematically excited contacts (position targets)"
     return ""
@@ -187,7 +188,7 @@ def _spd_solve_with_pivot(A, B):
     L = cholesky(A)
     d = jnp.diagonal(L)
     ratio = jnp.min(d * d) / jnp.maximum(jnp.max(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
-    return triangular_solve(L, triangular_solve(L, B), lower=False), ratio
+    return cho_solve(L, B), ratio
 
 
 def _stack(trees):
@@ -197,24 +198,24 @@ def _stack(trees):
 def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, point, rows, method, gains=None):
     """Table 1 Steps 1-2 for one chain (vmapped over identical chains), in the contact's constrained subspace.
 
-    Lilly's d x d operators (L_k = T_c Λ_k⁻¹ T_cᵀ, X₀ᵏ = T_r J_r, P_k, R_k of eq. 42) only ever meet ψᶜ, ψᵘFᵘ or
+    Lilly's d x d operators (L_k = T_c Λ_k⁻¹ T_cᵀ, X₀ᵏ = T_r J_r, P_k, R_k of Lilly & Orin eq. 42) only ever meet ψᶜ, ψᵘFᵘ or
     each other, so they are never formed: with W_c = T_cᵀ ψᶜ and W_r = T_rᵀ ψᶜ (ψᶜ seen at the chain tip and
     at the reference point, d x n_c) and the known free-direction force u = ψᵘFᵘ moved there (u_c = T_cᵀ u,
     u_r = T_rᵀ u),
-        M_k⁻¹ = ψᶜᵀ L_k ψᶜ = W_cᵀ Λ_k⁻¹ W_c                         (eq. 36)
-        S_k = α_k − ψᶜᵀ c_k − W_cᵀ Λ_k⁻¹ u_c                        (eq. 35)
+        M_k⁻¹ = ψᶜᵀ L_k ψᶜ = W_cᵀ Λ_k⁻¹ W_c                         (Lilly & Orin eq. 36)
+        S_k = α_k − ψᶜᵀ c_k − W_cᵀ Λ_k⁻¹ u_c                        (Lilly & Orin eq. 35)
         ψᶜᵀ X₀ᵏ = W_rᵀ J_r                                         (n_c x N₀)
-        X₀ᵏᵀ P_k = J_rᵀ (u_r + W_r M_k S_k),  X₀ᵏᵀ R_k = (ψᶜᵀX₀ᵏ)ᵀ M_k ψᶜᵀX₀ᵏ   (the sums of eq. 45/46)
-    and Steps 3-4 need only Fᶜ_k = M_k S_k − M_k ψᶜᵀ X₀ᵏ a₀ (eq. 38), F_k = u + ψᶜ Fᶜ_k (eq. 47) and
-    Ω_k T_cᵀ F_k = Ψ_k (u_c + W_c Fᶜ_k) (eq. 48): per chain O(N_k n_c) work instead of d x d products.
+        X₀ᵏᵀ P_k = J_rᵀ (u_r + W_r M_k S_k),  X₀ᵏᵀ R_k = (ψᶜᵀX₀ᵏ)ᵀ M_k ψᶜᵀX₀ᵏ   (the sums of Lilly & Orin eq. 45/46)
+    and Steps 3-4 need only Fᶜ_k = M_k S_k − M_k ψᶜᵀ X₀ᵏ a₀ (Lilly & Orin eq. 38), F_k = u + ψᶜ Fᶜ_k (Lilly & Orin eq. 47) and
+    Ω_k T_cᵀ F_k = Ψ_k (u_c + W_c Fᶜ_k) (Lilly & Orin eq. 48): per chain O(N_k n_c) work instead of d x d products.
     ``gains`` = (α, β) of Baumgarte stabilisation (scalars, :mod:`.stabilisation`) or None: α_k gets
     −2α Φ_v − β² Φ_p, exactly as ẍᶜ does in the general path's yᶜ."""
-    mt = module_terms(module, q, v, tau, (point,), method)                      # Step 1, eq. 9-12
+    mt = module_terms(module, q, v, tau, (point,), method)                      # Step 1, Lilly & Orin eq. 9-12
     R_r, p_r, xd_r, bias_r, J_r = ref_pt
     chain_side = (mt.R[0], mt.p[0], mt.xd[0], mt.xdd_open[0])
     ref_side = (R_r, p_r, xd_r, bias_r)
     side_E, side_P = (chain_side, ref_side) if is_E else (ref_side, chain_side)
-    T_E, T_P, xd6, c6 = contact_kinematics(contact, side_E, side_P)           # eq. 80-83 at a₀ = 0
+    T_E, T_P, xd6, c6 = contact_kinematics(contact, side_E, side_P)           # Bonaventura eq. 80-83 at a₀ = 0
     T_c, T_r = (T_E, T_P) if is_E else (T_P, T_E)
     T_c, T_r = T_c[rows, rows], T_r[rows, rows]
     R_E, p_E, R_P, p_P = side_E[0], side_E[1], side_P[0], side_P[1]
@@ -222,16 +223,16 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     W_c, W_r = matmul(T_c.T, m.psi_c), matmul(T_r.T, m.psi_c)                # d x n_c
     u = matmul(m.psi_u, F_u)                                                  # ψᵘ Fᵘ (d,)
     u_c, u_r = matmul(T_c.T, u), matmul(T_r.T, u)
-    LW = matmul(mt.Lam_inv, W_c)                                              # Λ_k⁻¹ W_c (d x n_c)
-    alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                          # constrained α (eq. 85)
-    phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                               # B eq. 105
-    if gains is not None:                                                     # Baumgarte, as in yᶜ (eq. 89)
+    LW = operational_inverse_inertia_times(mt, W_c)                           # Λ_k⁻¹ W_c (d x n_c)
+    alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                          # constrained α (Bonaventura eq. 85)
+    phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                               # Bonaventura eq. 105
+    if gains is not None:                                                     # Baumgarte, as in yᶜ (Bonaventura eq. 89)
         phi_p = matmul(m.psi_c.T, pose_error(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E)))
         alpha = alpha - 2.0 * gains[0] * phi_v - gains[1] ** 2 * phi_p
-    S = alpha - matmul(m.psi_c.T, c6[rows]) - matmul(LW.T, u_c)              # eq. 35
+    S = alpha - matmul(m.psi_c.T, c6[rows]) - matmul(LW.T, u_c)              # Lilly & Orin eq. 35
     Xc = matmul(W_r.T, J_r)                                                   # ψᶜᵀ X₀ᵏ (n_c x N₀)
     Minv = matmul(W_c.T, LW)
-    MS_MX, pivot = _spd_solve_with_pivot(Minv, jnp.concatenate([S[:, None], Xc], axis=1))   # M_k [S_k | ψᶜᵀX₀ᵏ], eq. 36-38
+    MS_MX, pivot = _spd_solve_with_pivot(Minv, jnp.concatenate([S[:, None], Xc], axis=1))   # M_k [S_k | ψᶜᵀX₀ᵏ], Lilly & Orin eq. 36-38
     MS, MX = MS_MX[:, 0], MS_MX[:, 1:]
     return dict(XtP=matmul(J_r.T, u_r + matmul(W_r, MS)), XtR=matmul(Xc.T, MX), MS=MS, MX=MX, phi_v=phi_v, pivot=pivot,
                 u=u, psi_c=m.psi_c, qdd_open=mt.qdd_open, Psi_u=matmul(mt.Psi, u_c), Psi_W=matmul(mt.Psi, W_c))
@@ -263,7 +264,7 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
         if system.modules[k].nv < conn.n_c[i]:
             raise SystemError(f"simple closed chain: chain {conn.module_names[k]!r} has {system.modules[k].nv} joint "
                               f"velocities for the {conn.n_c[i]} constrained directions of contact "
-                              f"{system.contact_names[i]!r}: M_k⁻¹ of eq. 36 is singular; use another reference "
+                              f"{system.contact_names[i]!r}: M_k⁻¹ of Lilly & Orin eq. 36 is singular; use another reference "
                               "member or the general path")
     gains = baumgarte
     if gains is not None and any(c.excitation is not None for c in system.contacts):
@@ -297,7 +298,7 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
             jnp.stack([state.v[k] for k in ks]), jnp.stack([taus[k] for k in ks]), arrays,
             tuple(x[slots] for x in ref_pts), jnp.stack([e[0] for e in exc]), jnp.stack([e[1] for e in exc]), F_u))
 
-    # Step 2 (reference member): eq. 45/46, one Cholesky of the symmetric positive-definite N₀ x N₀ matrix
+    # Step 2 (reference member): Lilly & Orin eq. 45/46, one Cholesky of the symmetric positive-definite N₀ x N₀ matrix
     K = ref_terms.H + sum(o["XtR"].sum(axis=0) for o in group_outs)
     rhs = taus[ref] - ref_terms.bias + sum(o["XtP"].sum(axis=0) for o in group_outs)
     a0, pivot = _spd_solve_with_pivot(K, rhs[:, None])
@@ -305,14 +306,14 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     for o in group_outs:
         pivot = jnp.minimum(pivot, jnp.min(o["pivot"]))
 
-    # Steps 3-4 (per chain, stacked): tip forces (eq. 47), constraint components (eq. 38), q̈ (eq. 48)
+    # Steps 3-4 (per chain, stacked): tip forces (Lilly & Orin eq. 47), constraint components (Lilly & Orin eq. 38), q̈ (Lilly & Orin eq. 48)
     qdd = [None] * len(system.modules)
     F_EP, F_c, phi_v = ([None] * len(system.contacts) for _ in range(3))
     qdd[ref] = a0
     for group, o in zip(st.groups, group_outs):
-        Fc = o["MS"] - matmul(o["MX"], a0)                                               # eq. 38
-        F = o["u"] + matmul(o["psi_c"], Fc[:, :, None])[:, :, 0]                          # eq. 47
-        q_dd = o["qdd_open"] + o["Psi_u"] + matmul(o["Psi_W"], Fc[:, :, None])[:, :, 0]   # eq. 48
+        Fc = o["MS"] - matmul(o["MX"], a0)                                               # Lilly & Orin eq. 38
+        F = o["u"] + matmul(o["psi_c"], Fc[:, :, None])[:, :, 0]                          # Lilly & Orin eq. 47
+        q_dd = o["qdd_open"] + o["Psi_u"] + matmul(o["Psi_W"], Fc[:, :, None])[:, :, 0]   # Lilly & Orin eq. 48
         for j, g in enumerate(group):
             k, i = st.chains[g][0], st.chains[g][1]
             qdd[k], F_EP[i], F_c[i], phi_v[i] = q_dd[j], F[j], Fc[j], o["phi_v"][j]

@@ -8,7 +8,7 @@
   ``jax.jit`` cached on the system's structure, so repeated calls with new parameters, states, gains or
   step sizes do not recompile.
 * :func:`system_energy`, :func:`total_momentum`, :func:`trajectory_diagnostics` — kinetic + potential +
-  elastic energy, spatial momentum, and the constraint errors Φ_p (position, m or rad) and Φ_v (eq. 105)
+  elastic energy, spatial momentum, and the constraint errors Φ_p (position, m or rad) and Φ_v (Bonaventura eq. 105)
   along a trajectory.
 * :func:`project_positions` (Gauss-Newton on Φ_p with a fixed number of iterations), :func:`project_velocities`
   (least-norm correction onto J v = ẋᶜ), :func:`make_consistent` (both), each returning the residual.
@@ -28,6 +28,7 @@ import numpy as np
 from ..dynamics.interface import (integrate_configuration, kinetic_energy, normalize_configuration,
                                   potential_energy, spatial_momentum)
 from .. import validation
+from ..validation import SingularConfigurationWarning  # noqa: F401  (raised here; public in mrds_jax.system)
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
 from ..integrate.rollout import nonfinite_description
 from ..integrate.adaptive import dopri5
@@ -43,10 +44,6 @@ from .stabilisation import Stabilisation, baumgarte, constraint_errors, constrai
 
 class InconsistentStateError(SystemError):
     """The initial state violates the constraints by more than the tolerance (names contacts and sizes)."""
-
-
-class SingularConfigurationWarning(UserWarning):
-    """Bᶜ is (nearly) singular: redundant constraints or a singular configuration (Bonaventura §6.4)."""
 
 
 class SingularConfigurationError(SystemError):
@@ -217,7 +214,7 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     :class:`~mrds_jax.system.stabilisation.Stabilisation`; ``solver``, ``method``: as in
     :func:`~mrds_jax.system.forward_dynamics`; ``path``: "auto" (default: Lilly & Orin's fast path for simple
     closed chains, the general MRDS path otherwise; when, with ``check`` and concrete inputs, the Lilly run goes
-    non-finite — a chain at a kinematic singularity, e.g. fully extended, where its M_k of eq. 36 is singular —
+    non-finite — a chain at a kinematic singularity, e.g. fully extended, where its M_k of Lilly & Orin eq. 36 is singular —
     it is rerun on the general path with a :class:`SingularConfigurationWarning`), "general" or "lilly"
     (:func:`dynamics_path`).
     The returned trajectory carries the constraint solve's diagnostics: ``traj.solve`` (a
@@ -246,7 +243,7 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     forces = tuple(forces)
     stabilisation = resolve_stabilisation(stabilisation, dt)
     chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
-    # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (eq. 36) singular while the
+    # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (Lilly & Orin eq. 36) singular while the
     # general path's minimum-norm solve is fine: a run on the path "auto" chose that goes non-finite is rerun
     # there (concrete inputs only; under a trace the path stays what dynamics_path says)
     fallback = check and path == "auto" and chosen == "lilly"
@@ -312,7 +309,7 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
 
 def _warn_lilly_fallback(what):
     warnings.warn(f"Lilly & Orin's path (chosen by path='auto') failed ({what}): a chain is at a kinematic "
-                  "singularity where its M_k (eq. 36) is singular, e.g. fully extended; reran on the general path, "
+                  "singularity where its M_k (Lilly & Orin eq. 36) is singular, e.g. fully extended; reran on the general path, "
                   "whose minimum-norm solve handles it. Pass path='general' to skip the first attempt",
                   SingularConfigurationWarning, stacklevel=3)
 
@@ -548,7 +545,7 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
 
 
 def project_velocities(system, state, t=0.0, rcond=1e-10):
-    """Least-norm change of v that satisfies the velocity constraints J v = ẋᶜ (eq. 105, Φ_v = 0):
+    """Least-norm change of v that satisfies the velocity constraints J v = ẋᶜ (Bonaventura eq. 105, Φ_v = 0):
     v ← v − J⁺ Φ_v(v). Returns (state, residual max |Φ_v|). Pure and jit-able. LAPACK ``lstsq`` with cut-off
     ``rcond``: see :func:`project_positions` about batching it."""
     dtype = state.q[0].dtype
@@ -582,7 +579,7 @@ class StateReport(NamedTuple):
 
 
 def constraint_matrix(system, state, t=0.0):
-    """Bᶜ = ψᶜᵀ B ψᶜ (eq. 88), the matrix of the solve, at ``state``: Table 17's contact-pair blocks
+    """Bᶜ = ψᶜᵀ B ψᶜ (Bonaventura eq. 88), the matrix of the solve, at ``state``: Table 17's contact-pair blocks
     (:func:`~mrds_jax.system.constraint_space.constraint_space_matrix`, through the Step 2-3 quantities of
     :func:`~mrds_jax.system.dynamics.constraint_system`; it depends on the configuration only)."""
     return constraint_system(system, state, None, t).Bc
@@ -614,20 +611,8 @@ def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_
            for c, e in zip(system.contacts, errs.position)}
     vel = {c.name: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0
            for c, e in zip(system.contacts, errs.velocity)}
-    Bc = np.asarray(Bc)
-    cond, weak = 1.0, ()
-    if Bc.size:
-        w, V = np.linalg.eigh(0.5 * (Bc + Bc.T))
-        cond = float(w[-1] / w[0]) if w[0] > 0 else float("inf")
-        if cond_warn is not None and cond > cond_warn:
-            v0 = np.abs(V[:, 0])
-            slices = system.connectivity.constraint_slices()
-            weak = tuple(c.name for c, sl in zip(system.contacts, slices) if v0[sl].size and v0[sl].max() > 0.1)
-            warnings.warn(f"singular or redundant constraints: the constraint-space matrix Bᶜ has condition number "
-                          f"{cond:.3g} (> {cond_warn:g}); contacts spanning its near-null space: {list(weak)}. "
-                          "The solve returns the minimum-norm constraint forces (see SolverSettings); check for "
-                          "redundant contacts or a singular configuration", SingularConfigurationWarning,
-                          stacklevel=2)
+    cond, weak = validation.constraint_conditioning(Bc, cond_warn, [c.name for c in system.contacts],
+                                                    system.connectivity.constraint_slices())
     bad = [f"contact {n!r}: position error {pos[n]:.3g} (m or rad)" for n in pos if not pos[n] <= tol]
     bad += [f"contact {n!r}: velocity error {vel[n]:.3g} (m/s or rad/s)" for n in vel
             if not vel[n] <= tol_velocity]

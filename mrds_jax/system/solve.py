@@ -51,7 +51,7 @@ from typing import NamedTuple, Optional
 import jax.numpy as jnp
 
 from ..spatial.dense import psd_pinv_solve
-from ..spatial.linalg import cholesky, matmul, triangular_solve
+from ..spatial.linalg import cho_solve, cholesky, matmul
 
 METHODS = ("pinv", "proximal", "cholesky", "lstsq")
 
@@ -85,7 +85,7 @@ def _cholesky_pivot_ratio(L, scale):
 
 
 def solve_constraint_system(Bc, yc, settings=SolverSettings()):
-    """Solve Bᶜ Fᶜ = yᶜ (eq. 87) by ``settings``; returns :class:`ConstraintSolve`. See module docstring."""
+    """Solve Bᶜ Fᶜ = yᶜ (Bonaventura eq. 87) by ``settings``; returns :class:`ConstraintSolve`. See module docstring."""
     if settings.method not in METHODS:
         raise ValueError(f"unknown constraint solver {settings.method!r}; use one of {METHODS}")
     n = yc.shape[0]
@@ -100,7 +100,7 @@ def solve_constraint_system(Bc, yc, settings=SolverSettings()):
         F, rank, ratio, _ = psd_pinv_solve(Bc, yc, reg)
     elif settings.method == "cholesky":
         L = cholesky(Bc)
-        F = triangular_solve(L, triangular_solve(L, yc), lower=False)
+        F = cho_solve(L, yc)
         ratio = _cholesky_pivot_ratio(L, scale)
     elif settings.method == "lstsq":
         w, V = jnp.linalg.eigh(Bc)
@@ -114,7 +114,7 @@ def solve_constraint_system(Bc, yc, settings=SolverSettings()):
         L = cholesky(Bc + (reg * scale) * jnp.eye(n, dtype=Bc.dtype))
         F = jnp.zeros_like(yc)
         for _ in range(settings.iterations):
-            F = F + triangular_solve(L, triangular_solve(L, yc - matmul(Bc, F)), lower=False)
+            F = F + cho_solve(L, yc - matmul(Bc, F))
         ratio = _cholesky_pivot_ratio(L, scale)
     residual = jnp.linalg.norm(matmul(Bc, F) - yc) / jnp.maximum(jnp.linalg.norm(yc), jnp.finfo(yc.dtype).tiny)
     return ConstraintSolve(F, residual, rank, ratio)

@@ -1,15 +1,15 @@
-"""Constraint errors and constraint stabilisation (Bonaventura §6.4, eq. 104-112; Baumgarte).
+"""Constraint errors and constraint stabilisation (Bonaventura §6.4, Bonaventura eq. 104-112; Baumgarte).
 
-**Position error Φ_p** (eq. 106-107; "found in a manner similar to that for the velocity", §6.4). From the
+**Position error Φ_p** (Bonaventura eq. 106-107; "found in a manner similar to that for the velocity", §6.4). From the
 placements of a contact's two frames, E (ᴵR_E, ᴵr_IE) and P (ᴵR_P, ᴵr_IP), the relative pose in E's axes is
 
-    ᴱr_EP = ᴵR_Eᵀ (ᴵr_IP − ᴵr_IE)         (eq. 97)        ᴱR_P = ᴵR_Eᵀ ᴵR_P         (eq. 99)
+    ᴱr_EP = ᴵR_Eᵀ (ᴵr_IP − ᴵr_IE)         (Bonaventura eq. 97)        ᴱR_P = ᴵR_Eᵀ ᴵR_P         (Bonaventura eq. 99)
 
 and the contact is closed when E and P coincide in every constrained direction (the convention of the whole
 library: the contact frames are placed so that the closed contact has ᴱr_EP = 0 and ᴱR_P = 1 up to the
 free modes). A 6-D pose error e = [e_ω; ᴱr_EP] ([angular; linear], frame E) is projected like the
-velocity of eq. 105, Φ_p = ψᶜᵀ e − xᶜ(t). The rotational part e_ω is a rotation vector in E's axes chosen so
-that **dΦ_p/dt = Φ_v exactly on the constraint manifold** (so eq. 110-111 hold and a Baumgarte or PD law
+velocity of Bonaventura eq. 105, Φ_p = ψᶜᵀ e − xᶜ(t). The rotational part e_ω is a rotation vector in E's axes chosen so
+that **dΦ_p/dt = Φ_v exactly on the constraint manifold** (so Bonaventura eq. 110-111 hold and a Baumgarte or PD law
 sees consistent position and velocity errors), for any amount of motion in the free directions:
 
 * no free rotation (weld, prismatic, locked-rotation sliders): e_ω = log(ᴱR_P), the rotation vector;
@@ -17,7 +17,7 @@ sees consistent position and velocity errors), for any amount of motion in the f
   swing-twist split ᴱR_P = R_swing(s) R_twist(a, τ) with the swing vector s = a × (ᴱR_P a) (sine-scaled,
   ⊥ a, blind to the twist τ however large) and the twist angle τ = 2 atan2(a·v, 1 + cos θ) (v = sin θ n
   from the skew part), e_ω = s + τ a. Only the screw's constrained column [−ρa; a] reads τ: its
-  Φ_p = a·r − ρτ is the helix error d − ρθ (eq. 29), valid within one turn (|τ| < π) of the reference;
+  Φ_p = a·r − ρτ is the helix error d − ρθ (Bonaventura eq. 29), valid within one turn (|τ| < π) of the reference;
 * a universal contact (variable modes, a₁ fixed in E, a₂ fixed in P): the one angular constraint is
   a₁ · (ᴱR_P a₂) = a₁ · a₂, and e_ω = −(a₁·b − a₁·a₂) c / |c|² with b = ᴱR_P a₂, c = a₁ × b, so that
   ψᶜᵀe (ψᶜ_ω = c / |c|²) has rate ψᶜᵀ ᴱẋ_EP;
@@ -27,16 +27,16 @@ Three free rotations (spherical, point contacts) leave ψᶜ without angular row
 an excited constrained mode (ẋᶜ(t) ≠ 0) the position target xᶜ(t) = ∫ẋᶜ dt must be supplied
 (``Stabilisation.position_targets``); without it that contact's Φ_p is set to 0 (velocity feedback only).
 
-**Velocity error Φ_v** (eq. 105): Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ ("actual minus prescribed").
+**Velocity error Φ_v** (Bonaventura eq. 105): Φ_v = ψᶜᵀ ᴱẋ_EP − ẋᶜ ("actual minus prescribed").
 
 **Stabilisation laws** (:class:`Stabilisation`; both off by default, all gains ≥ 0):
 
 * Baumgarte: the constrained accelerations are asked to obey Φ̈ = −2α Φ̇ − β² Φ, i.e. the prescribed
-  ẍᶜ of eq. 89 becomes ẍᶜ − 2α Φ_v − β² Φ_p inside yᶜ. α, β in 1/s; α = β is critical damping, and the
+  ẍᶜ of Bonaventura eq. 89 becomes ẍᶜ − 2α Φ_v − β² Φ_p inside yᶜ. α, β in 1/s; α = β is critical damping, and the
   error then decays like (1 + βt) e^{−βt} independently of the masses. Recommended: β ≈ 1/(10-50 dt).
-* PD constraint-violation suppression (eq. 104, corrected, notes §4.4):
+* PD constraint-violation suppression (Bonaventura eq. 104, corrected, notes §4.4):
   F* = F − ψᶜ (K_v Φ_v + K_p Φ_p), i.e. Fᶜ* = Fᶜ − K_v Φ_v − K_p Φ_p after the solve; F* replaces F in
-  eq. 74 and 95-96. The thesis prints "+K_v Φ_v + K_p Φ_p", which is dimensionally wrong (n_c vs 6) and,
+  Bonaventura eq. 74 and 95-96. The thesis prints "+K_v Φ_v + K_p Φ_p", which is dimensionally wrong (n_c vs 6) and,
   since ψᶜᵀẍ_EP gains Bᶜ ΔFᶜ with Bᶜ positive semi-definite, would amplify the drift; the negative sign
   makes the error obey Φ̈ = −Bᶜ (K_v Φ̇ + K_p Φ) + …, a damped spring whose rate depends on Bᶜ (i.e. on the
   masses). Gains: K_p in N/m (N·m/rad for angular modes), K_v in N·s/m (N·m·s/rad); the thesis used
@@ -127,14 +127,14 @@ def current_bases(contact, R_EP, r_EP, xd6, t):
 
 
 def relative_pose(side_E, side_P):
-    """(ᴱR_P, ᴱr_EP) (eq. 97, 99) from the sides' world placements (R, p, …)."""
+    """(ᴱR_P, ᴱr_EP) (Bonaventura eq. 97, 99) from the sides' world placements (R, p, …)."""
     R_E, p_E = side_E[0], side_E[1]
     R_P, p_P = side_P[0], side_P[1]
     return matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E)
 
 
 def relative_velocity(side_E, side_P):
-    """ᴱẋ_EP = ᴱℜ_I (ẋ_P − S_EP ẋ_E) (eq. 98), 6-D, from the sides' (R, p, ẋ = [ω; ṗ] world axes)."""
+    """ᴱẋ_EP = ᴱℜ_I (ẋ_P − S_EP ẋ_E) (Bonaventura eq. 98), 6-D, from the sides' (R, p, ẋ = [ω; ṗ] world axes)."""
     R_E, p_E, xd_E = side_E[0], side_E[1], side_E[2]
     p_P, xd_P = side_P[1], side_P[2]
     w = xd_E[:3]
@@ -161,8 +161,8 @@ def contact_errors(contact, side_E, side_P, t, psi_c=None, xd_EP=None, targets=N
     if xd_EP is None:
         xd_EP = xd6[rows]
     xd_c = contact.constraint_velocity_and_acceleration(t, dtype)[0]
-    phi_v = matmul(psi_c.T, xd_EP) - xd_c                                           # eq. 105
-    phi_p = matmul(psi_c.T, pose_error(contact, R_EP, r_EP))                        # eq. 106-107
+    phi_v = matmul(psi_c.T, xd_EP) - xd_c                                           # Bonaventura eq. 105
+    phi_p = matmul(psi_c.T, pose_error(contact, R_EP, r_EP))                        # Bonaventura eq. 106-107
     targets = {} if targets is None else targets
     if contact.name in targets:
         phi_p = phi_p - jnp.asarray(targets[contact.name](t), dtype=dtype).reshape(contact.n_c)
@@ -176,8 +176,8 @@ def contact_errors(contact, side_E, side_P, t, psi_c=None, xd_EP=None, targets=N
 class Stabilisation:
     """Constraint stabilisation gains (module docstring). All zero = off.
 
-    ``baumgarte_alpha``, ``baumgarte_beta`` [1/s]: ẍᶜ → ẍᶜ − 2α Φ_v − β² Φ_p in yᶜ (eq. 89).
-    ``pd_kv`` [N·s/m], ``pd_kp`` [N/m]: Fᶜ* = Fᶜ − K_v Φ_v − K_p Φ_p (eq. 104 corrected, notes §4.4).
+    ``baumgarte_alpha``, ``baumgarte_beta`` [1/s]: ẍᶜ → ẍᶜ − 2α Φ_v − β² Φ_p in yᶜ (Bonaventura eq. 89).
+    ``pd_kv`` [N·s/m], ``pd_kp`` [N/m]: Fᶜ* = Fᶜ − K_v Φ_v − K_p Φ_p (Bonaventura eq. 104 corrected, notes §4.4).
     ``position_targets``: static tuple of (contact name, t ↦ xᶜ(t)) for kinematically excited modes.
     """
     baumgarte_alpha: jnp.ndarray = 0.0
@@ -194,7 +194,7 @@ def baumgarte(beta, alpha=None, position_targets=()):
 
 
 def pd_suppression(kp, kv, position_targets=()):
-    """Bonaventura's PD constraint-violation suppression (eq. 104-105, corrected sign): gains K_p, K_v."""
+    """Bonaventura's PD constraint-violation suppression (Bonaventura eq. 104-105, corrected sign): gains K_p, K_v."""
     return Stabilisation(pd_kv=kv, pd_kp=kp, position_targets=tuple(position_targets))
 
 
@@ -207,7 +207,7 @@ def _side(contact, terms, m, slot, dtype):
 
 def stabilisation_terms(system, cs, t, stab):
     """(Δyᶜ, ΔFᶜ), each (n_C,), for :func:`~mrds_jax.system.forward_dynamics`: yᶜ += Δyᶜ before the solve
-    (Baumgarte), Fᶜ −= ΔFᶜ after it (PD suppression, eq. 104). ``cs``: the ConstraintSystem of the state."""
+    (Baumgarte), Fᶜ −= ΔFᶜ after it (PD suppression, Bonaventura eq. 104). ``cs``: the ConstraintSystem of the state."""
     conn = system.connectivity
     dtype = cs.yc.dtype
     modes = getattr(cs, "modes", ()) or ()
@@ -249,7 +249,7 @@ def point_kinematics(system, state):
 
 
 def constraint_errors(system, state, t=0.0, position_targets=()):
-    """Φ_p (eq. 106-107, see module docstring) and Φ_v (eq. 105) of every contact at ``state``; pure
+    """Φ_p (Bonaventura eq. 106-107, see module docstring) and Φ_v (Bonaventura eq. 105) of every contact at ``state``; pure
     kinematics, jit/vmap/grad-able."""
     pk = point_kinematics(system, state)
     dtype = state.q[0].dtype
@@ -265,7 +265,7 @@ def constraint_errors(system, state, t=0.0, position_targets=()):
 
 
 def constraint_jacobian(system, state, t=0.0):
-    """J (n_C, Σ nv): Φ_v = J v − ẋᶜ, the constraint Jacobian in velocity coordinates (eq. 109-111)."""
+    """J (n_C, Σ nv): Φ_v = J v − ẋᶜ, the constraint Jacobian in velocity coordinates (Bonaventura eq. 109-111)."""
     sizes = [m.nv for m in system.modules]
     splits = np.cumsum(sizes)[:-1]
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from ..spatial import inertia_parameters, spatial_inertia, transform_inertia
 from ..validation import ModelError, UnknownNameError
-from .builder import ModuleBuilder
+from ..model.builder import ModuleBuilder
 
 SUPPORTED = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic", "fixed": "fixed",
              "floating": "free"}

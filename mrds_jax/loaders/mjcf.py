@@ -73,7 +73,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..validation import ModelError
-from .builder import ModuleBuilder
+from ..model.builder import ModuleBuilder
 
 
 @dataclass(frozen=True)

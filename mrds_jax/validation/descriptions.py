@@ -1,0 +1,72 @@
+"""Checks of a module description (``ModuleBuilder.add_link``, URDF/MJCF import, ``Module.with_params``):
+finite arrays, unit axes, positive masses, physical rotational inertias."""
+import numpy as np
+
+from .errors import ModelError
+
+
+# ----------------------------------------------------------------------------- model description
+def finite_array(x, shape, what, where):
+    """A concrete float array of ``shape`` with finite entries (numpy), for module descriptions."""
+    try:
+        a = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: {what} must be numeric, got {x!r}") from None
+    if a.shape != shape:
+        raise ModelError(f"{where}: {what} has shape {a.shape}, needs {shape}")
+    if not np.all(np.isfinite(a)):
+        raise ModelError(f"{where}: {what} is not finite: {a.tolist()}")
+    return a
+
+
+def unit_axis(axis, what, where):
+    """A finite, nonzero 3-vector, returned normalised."""
+    a = finite_array(axis, (3,), what, where)
+    n = np.linalg.norm(a)
+    if n < 1e-12:
+        raise ModelError(f"{where}: {what} is the zero vector {a.tolist()}; a joint axis needs a direction")
+    return a / n
+
+
+def rotational_inertia(inertia, where, rtol=1e-9):
+    """A physical rotational inertia about the centre of mass: symmetric, positive definite, and its principal
+    moments obey the triangle inequality Iₐ + I_b ≥ I_c (they are sums of second moments of mass:
+    I_xx = ∫(y² + z²) dm etc.; Featherstone §2.13). Accepts a (3,) diagonal or a (3, 3) matrix."""
+    a = np.asarray(inertia, dtype=float)
+    a = np.diag(a) if a.shape == (3,) else a
+    I = finite_array(a, (3, 3), "rotational inertia", where)
+    scale = max(1.0, np.abs(I).max())
+    if not np.allclose(I, I.T, rtol=rtol, atol=1e-12 * scale):
+        raise ModelError(f"{where}: rotational inertia is not symmetric: {I.tolist()}")
+    eig = np.linalg.eigvalsh(0.5 * (I + I.T))
+    if eig.min() <= 0:
+        raise ModelError(f"{where}: rotational inertia is not positive definite (eigenvalues {eig.tolist()})")
+    if eig[0] + eig[1] < eig[2] * (1 - 1e-6):
+        raise ModelError(f"{where}: rotational inertia breaks the triangle inequality: principal moments "
+                         f"{eig.tolist()} have {eig[0]:.6g} + {eig[1]:.6g} < {eig[2]:.6g} (no mass distribution "
+                         "has them)")
+    return I
+
+
+def positive_mass(mass, where):
+    try:
+        m = float(mass)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: mass must be a number, got {mass!r}") from None
+    if not np.isfinite(m) or m <= 0:
+        raise ModelError(f"{where}: mass must be positive and finite, got {mass!r}")
+    return m
+
+
+def link_description(name, axis, axis2, position, rotation, mass, com, inertia):
+    """Everything ``ModuleBuilder.add_link`` is given, checked: returns (unit axis, unit axis2, inertia)."""
+    where = f"link {name!r}"
+    if not isinstance(name, str) or not name:
+        raise ModelError(f"a link needs a non-empty name, got {name!r}")
+    finite_array(position, (3,), "position", where)
+    finite_array(com, (3,), "centre of mass", where)
+    if rotation is not None:
+        finite_array(rotation, (3, 3), "rotation", where)
+    positive_mass(mass, where)
+    I = rotational_inertia(np.eye(3) * 1e-3 if inertia is None else inertia, where)
+    return unit_axis(axis, "axis", where), unit_axis(axis2, "axis2", where), I
