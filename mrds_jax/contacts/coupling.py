@@ -11,7 +11,7 @@ length, ``wrap_prm`` the coefficients). With the reference values u₀, w₀ (Mu
     acceleration   G q̈ = P''(x) ẇ²                 (Ġ v = −P''(x) ẇ²: the bias of the row)
 
 The rows of all couplings, G (n_J x nv, one block Gₖ per module) and β = P''(x) ẇ², join the contacts'
-constraint-space system (Bonaventura eq. 87-88, Table 17) as a joint-space row block: the generalized force
+constraint-space system (MRDS: Bonaventura eq. 87-88, Table 17) as a joint-space row block: the generalized force
 Gᵀλ of the couplings moves module k by Hₖ⁻¹Gₖᵀλ, its operational points by Jₖ Hₖ⁻¹ Gₖᵀ λ = Ψₖᵀ Gₖᵀ λ (Ψ of
 Bonaventura eq. 75), so (:func:`mrds_jax.system.couplings.coupled_constraint_system`)
 
@@ -20,7 +20,7 @@ Bonaventura eq. 75), so (:func:`mrds_jax.system.couplings.coupled_constraint_sys
 
 and q̈ₖ = q̈ₖᵒᵖᵉⁿ + Ψₖ Aₖᵀ F_EP + Hₖ⁻¹ Gₖᵀ λ (Bonaventura eq. 74 with the couplings' generalized force). A coupling may join
 joints of different modules. The functions here are pure, on one scenario; the joints are resolved to static
-(module, q index, v index) triples once, by :func:`coupling_dofs` when the system is built.
+(module, q index, v index) triples once, by :func:`mrds_jax.system.build.coupling_dofs` when the system is built.
 """
 from typing import NamedTuple
 
@@ -98,31 +98,6 @@ def tendon_coupling(name, tendon1, tendon2=None, polycoef=(0.0, 1.0), reference=
         return tuple(j for j, _ in t), tuple(c for _, c in t)
     (j1, c1), (j2, c2) = split(tendon1), split(tendon2)
     return make_coupling(name, j1, c1, j2, c2, polycoef, reference, kind="tendon")
-
-
-# ----------------------------------------------------------------------------------------- static resolution
-def joint_dof(resolve, module, joint, where):
-    """(module index, q index, v index) of a one-coordinate joint given as (module, joint name); ``resolve(module,
-    where)`` → (index, module object, name) is the system's module lookup (it names an unknown module). CouplingError
-    naming ``where`` for a module without joints, an unknown joint or a joint with more than one coordinate."""
-    k, m, name = resolve(module, where)
-    t = getattr(m, "topology", None)
-    if t is None:
-        raise CouplingError(f"{where}: module {name!r} is not a rigid tree; joint couplings need joints")
-    if joint not in t.joint_names:
-        raise CouplingError(f"{where}: module {name!r} has no joint {joint!r}")
-    j = t.joint_names.index(joint)
-    if t.joint_kinds[j] not in COUPLED_KINDS:
-        raise CouplingError(f"{where}: joint {joint!r} is {t.joint_kinds[j]}; couplings relate one-coordinate joints "
-                            f"({', '.join(COUPLED_KINDS)})")
-    return k, t.q_slices[j].start, t.v_slices[j].start
-
-
-def coupling_dofs(coupling, resolve):
-    """Static ((k, qi, vi) of u's joints, (k, qi, vi) of w's joints) of one coupling (:func:`joint_dof`)."""
-    where = f"coupling {coupling.name!r}"
-    return (tuple(joint_dof(resolve, m, j, where) for m, j in coupling.joints),
-            tuple(joint_dof(resolve, m, j, where) for m, j in coupling.joints2))
 
 
 # ----------------------------------------------------------------------------------------- evaluation

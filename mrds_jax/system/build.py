@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..console import check_precision
+from ..contacts.coupling import COUPLED_KINDS, CouplingError, JointCoupling
 from ..contacts.model import Contact, ContactError, validate_contact
 from ..dynamics.interface import implements_interface, missing_attributes
 from ..pytree import pytree_dataclass, static
@@ -43,7 +44,7 @@ class Connectivity:
     GC: tuple
     groups: tuple = ()
     coupling_dofs: tuple = ()   # per joint coupling: its joints as static (module, q index, v index) triples
-                                # (:func:`~mrds_jax.contacts.coupling.coupling_dofs`)
+                                # (:func:`coupling_dofs`)
 
     @property
     def n_constraints(self):
@@ -200,9 +201,31 @@ def build_system(modules, contacts, names=None, couplings=()):
     return System(modules=modules, contacts=contacts, connectivity=conn, couplings=tuple(couplings))
 
 
+def joint_dof(module_names, modules, module, joint, where):
+    """(module index, q index, v index) of a one-coordinate joint given as (module, joint name); CouplingError
+    naming ``where`` for an unknown module or joint, or a joint with more than one coordinate."""
+    k = _module_index(module_names, module, where)
+    t = getattr(modules[k], "topology", None)
+    if t is None:
+        raise CouplingError(f"{where}: module {module_names[k]!r} is not a rigid tree; joint couplings need joints")
+    if joint not in t.joint_names:
+        raise CouplingError(f"{where}: module {module_names[k]!r} has no joint {joint!r}")
+    j = t.joint_names.index(joint)
+    if t.joint_kinds[j] not in COUPLED_KINDS:
+        raise CouplingError(f"{where}: joint {joint!r} is {t.joint_kinds[j]}; couplings relate one-coordinate joints "
+                            f"({', '.join(COUPLED_KINDS)})")
+    return k, t.q_slices[j].start, t.v_slices[j].start
+
+
+def coupling_dofs(module_names, modules, coupling):
+    """Static ((k, qi, vi) of u's joints, (k, qi, vi) of w's joints) of one coupling (:func:`joint_dof`)."""
+    where = f"coupling {coupling.name!r}"
+    return (tuple(joint_dof(module_names, modules, m, j, where) for m, j in coupling.joints),
+            tuple(joint_dof(module_names, modules, m, j, where) for m, j in coupling.joints2))
+
+
 def _coupling_dofs(names, modules, contacts, couplings):
     """Static joints of every coupling, checked (names unique among contacts and couplings, joints known)."""
-    from ..contacts.coupling import JointCoupling, coupling_dofs
     taken = {c.name for c in contacts}
     for c in couplings:
         if not isinstance(c, JointCoupling):
@@ -210,11 +233,7 @@ def _coupling_dofs(names, modules, contacts, couplings):
         if c.name in taken:
             raise SystemError(f"coupling name {c.name!r} is used twice (contact and coupling names must be unique)")
         taken.add(c.name)
-
-    def resolve(key, where):
-        k = _module_index(names, key, where)
-        return k, modules[k], names[k]
-    return tuple(coupling_dofs(c, resolve) for c in couplings)
+    return tuple(coupling_dofs(names, modules, c) for c in couplings)
 
 
 @pytree_dataclass

@@ -203,14 +203,14 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     ``method``: "direct" or "recursive" route for Ψ and Λ⁻¹; ``stabilisation``: None (off) or a
     :class:`~mrds_jax.system.stabilisation.Stabilisation` (Baumgarte terms enter yᶜ, PD suppression of
     Bonaventura eq. 104-105 corrects Fᶜ after the solve; see :mod:`.stabilisation`).
-    Returns :class:`SystemDynamics`: q̈ per module (Bonaventura eq. 74), Fᶜ and ᴱᴾF_EP per contact (Bonaventura eq. 86-87), the
-    solve's relative residual, the constraint-velocity error Φ_v (Bonaventura eq. 105), Bᶜ, yᶜ, and the rank and inverse
-    condition number of the part of Bᶜ solved (:mod:`.solve`). Called on a concrete state (not under ``jit``),
-    it warns :class:`~mrds_jax.system.SingularConfigurationWarning` naming the contacts when Bᶜ's condition
-    number exceeds ``cond_warn`` (a singular configuration or redundant constraints; None: no check). A system's
-    joint couplings (:mod:`mrds_jax.contacts.coupling`) border Bᶜ and yᶜ with their joint-space rows
-    (:mod:`.couplings`); their forces λ and errors (g, G v) come back as ``coupling_forces`` and
-    ``coupling_errors``.
+    Returns :class:`SystemDynamics`: q̈ per module (Bonaventura eq. 74), Fᶜ and ᴱᴾF_EP per contact
+    (Bonaventura eq. 86-87), the solve's relative residual, the constraint-velocity error Φ_v
+    (Bonaventura eq. 105), Bᶜ, yᶜ, and the rank and inverse condition number of the part of Bᶜ solved (:mod:`.solve`).
+    Called on a concrete state (not under ``jit``), it warns :class:`~mrds_jax.system.SingularConfigurationWarning`
+    naming the contacts when Bᶜ's condition number exceeds ``cond_warn`` (a singular configuration or redundant
+    constraints; None: no check). A system's joint couplings (:mod:`mrds_jax.contacts.coupling`) border Bᶜ and
+    yᶜ with their joint-space rows (:mod:`.couplings`); their forces λ and errors (g, G v) come back as
+    ``coupling_forces`` and ``coupling_errors``.
     """
     cs = constraint_system(system, state, tau, t, method)
     if cond_warn is not None and not is_traced(cs.Bc):

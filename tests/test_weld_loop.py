@@ -1,4 +1,4 @@
-"""Weld loops (issue 25) against MuJoCo and Pinocchio, float64: ``data/mjcf_weld_arms.xml`` (written for this test:
+"""Weld loops (issue 25) against MuJoCo and Pinocchio, float64: ``data/mjcf_weld_loop_armature.xml`` (written for this test:
 two arms of a torso with their hands welded together, a floating box welded to a hand; ball joints, hinges with ref,
 armature, damping, stiffness about springref, actuators). At 10 states satisfying MuJoCo's equalities, q̈ equals
 the exact constrained acceleration from MuJoCo's own M, bias, passive and actuator forces and the welds' ``efc_J``
@@ -17,7 +17,7 @@ from mrds_jax.export import to_pinocchio
 from mrds_jax.loaders.mjcf import load_mjcf
 from mujoco_states import consistent_states, mujoco_kkt_acceleration
 
-MODEL = Path(__file__).parent / "data" / "mjcf_weld_arms.xml"
+MODEL = Path(__file__).parent / "data" / "mjcf_weld_loop_armature.xml"
 N_STATES = 10
 CTRL = np.array([1.6, -0.4])
 
