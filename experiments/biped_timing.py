@@ -16,8 +16,9 @@ equalities solved by Gauss-Newton from a perturbed reference pose, velocities in
   as a user of Pinocchio would: the median per call over the same number of calls;
 * the answers agree (max |Δq̈|, printed).
 
-Each time is given as wall time and as this process's CPU time (``time.process_time``: compile, and the mean
-per call), which other work on a shared machine disturbs less. ``--profile`` adds a table of compile time and
+Each time is given as wall time and as this process's CPU time over all its threads (``time.process_time``:
+compile, and the mean per call), which other work on a shared machine disturbs less; XLA's runtime uses more than
+one thread, so our CPU time per call can exceed the wall time. ``--profile`` adds a table of compile time and
 static XLA kernel count stage by stage (ABA, CRBA, Step 2, Steps 2-3, the whole with each solve).
 
 Prints a table with the date, machine, core count, load average and jax/Pinocchio versions, and writes it to
@@ -177,8 +178,9 @@ def main(argv=None):
              f"{len(system.contacts)} connect loops ({system.connectivity.n_constraints} constraint rows); "
              f"{a.calls} calls, median.",
              "",
-             "Wall times, and in parentheses this process's CPU time (less disturbed by other work on a shared "
-             "machine).",
+             "Wall times, and in parentheses this process's CPU time over all its threads (less disturbed by other "
+             "work on a shared machine; XLA's runtime is multi-threaded, so its CPU time per call can exceed the wall "
+             "time).",
              "",
              "| ours: recursion | solve | trace + lower + XLA compile, s (CPU s) | kernels (fusions) | ours per call, "
              "µs (CPU) | Pinocchio per call, µs (CPU) | ratio (CPU) | max abs Δq̈ |",

@@ -241,3 +241,13 @@ def test_loader_names_a_spatial_tendon_and_warns_about_unused_tendons():
     with pytest.warns(UserWarning, match=r"tendons \(sp, unused\) are ignored"):
         system = load_mjcf(SPATIAL.replace("EQ", '<tendon name="e" tendon1="fx" polycoef="0.2 0 0 0 0"/>'))
     assert [(c.name, c.joints, c.joints2) for c in system.couplings] == [("e", (("a", "h1"),), ())]
+
+
+def test_a_system_file_keeps_the_couplings_of_its_mjcf(tmp_path):
+    from mrds_jax.sysfile import load_system_file
+    toml = tmp_path / "coupled.toml"
+    toml.write_text(f'name = "coupled"\nmjcf = "{MODEL}"\n\n[simulation]\ndt = "1 ms"\nduration = "0.01 s"\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # the file's damping and actuators: not read by a system file
+        built = load_system_file(toml)
+    assert [c.name for c in built.system.couplings] == ["finger", "whisker_slide", "pendulum_knee"]

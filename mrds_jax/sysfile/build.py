@@ -185,8 +185,8 @@ def _built_module(doc, k, spec):
 
 
 def _imported(doc):
-    """(modules dict, contacts, q dict) of the file's ``mjcf`` and ``ckcm`` entries."""
-    modules, contacts, q0 = {}, [], {}
+    """(modules dict, contacts, q dict, joint couplings) of the file's ``mjcf`` and ``ckcm`` entries."""
+    modules, contacts, q0, couplings = {}, [], {}, []
     spec = doc.spec
     if spec.mjcf is not None:
         from ..loaders.mjcf import load_mjcf
@@ -202,6 +202,7 @@ def _imported(doc):
         state = mapping.state()
         modules.update(zip(system.module_names, system.modules))
         contacts += list(system.contacts)
+        couplings += list(system.couplings)
         q0.update(zip(system.module_names, state.q))
     if spec.ckcm is not None:
         from .. import ckcm
@@ -219,7 +220,7 @@ def _imported(doc):
         modules.update(zip(system.module_names, system.modules))
         contacts += list(system.contacts)
         q0.update(zip(system.module_names, state.q))
-    return modules, contacts, q0
+    return modules, contacts, q0, couplings
 
 
 def _side(doc, path, text, modules):
@@ -335,7 +336,7 @@ def build(doc):
     import jax.numpy as jnp
 
     from .. import system as S
-    modules, contacts, q0 = _imported(doc)
+    modules, contacts, q0, couplings = _imported(doc)
     for k, spec in enumerate(doc.spec.module):
         if spec.name in modules:
             raise doc.error(("module", k, "name"), f"module name {spec.name!r} is already taken")
@@ -345,7 +346,7 @@ def build(doc):
     q = _initial_q(doc, modules, q0)
     contacts += [_contact(doc, i, c, modules, q) for i, c in enumerate(doc.spec.contact)]
     try:
-        system = S.build_system(modules, contacts)
+        system = S.build_system(modules, contacts, couplings=couplings)
     except ValueError as e:
         raise doc.error(("contact",), str(e)) from None
     v = _initial_v(doc, modules)
