@@ -51,7 +51,7 @@ def robust_case(request):
     problem, data = D.make_problem(TASK, space="full", model="paper", robust=request.param, robust_samples=8)
     x = np.asarray(problem.space.from_params(data.base))
     f = jax.jit(lambda x: evaluate(problem, data, x).demand)
-    g = np.asarray(jax.jit(jax.jacfwd(lambda x: evaluate(problem, data, x).demand))(jnp.asarray(x)))
+    g = np.asarray(jax.jit(jax.grad(lambda x: evaluate(problem, data, x).demand))(jnp.asarray(x)))
     return request.param, problem, x, f, g
 
 

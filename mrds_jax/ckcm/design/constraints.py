@@ -16,6 +16,9 @@
 - ``crossing``    no two legs closer than ``min_leg_distance`` (m) at any task sample (issue 26: what a
                   non-symmetric geometry needs; the legs are the segments B_i A_i, eq. 9-10):
                   g = 1 − d_ij / min_leg_distance for all 15 pairs at every sample (``segment_distance``).
+                  Only for per-leg designs (``CKCMParams.leg_geometry``): eq. 2's pattern keeps its legs ~0.3 m
+                  apart, and leaving the group out keeps today's four-variable problem's compiled program as it
+                  was; the independent check (``verify``) measures the leg distances of every design.
 
 ``verify.py`` re-checks a design against the same limits with independent, non-smoothed code.
 """
@@ -140,17 +143,18 @@ def leg_distances(params: CKCMParams, pose):
     return jax.vmap(segment_distance)(b[i], a[i], b[j], a[j])
 
 
-def _per_sample(params, pose):
+def _per_sample(params, pose, crossing):
     l = inverse_kinematics(params, pose)
     q = leg_vectors(params, pose)
-    return l, q[:, 2] / l, condition_number(jacobian(params, pose)), leg_distances(params, pose)
+    return l, q[:, 2] / l, condition_number(jacobian(params, pose)), leg_distances(params, pose) if crossing else None
 
 
 def constraint_values(params: CKCMParams, samples: TaskSamples, peak_force, limits: Limits):
     """{group: g} with g ≤ 0 where the design meets the limit (``GROUPS``; module docstring)."""
     dA, dB = pair_distances(params)
     sep = 1 - jnp.concatenate([dA, dB]) / limits.min_separation
-    l, elevation, cond, legs = jax.vmap(lambda q: _per_sample(params, q))(samples.pose)
+    per_leg = params.leg_geometry is not None
+    l, elevation, cond, legs = jax.vmap(lambda q: _per_sample(params, q, per_leg))(samples.pose)
     l_min, l_max = params.stroke
     m = limits.stroke_margin
     stroke = jnp.concatenate([(l_min + m - l).ravel(), (l - l_max + m).ravel()]) / STROKE_SCALE
@@ -160,9 +164,10 @@ def constraint_values(params: CKCMParams, samples: TaskSamples, peak_force, limi
     m1_req, ms_req = limits.strength.required_masses(params, peak_force)
     m, m1 = leg_mass_split(params)
     strength = jnp.concatenate([jnp.atleast_1d(1 - m1 / m1_req), jnp.atleast_1d(1 - (m - m1) / ms_req)])
-    crossing = (1 - legs / limits.min_leg_distance).ravel()
-    return {"separation": sep, "condition": condition, "stroke": stroke, "elevation": elev, "strength": strength,
-            "crossing": crossing}
+    g = {"separation": sep, "condition": condition, "stroke": stroke, "elevation": elev, "strength": strength}
+    if per_leg:
+        g["crossing"] = (1 - legs / limits.min_leg_distance).ravel()
+    return g
 
 
 def max_violations(g: dict):

@@ -120,7 +120,7 @@ class Carry:
 
 
 def _stacked(ev, tightening):
-    return jnp.concatenate([ev.constraints[k].ravel() for k in GROUPS]) + tightening
+    return jnp.concatenate([ev.constraints[k].ravel() for k in GROUPS if k in ev.constraints]) + tightening
 
 
 def augmented_lagrangian(f, g, lam, rho):
