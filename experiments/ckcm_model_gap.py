@@ -114,8 +114,8 @@ def main():
         f"(64 samples) {optimiser:.2f} N. Each row below is the peak |τ| over {samples.size} path samples "
         "(4x denser, off the optimiser's grid) of one model; each model adds one thing to the one above "
         "(`experiments/ckcm_model_gap.py`, whose docstring defines them).", "",
-        "| model | peak |τ| (N) | change (N) | leg | t (s) | inertial | velocity products | gravity |",
-        "|---|---|---|---|---|---|---|---|---|"]
+        "| model | peak force (N) | change (N) | leg | t (s) | inertial | velocity products | gravity |",
+        "|---|---|---|---|---|---|---|---|"]
     prev = None
     for r in rows:
         change = "" if prev is None else f"{r['peak'] - prev:+.2f}"
