@@ -1,3 +1,4 @@
+import gc
 import os
 import sysconfig
 from pathlib import Path
@@ -11,6 +12,8 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+import crash_retry  # noqa: E402
 
 ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix" / "share" / "example-robot-data" / "robots"
 URDFS = {
@@ -80,6 +83,7 @@ HEAVY_FIRST = [
 
 
 def pytest_configure(config):
+    config.pluginmanager.register(crash_retry, "crash_retry")      # a worker dying in native code: tests/crash_retry.py
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False       # xdist would order files by test count; keep HEAVY_FIRST's
 
@@ -98,6 +102,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if not FULL_MODE and item.get_closest_marker("slow") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """After each test file, drop every compiled program and staged jaxpr (``jax.clear_caches``) and collect.
+
+    A worker runs dozens of files and would otherwise keep every executable it ever compiled: measured in a
+    clean-clone run of the README's command, the two workers grew past 6 GB each by mid-run, and a worker died
+    of a segmentation fault near the end of the run (CI, 2026-11-25). Files share compiled functions through
+    module-scoped fixtures, so nothing shared is lost."""
+    yield
+    jax.clear_caches()
+    gc.collect()
 
 
 @pytest.fixture
