@@ -16,9 +16,6 @@ PAPERS = ("Bonaventura", "Lilly & Orin", "Nguyen & Pooran", "Featherstone", "Gol
 ROW = re.compile(r"^\| ((?:" + "|".join(map(re.escape, PAPERS)) + r") eq\. [^|]+?) \| [^|]+ \| `([\w.]+)` \|$", re.M)
 CITATION = re.compile(r"(?<![\w.])eqs?\. ?\(?\d")
 PREFIX = re.compile(r"(?:" + "|".join(map(re.escape, PAPERS)) + r") $")
-# mrds_jax.ckcm cites Nguyen & Pooran throughout by bare number; its citations are prefixed by the session that
-# owns that package (until then the test below lists them as expected failures, strictly: it fails once done)
-PENDING = ("ckcm",)
 
 
 def resolve(dotted):
@@ -61,7 +58,8 @@ def uncited(path, root=ROOT.parent):
 
 
 def test_every_citation_names_its_paper():
-    files = [p for p in sorted(ROOT.rglob("*.py")) if p.relative_to(ROOT).parts[0] not in PENDING]
+    files = sorted(ROOT.rglob("*.py"))
+    assert any(p.relative_to(ROOT).parts[0] == "ckcm" for p in files)
     assert [u for p in files for u in uncited(p)] == []
 
 
@@ -73,10 +71,10 @@ def test_every_citation_in_the_docs_names_its_paper():
     assert [u for p in pages for u in uncited(p)] == []
 
 
-@pytest.mark.xfail(strict=True, reason="mrds_jax.ckcm's citations are not prefixed yet (package owned elsewhere)")
-@pytest.mark.parametrize("package", PENDING)
-def test_pending_packages_cite_their_paper(package):
-    assert [u for p in sorted((ROOT / package).rglob("*.py")) for u in uncited(p)] == []
+def test_every_citation_in_the_notebooks_names_its_paper():
+    notebooks = sorted((ROOT.parent / "notebooks").glob("*.ipynb"))
+    assert len(notebooks) >= 4
+    assert [u for p in notebooks for u in uncited(p)] == []
 
 
 def test_the_checker_flags_a_bare_number(tmp_path):

@@ -1,10 +1,10 @@
 """The 6-DOF CKCM robot end-effector of Nguyen & Pooran (1989, seed 002): a modified Stewart platform.
 
-- ``params``      design/inertial parameters as a pytree (eq. 2-4, 40-42, 58), validation
-- ``kinematics``  inverse kinematics (eq. 18-19), Jacobians (eq. 26-36), forward kinematics (Newton),
+- ``params``      design/inertial parameters as a pytree (Nguyen & Pooran eq. 2-4, 40-42, 58), validation
+- ``kinematics``  inverse kinematics (Nguyen & Pooran eq. 18-19), Jacobians (Nguyen & Pooran eq. 26-36), forward kinematics (Newton),
                   workspace/stroke checks
-- ``lagrangian``  the paper's Lagrangian model F = D Φ̈ + H Φ̇Φ̇ + G (eq. 39-56), derived by autodiff from
-                  the energies; actuator forces along the ellipse of eq. 55
+- ``lagrangian``  the paper's Lagrangian model F = D Φ̈ + H Φ̇Φ̇ + G (Nguyen & Pooran eq. 39-56), derived by autodiff from
+                  the energies; actuator forces along the ellipse of Nguyen & Pooran eq. 55
 - ``multibody``   the full MRDS model (six U-P-S legs, free payload) built from ``CKCMParams``: consistent
                   states from a payload motion, closed-chain inverse dynamics (actuator forces), forward
                   simulation under computed-torque / PD-feedforward / open-loop control

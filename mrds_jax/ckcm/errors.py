@@ -11,7 +11,7 @@ class CKCMInputError(InputError):
 
 
 class AttachmentError(CKCMInputError):
-    """θA or θB (eq. 2) make two attachment points coincide, or nearly (eq. 3-4)."""
+    """θA or θB (Nguyen & Pooran eq. 2) make two attachment points coincide, or nearly (Nguyen & Pooran eq. 3-4)."""
 
 
 class WorkspaceError(CKCMInputError):
@@ -28,4 +28,4 @@ class ForwardKinematicsError(CKCMInputError, RuntimeError):
 
 
 class SingularConfigurationError(CKCMInputError, RuntimeError):
-    """The leg Jacobian of eq. 26-27 is (numerically) singular at the pose."""
+    """The leg Jacobian of Nguyen & Pooran eq. 26-27 is (numerically) singular at the pose."""

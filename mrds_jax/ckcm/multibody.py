@@ -12,7 +12,7 @@ contacts, solved by the project's closed-chain machinery (``mrds_jax.system``, B
   The six legs share one topology, so ``build_system`` stacks and ``vmap``s them.
 - ``payload``: a free body (q = [x, y, z, w, q_x, q_y, q_z] of frame {A} in {B}, v = body twist
   [ω; v]), mass M, principal inertia diag(I_payload) about its centroid (the origin of {A}), operational
-  points ``A1`` ... ``A6`` at ᴬa_i (eq. 3).
+  points ``A1`` ... ``A6`` at ᴬa_i (Nguyen & Pooran eq. 3).
 - contacts ``ball1`` ... ``ball6``: spherical (n_c = 3), E = leg tip, P = payload point A_i — the ball
   joints of the paper.  24 coordinates, 18 constraints, 6 degrees of freedom, 6 actuators (the prismatic
   joints, velocity index 2 of every leg: ``ACTUATED``).
@@ -24,28 +24,28 @@ Leg mass models (``LegInertia``, a pytree, so its numbers can be differentiated 
   solid cylinder of length l_s and radius 0.03 m hinged at B_i, centroid l_s/2 from B_i; the moving part,
   mass m1, a solid cylinder of length 0.5 m and radius 0.02 m ending at the tip, centroid 0.25 m below it.
   Inertia of a solid cylinder about its centroid: I_t = m(3r² + L²)/12 across, I_a = m r²/2 along the axis.
-- ``paper_legs``: the mass distribution behind the paper's potential energy (eq. 40-43).  Eq. 40 puts the
+- ``paper_legs``: the mass distribution behind the paper's potential energy (Nguyen & Pooran eq. 40-43).  Nguyen & Pooran eq. 40 puts the
   leg centroid at l_c = l_s/2 + (m1/2m) l_i, i.e. the first moment m l_c = m l_s/2 + (m1/2) l_i; two point
   masses reproduce it for every leg length: m − m1/2 on the stationary part at s = m l_s/(2m − m1) from
   B_i, and m1/2 at the tip.  With it the potential energies of the two models are equal, so their gravity
-  terms agree to round-off (``tests/test_ckcm_multibody.py``).  No rigid pair of links reproduces eq. 40's
+  terms agree to round-off (``tests/test_ckcm_multibody.py``).  No rigid pair of links reproduces Nguyen & Pooran eq. 40's
   kinetic energy as well: that is what the paper's model leaves out (``lagrangian`` docstring, and
   ``experiments/out/ckcm_reproduction.md`` for the numbers):
 
-  * the leg is a point mass m at l_c: K_leg = ½ m (l_c² θ̇² + l̇_c²) (eq. 39).  The moving part really
-    translates with the full l̇ (½ m1 l̇²: eq. 39 has ½ m d1² l̇² = ½ (m1²/4m) l̇², 18× less with eq. 58),
+  * the leg is a point mass m at l_c: K_leg = ½ m (l_c² θ̇² + l̇_c²) (Nguyen & Pooran eq. 39).  The moving part really
+    translates with the full l̇ (½ m1 l̇²: Nguyen & Pooran eq. 39 has ½ m d1² l̇² = ½ (m1²/4m) l̇², 18× less with Nguyen & Pooran eq. 58),
     and the spread of the two parts along the leg adds Σ m_j s_j² − m l_c² to the moment of inertia;
   * the leg's rotational inertia about its own centroid (zero for point masses, I_t for cylinders);
-  * the azimuthal swing of the leg about the vertical through B_i (eq. 39 has only the elevation rate θ̇_i);
+  * the azimuthal swing of the leg about the vertical through B_i (Nguyen & Pooran eq. 39 has only the elevation rate θ̇_i);
   * the payload's rotational energy is ½ Σ I_k ω_k² with the *base-frame* ω (exact only while the payload
     stays level or is spherical).
   On the paper's ellipse (a level translation) the last one vanishes; the first three change the inertial
   forces by tens of percent at 17 cm/s (``experiments/ckcm_reproduction.py``) and not the gravity terms.
 
 State helpers: a payload motion (Φ, Φ̇, Φ̈) — the paper's Cartesian coordinates (pose x, y, z, α, β, γ
-with Z-Y-X Euler angles, eq. 19-21) and their rates — gives the consistent system state and accelerations
+with Z-Y-X Euler angles, Nguyen & Pooran eq. 19-21) and their rates — gives the consistent system state and accelerations
 of all seven modules by leg kinematics (``motion_from_pose``): every leg's joint angles follow from the
-direction of B_i → A_i, its prismatic coordinate from the length (eq. 18), and their rates and accelerations
+direction of B_i → A_i, its prismatic coordinate from the length (Nguyen & Pooran eq. 18), and their rates and accelerations
 by forward-mode differentiation along the path.
 
 Dynamics: ``actuator_forces`` (closed-chain inverse dynamics, ``mrds_jax.system.inverse_dynamics``: the six
@@ -109,7 +109,7 @@ class SingularPoseWarning(UserWarning):
 
 
 def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_CONDITION):
-    """Warn :class:`SingularPoseWarning` naming the pose and cond(C) (C = ∂l/∂Φ, eq. 26-27) when concrete
+    """Warn :class:`SingularPoseWarning` naming the pose and cond(C) (C = ∂l/∂Φ, Nguyen & Pooran eq. 26-27) when concrete
     inputs put the platform at a (near) singular pose: there the actuator forces C⁻ᵀ F blow up (3e8 N at
     cond 3.5e6). Traced inputs (jit, vmap, grad) are not checked: no host sync."""
     from ..validation import is_traced
@@ -119,7 +119,7 @@ def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_
     if not cond <= max_condition:
         import warnings
         warnings.warn(f"{where}: pose {np.asarray(pose).tolist()} is (near) singular: cond(C) = {cond:.3g} > "
-                      f"{max_condition:.3g}; the actuator forces there are unreliable (C = dl/dPhi, eq. 26-27)",
+                      f"{max_condition:.3g}; the actuator forces there are unreliable (C = dl/dPhi, Nguyen & Pooran eq. 26-27)",
                       SingularPoseWarning, stacklevel=3)
 
 
@@ -162,8 +162,8 @@ def bench_legs(params: CKCMParams, r_lower=0.03, r_upper=0.02, upper_length=0.5)
 
 
 def paper_legs(params: CKCMParams) -> LegInertia:
-    """Point masses with the first moment of eq. 40-42 (module docstring): m − m1/2 at m l_s/(2m − m1) from
-    B_i and m1/2 at the tip, no rotational inertia.  The potential energy then equals eq. 43 exactly."""
+    """Point masses with the first moment of Nguyen & Pooran eq. 40-42 (module docstring): m − m1/2 at m l_s/(2m − m1) from
+    B_i and m1/2 at the tip, no rotational inertia.  The potential energy then equals Nguyen & Pooran eq. 43 exactly."""
     m, m1 = leg_mass_split(params)
     z3 = jnp.zeros(jnp.shape(m) + (3,), jnp.result_type(params.m))
     return LegInertia(m_lower=m - m1 / 2, s_lower=m * params.l_s / (2 * m - m1),
@@ -279,7 +279,7 @@ def ball_joints(dtype="float64"):
 
 # --- states from payload motion --------------------------------------------------------------------------
 def euler_to_quat(pose):
-    """Unit quaternion (w, x, y, z) of R_z(α) R_y(β) R_x(γ) (eq. 19): q_z(α) ⊗ q_y(β) ⊗ q_x(γ)."""
+    """Unit quaternion (w, x, y, z) of R_z(α) R_y(β) R_x(γ) (Nguyen & Pooran eq. 19): q_z(α) ⊗ q_y(β) ⊗ q_x(γ)."""
     ca, sa = jnp.cos(pose[3] / 2), jnp.sin(pose[3] / 2)
     cb, sb = jnp.cos(pose[4] / 2), jnp.sin(pose[4] / 2)
     cg, sg = jnp.cos(pose[5] / 2), jnp.sin(pose[5] / 2)
@@ -290,7 +290,7 @@ def euler_to_quat(pose):
 def leg_coordinates(params: CKCMParams, pose):
     """Joint coordinates (6, 3) of the six legs that put every tip on its ball joint A_i at ``pose``:
     universal angles (a, b) with R_x(a) R_y(b) e_z = the leg direction in the leg frame, i.e.
-    b = asin(n_x), a = atan2(−n_y, n_z), and the prismatic coordinate l_i − L_i (eq. 9-11)."""
+    b = asin(n_x), a = atan2(−n_y, n_z), and the prismatic coordinate l_i − L_i (Nguyen & Pooran eq. 9-11)."""
     R, L = leg_frames(params)
     A = payload_points(params) @ rotation(pose).T + pose[:3]
     u = jnp.einsum("ikj,ik->ij", R, A - base_points(params))       # R_iᵀ (A_i − B_i)
@@ -300,7 +300,7 @@ def leg_coordinates(params: CKCMParams, pose):
 
 
 def payload_twist(pose, pose_rate):
-    """Body twist [ω; v] (components in {A}) of the payload moving with Euler rates Φ̇: ω = Rᵀ V Φ̇ (eq. 32-34),
+    """Body twist [ω; v] (components in {A}) of the payload moving with Euler rates Φ̇: ω = Rᵀ V Φ̇ (Nguyen & Pooran eq. 32-34),
     v = Rᵀ (ẋ, ẏ, ż)."""
     Rt = rotation(pose).T
     return jnp.concatenate([Rt @ (angular_velocity_matrix(pose) @ pose_rate), Rt @ pose_rate[:3]])
@@ -331,14 +331,14 @@ def motion_from_pose(params: CKCMParams, pose, pose_rate, pose_acc):
 
 
 def euler_from_rotation(R):
-    """(α, β, γ) of R = R_z(α) R_y(β) R_x(γ) (eq. 19), |β| < 90°."""
+    """(α, β, γ) of R = R_z(α) R_y(β) R_x(γ) (Nguyen & Pooran eq. 19), |β| < 90°."""
     return jnp.stack([jnp.arctan2(R[1, 0], R[0, 0]), -jnp.arcsin(jnp.clip(R[2, 0], -1.0, 1.0)),
                       jnp.arctan2(R[2, 1], R[2, 2])])
 
 
 def pose_from_state(state: SystemState):
     """(Φ, Φ̇) of the payload of a system state: position, Z-Y-X Euler angles, and their rates
-    (Φ̇_rot = V_rot⁻¹ ω with ω = R ω_body, eq. 32-34)."""
+    (Φ̇_rot = V_rot⁻¹ ω with ω = R ω_body, Nguyen & Pooran eq. 32-34)."""
     q, v = state.q[-1], state.v[-1]
     R = quat_to_rotation(q[3:])
     pose = jnp.concatenate([q[:3], euler_from_rotation(R)])
@@ -432,15 +432,15 @@ def actuator_forces(params: CKCMParams, pose, pose_rate, pose_acc, legs="bench")
 
 
 def cartesian_forces(params: CKCMParams, pose, split: ForceSplit) -> ForceSplit:
-    """Generalized forces conjugate to Φ, F = Cᵀ τ (virtual work with l̇ = C Φ̇, eq. 26), of an actuator-force
-    split: the quantities of the paper's eq. 45 (F_x, F_y, F_z, M_α, M_β, M_γ)."""
+    """Generalized forces conjugate to Φ, F = Cᵀ τ (virtual work with l̇ = C Φ̇, Nguyen & Pooran eq. 26), of an actuator-force
+    split: the quantities of Nguyen & Pooran eq. 45 (F_x, F_y, F_z, M_α, M_β, M_γ)."""
     CT = jacobian(params, pose).T
     return jax.tree_util.tree_map(lambda t: CT @ t, split)
 
 
 def actuator_forces_along_path(params: CKCMParams, times, period, z=None, semi_axes=ELLIPSE_SEMI_AXES,
                                legs="bench", batch_size=None) -> ForceSplit:
-    """``actuator_forces`` along ``EllipsePath`` (eq. 55) at ``times``: a ``ForceSplit`` of (len(times), 6)
+    """``actuator_forces`` along ``EllipsePath`` (Nguyen & Pooran eq. 55) at ``times``: a ``ForceSplit`` of (len(times), 6)
     arrays, the multibody counterpart of ``lagrangian.actuator_forces_along_path`` (``jax.lax.map``)."""
     path = ellipse(params, period, z, semi_axes)
     legs = leg_model(params, legs)
@@ -451,7 +451,7 @@ def actuator_forces_along_path(params: CKCMParams, times, period, z=None, semi_a
 # --- paths -----------------------------------------------------------------------------------------------------
 @pytree_dataclass
 class EllipsePath:
-    """The ellipse of eq. 55 as a pytree path t ↦ (Φ, Φ̇, Φ̈): x = c_x + a cos(2πt/T), y = c_y + b sin(2πt/T)
+    """The ellipse of Nguyen & Pooran eq. 55 as a pytree path t ↦ (Φ, Φ̇, Φ̈): x = c_x + a cos(2πt/T), y = c_y + b sin(2πt/T)
     at height z, level (constant angular rate; see ``lagrangian.ellipse_path``)."""
     period: jax.Array
     a: jax.Array
@@ -471,7 +471,7 @@ class EllipsePath:
 
 
 def ellipse(params: CKCMParams, period, z=None, semi_axes=ELLIPSE_SEMI_AXES, center=(0.0, 0.0)) -> EllipsePath:
-    """``EllipsePath`` of eq. 55 (semi-axes 5 and 2.5 cm) at height ``z`` (default ``params.z_nominal``)."""
+    """``EllipsePath`` of Nguyen & Pooran eq. 55 (semi-axes 5 and 2.5 cm) at height ``z`` (default ``params.z_nominal``)."""
     f = jnp.result_type(params.m)
     z = params.z_nominal if z is None else z
     return EllipsePath(*(jnp.asarray(x, f) for x in (period, semi_axes[0], semi_axes[1], z, center)))
