@@ -15,7 +15,7 @@ from . import kinematics, lagrangian, multibody, params
 from .errors import (AttachmentError, CKCMInputError, ForwardKinematicsError, SingularConfigurationError,
                      StrokeError, WorkspaceError)
 from .kinematics import (FKResult, WorkspaceMargins, angular_acceleration_matrices, angular_velocity_matrix,
-                         check_leg_lengths, check_pose, elevation_jacobian, euler_zyx, forward_kinematics,
+                         check_leg_lengths, check_pose, elevation_jacobian, euler_zyx, newton_forward_kinematics,
                          home_pose, inverse_kinematics, inverse_kinematics_checked, jacobian, leg_elevation,
                          leg_vectors, rotation, solve_forward_kinematics, workspace_margins)
 from .lagrangian import (PAPER, EnergyModel, ForceSplit, actuator_forces, actuator_forces_along_path,
@@ -25,4 +25,4 @@ from .lagrangian import (PAPER, EnergyModel, ForceSplit, actuator_forces, actuat
 from .params import (CKCMParams, attachment_angles, base_points, make_params, nominal, payload_points,
                      validate_params)
 from .multibody import (LegInertia, bench_legs, build_ckcm_system, computed_torque, consistent_state, ellipse,
-                        motion_from_pose, open_loop, paper_legs, pd_feedforward, simulate, state_from_pose)
+                        motion_from_pose, open_loop, paper_legs, pd_feedforward, simulate_tracking, state_from_pose)

@@ -12,7 +12,7 @@ Pure, jittable functions of one scenario (``jax.vmap`` for batches):
 - ``jacobian``            C = ∂l/∂Φ written from Nguyen & Pooran eq. 26-27 (checked against ``jax.jacfwd`` in the tests)
 - ``leg_elevation``, ``elevation_jacobian``   θ_i of Nguyen & Pooran eq. 28-29 and t_ik = ∂θ_i/∂φ_k of Nguyen & Pooran eq. 30-31
 - ``angular_velocity_matrix`` (V, Nguyen & Pooran eq. 34), ``angular_acceleration_matrices`` (Q_k, Nguyen & Pooran eq. 35-36)
-- ``forward_kinematics``  Newton iteration with a fixed iteration count, implicit-function gradients
+- ``newton_forward_kinematics``  Newton iteration with a fixed iteration count, implicit-function gradients
   (``jax.lax.custom_root``); returns a ``FKResult`` with the residual, the Jacobian's condition number and a
   ``converged`` flag instead of raising, so it can be jitted and vmapped.
 
@@ -289,7 +289,7 @@ def _default_tol(dtype):
     return 100 * float(jnp.finfo(dtype).eps) * 2.0  # m, for leg lengths of order 1 m
 
 
-def forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAULT_FK_ITERATIONS, tol=None):
+def newton_forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAULT_FK_ITERATIONS, tol=None):
     """Pose Φ with l(Φ) = ``lengths`` by Newton's method, Φ ← Φ − C(Φ)⁻¹ (l(Φ) − l*) (Nguyen & Pooran eq. 18, 26-27),
     for a fixed number of ``iterations`` (static) from ``guess`` (default: ``home_pose``).
 
@@ -325,12 +325,12 @@ def forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAU
 
 @functools.lru_cache(maxsize=None)
 def _jitted_fk(iterations):
-    return jax.jit(functools.partial(forward_kinematics, iterations=iterations))
+    return jax.jit(functools.partial(newton_forward_kinematics, iterations=iterations))
 
 
 def solve_forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAULT_FK_ITERATIONS,
                              tol=None, max_condition=DEFAULT_MAX_CONDITION, check_stroke=True):
-    """Eager, checked forward kinematics: ``check_leg_lengths``, then ``forward_kinematics`` (jitted), then
+    """Eager, checked forward kinematics: ``check_leg_lengths``, then ``newton_forward_kinematics`` (jitted), then
 
     - ``ForwardKinematicsError`` if Newton did not converge (residual, iterations, guess, cond(C) reported),
     - ``SingularConfigurationError`` if cond(C) at the solution exceeds ``max_condition``,

@@ -51,7 +51,7 @@ by forward-mode differentiation along the path.
 Dynamics: ``actuator_forces`` (closed-chain inverse dynamics, ``mrds_jax.system.inverse_dynamics``: the six
 prismatic forces and the 18 ball-joint forces that produce a prescribed payload motion, split like the
 paper's Tables 1-2 into inertial, velocity-product and gravity parts), ``actuator_forces_along_path``, and
-``simulate`` (forward dynamics, ``mrds_jax.system.forward_dynamics``, integrated by
+``simulate_tracking`` (forward dynamics, ``mrds_jax.system.forward_dynamics``, integrated by
 ``mrds_jax.integrate.rollout`` under a computed-torque controller or the open-loop inverse-dynamics forces).
 
 Accuracy, measured (``tests/test_ckcm_multibody.py``, ``experiments/out/ckcm_reproduction.md``): in float64 the
@@ -384,7 +384,7 @@ def _jitted_state():
     return jax.jit(state_from_pose)
 
 
-def check_state(params: CKCMParams, state: SystemState, tol=1e-6):
+def check_ckcm_state(params: CKCMParams, state: SystemState, tol=1e-6):
     """Raise ``CKCMStateError`` when ``state`` is not a CKCM state: wrong shapes, or a leg tip more than
     ``tol`` metres from its ball joint (naming the legs).  Eager; returns the closure errors."""
     shapes = [(3, 3)] * 6 + [(7, 6)]
@@ -552,7 +552,7 @@ def open_loop(dtype=float) -> Controller:
     return Controller(z, z, z[0], z[0])
 
 
-def pose_error(pose_d, pose):
+def payload_pose_error(pose_d, pose):
     """Φ_d − Φ with the Euler-angle differences wrapped to (−π, π]."""
     e = pose_d - pose
     return e.at[3:].set(jnp.arctan2(jnp.sin(e[3:]), jnp.cos(e[3:])))
@@ -565,7 +565,7 @@ def tracking_forces(system, params: CKCMParams, state: SystemState, t, path, con
     kinematics — or at the desired (Φ_d, Φ̇_d, Φ̈_d)."""
     pose_d, rate_d, acc_d = path(t)
     pose, rate = pose_from_state(state)
-    e, ed = pose_error(pose_d, pose), rate_d - rate
+    e, ed = payload_pose_error(pose_d, pose), rate_d - rate
     lin = controller.feedback_linearize > 0.5
     pose_c, rate_c = jnp.where(lin, pose, pose_d), jnp.where(lin, rate, rate_d)
     acc_c = acc_d + controller.feedback_linearize * (controller.kd * ed + controller.kp * e)
@@ -576,7 +576,7 @@ def tracking_forces(system, params: CKCMParams, state: SystemState, t, path, con
 
 
 class TrackingResult(NamedTuple):
-    """Output of ``simulate``: times (n,), the ``Trajectory`` of module states, payload poses Φ (n, 6) and their
+    """Output of ``simulate_tracking``: times (n,), the ``Trajectory`` of module states, payload poses Φ (n, 6) and their
     desired values (n, 6), position and orientation errors (n,) (m: norm of the position error; rad: norm of
     the Euler-angle error), ball-joint closure errors (n, 6) in m, the actuator forces at the stored states
     (n, 6; only with ``record_forces=True``, else None), and the step where the state first became
@@ -604,9 +604,10 @@ def default_integrator():
     return "rk4_compact" if "rk4_compact" in INTEGRATORS else "rk4"
 
 
-def simulate(params: CKCMParams, path, state0: SystemState, dt, n_steps, controller: Controller | None = None,
-             legs="bench", decimation=1, integrator=None, t0=0.0, model_params: CKCMParams | None = None,
-             model_legs=None, record_forces=False) -> TrackingResult:
+def simulate_tracking(params: CKCMParams, path, state0: SystemState, dt, n_steps,
+                      controller: Controller | None = None, legs="bench", decimation=1, integrator=None, t0=0.0,
+                      model_params: CKCMParams | None = None, model_legs=None,
+                      record_forces=False) -> TrackingResult:
     """Forward simulation of the CKCM under a tracking ``controller`` (default ``computed_torque()``).
 
     The plant is ``forward_dynamics`` of ``build_ckcm_system(params, legs)``, integrated by
@@ -637,7 +638,7 @@ def simulate(params: CKCMParams, path, state0: SystemState, dt, n_steps, control
     def observe(q, v, t):
         state = SystemState(tuple(q), tuple(v))
         pose, _ = pose_from_state(state)
-        e = pose_error(path(t)[0], pose)
+        e = payload_pose_error(path(t)[0], pose)
         return pose, path(t)[0], jnp.linalg.norm(e[:3]), jnp.linalg.norm(e[3:]), closure_errors(params, state)
 
     obs = jax.lax.map(lambda x: observe(*x), (traj.q, traj.v, traj.t))
@@ -647,11 +648,11 @@ def simulate(params: CKCMParams, path, state0: SystemState, dt, n_steps, control
 
 @functools.lru_cache(maxsize=None)
 def jitted_simulate(n_steps, decimation=1, integrator=None, record_forces=False):
-    """A cached ``jax.jit`` of ``simulate`` for given static settings, called as
+    """A cached ``jax.jit`` of ``simulate_tracking`` for given static settings, called as
     ``jitted_simulate(n)(params, path, state0, dt, controller, legs)`` with ``legs`` a ``LegInertia``
     (e.g. ``bench_legs(params)``): every controller, path, parameter set and step size reuses it."""
     def run(params, path, state0, dt, controller, legs):
-        return simulate(params, path, state0, dt, n_steps, controller, legs, decimation, integrator,
+        return simulate_tracking(params, path, state0, dt, n_steps, controller, legs, decimation, integrator,
                         record_forces=record_forces)
     return jax.jit(run)
 
@@ -674,9 +675,9 @@ __all__ = ["LEG_NAMES", "PAYLOAD", "MODULE_NAMES", "ACTUATED", "LegInertia", "be
            "LEG_MODELS", "leg_model", "check_legs", "leg_frames", "leg_module", "payload_module", "ball_joints",
            "build_ckcm_system", "euler_to_quat", "leg_coordinates", "payload_twist", "state_from_pose",
            "motion_from_pose", "euler_from_rotation", "pose_from_state", "leg_lengths", "closure_errors",
-           "consistent_state", "check_state", "CKCMStateError", "SingularPoseWarning", "warn_if_singular",
+           "consistent_state", "check_ckcm_state", "CKCMStateError", "SingularPoseWarning", "warn_if_singular",
            "inverse_dynamics_at", "actuator_forces",
            "cartesian_forces", "actuator_forces_along_path", "EllipsePath", "ellipse", "PointToPointPath",
            "point_to_point", "Controller",
-           "computed_torque", "pd_feedforward", "open_loop", "pose_error", "tracking_forces", "TrackingResult",
-           "default_integrator", "simulate", "jitted_simulate", "check_simulation"]
+           "computed_torque", "pd_feedforward", "open_loop", "payload_pose_error", "tracking_forces",
+           "TrackingResult", "default_integrator", "simulate_tracking", "jitted_simulate", "check_simulation"]
