@@ -13,7 +13,7 @@ Parameters the paper leaves open follow ``shared/bench/README.md`` (the MJCF mod
 """
 from . import kinematics, lagrangian, multibody, params
 from .errors import (AttachmentError, CKCMInputError, ForwardKinematicsError, SingularConfigurationError,
-                     StrokeError, WorkspaceError)
+                     SingularPoseWarning, StrokeError, WorkspaceError)
 from .kinematics import (FKResult, WorkspaceMargins, angular_acceleration_matrices, angular_velocity_matrix,
                          check_leg_lengths, check_pose, elevation_jacobian, euler_zyx, newton_forward_kinematics,
                          home_pose, inverse_kinematics, inverse_kinematics_checked, jacobian, leg_elevation,

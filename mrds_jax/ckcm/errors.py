@@ -3,7 +3,7 @@
 All derive from ``ValueError`` (bad input, not a bug), except ``ForwardKinematicsError`` which derives from
 ``RuntimeError`` as well as ``ValueError`` so that either ``except`` clause catches it.
 """
-from ..validation import InputError
+from ..validation import InputError, SingularConfigurationWarning
 
 
 class CKCMInputError(InputError):
@@ -29,3 +29,9 @@ class ForwardKinematicsError(CKCMInputError, RuntimeError):
 
 class SingularConfigurationError(CKCMInputError, RuntimeError):
     """The leg Jacobian of Nguyen & Pooran eq. 26-27 is (numerically) singular at the pose."""
+
+
+class SingularPoseWarning(SingularConfigurationWarning):
+    """Forces asked at a (near) singular pose: cond(C) beyond the limit (C = ∂l/∂Φ, Nguyen & Pooran eq. 26-27),
+    the actuator forces C⁻ᵀ F unreliable.  A :class:`~mrds_jax.validation.SingularConfigurationWarning`, so one
+    filter covers the CKCM models and the system layer's ``forward_dynamics``."""

@@ -43,7 +43,8 @@ import jax.numpy as jnp
 
 from ..pytree import pytree_dataclass
 from ..spatial import dense
-from .errors import ForwardKinematicsError, SingularConfigurationError, StrokeError, WorkspaceError
+from .errors import (ForwardKinematicsError, SingularConfigurationError, SingularPoseWarning, StrokeError,
+                     WorkspaceError)
 from .params import CKCMParams, base_points, payload_points
 
 DEFAULT_MAX_CONDITION = 1e6
@@ -275,6 +276,21 @@ def check_leg_lengths(params: CKCMParams, lengths):
 
 
 # --- forward kinematics ----------------------------------------------------------------------------------
+def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_CONDITION):
+    """Warn :class:`SingularPoseWarning` naming ``where``, the pose and cond(C) (C = ∂l/∂Φ, Nguyen & Pooran
+    eq. 26-27) when concrete inputs put the platform at a (near) singular pose: there the actuator forces
+    C⁻ᵀ F blow up (3e8 N at cond 3.5e6).  Traced inputs (jit, vmap, grad) are not checked: no host sync."""
+    from ..validation import is_traced
+    if is_traced((params, pose)):
+        return
+    cond = float(np.linalg.cond(np.asarray(jacobian(params, jnp.asarray(pose)))))
+    if not cond <= max_condition:
+        import warnings
+        warnings.warn(f"{where}: pose {np.asarray(pose).tolist()} is (near) singular: cond(C) = {cond:.3g} > "
+                      f"{max_condition:.3g}; the actuator forces there are unreliable (C = dl/dPhi, "
+                      "Nguyen & Pooran eq. 26-27)", SingularPoseWarning, stacklevel=3)
+
+
 @pytree_dataclass
 class FKResult:
     """pose (6,); residual = max_i |l_i(pose) − l_i*| in m; condition = cond(C) at the pose;

@@ -68,7 +68,7 @@ import jax.numpy as jnp
 
 from ..pytree import pytree_dataclass
 from ..spatial import dense
-from .kinematics import angular_velocity_matrix, home_pose, jacobian, leg_vectors, rotation
+from .kinematics import angular_velocity_matrix, home_pose, jacobian, leg_vectors, rotation, warn_if_singular
 from .params import CKCMParams, leg_mass_split
 
 
@@ -204,7 +204,9 @@ def cartesian_forces(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER)
 
 def actuator_forces(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER) -> ForceSplit:
     """Leg actuator forces τ = C⁻ᵀ F (Nguyen & Pooran eq. 56 corrected: virtual work with l̇ = C Φ̇ of Nguyen & Pooran eq. 26), each of
-    the three terms of Nguyen & Pooran eq. 45 mapped separately (they add up to the total)."""
+    the three terms of Nguyen & Pooran eq. 45 mapped separately (they add up to the total).  Warns
+    :class:`~mrds_jax.ckcm.errors.SingularPoseWarning` at a (near) singular pose given concrete inputs."""
+    warn_if_singular(params, q, "ckcm.lagrangian.actuator_forces")
     F = cartesian_forces(params, q, qd, qdd, model)
     CT = jacobian(params, q).T
     return jax.tree_util.tree_map(lambda f: dense.solve(CT, f), F)
@@ -212,7 +214,9 @@ def actuator_forces(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER) 
 
 def actuator_forces_total(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER):
     """The total leg forces τ = C⁻ᵀ (D Φ̈ + H Φ̇Φ̇ + G) (Nguyen & Pooran eq. 45, 56 corrected) alone: equal, bit for bit, to
-    ``actuator_forces(...).total`` with one linear solve instead of four (what the design optimiser needs)."""
+    ``actuator_forces(...).total`` with one linear solve instead of four (what the design optimiser needs).
+    Warns as ``actuator_forces`` does."""
+    warn_if_singular(params, q, "ckcm.lagrangian.actuator_forces_total")
     return dense.solve(jacobian(params, q).T, cartesian_forces(params, q, qd, qdd, model).total)
 
 

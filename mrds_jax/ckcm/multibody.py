@@ -82,9 +82,9 @@ from ..pytree import pytree_dataclass
 from ..spatial import dense
 from ..spatial.rotation import quat_to_rotation
 from ..system import SystemState, build_system, forward_dynamics, inverse_dynamics
-from .errors import CKCMInputError, WorkspaceError
-from .kinematics import (DEFAULT_MAX_CONDITION, angular_velocity_matrix, check_pose, home_pose, jacobian,
-                         rotation)
+from .errors import CKCMInputError, SingularPoseWarning, WorkspaceError  # noqa: F401  (re-exported)
+from .kinematics import (DEFAULT_MAX_CONDITION, angular_velocity_matrix, check_pose, home_pose, jacobian, rotation,
+                         warn_if_singular)
 from .lagrangian import ELLIPSE_SEMI_AXES, ForceSplit
 from .params import CKCMParams, base_points, leg_mass_split, payload_points
 
@@ -102,25 +102,6 @@ PAYLOAD_TOPOLOGY = Topology(link_names=("payload",), parents=(-1,), joint_names=
 
 class CKCMStateError(CKCMInputError):
     """A system state that is not a CKCM state: wrong shapes, or leg tips away from their ball joints."""
-
-
-class SingularPoseWarning(UserWarning):
-    """Inverse dynamics asked at a (near) singular pose: cond(C) beyond the limit, forces unreliable."""
-
-
-def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_CONDITION):
-    """Warn :class:`SingularPoseWarning` naming the pose and cond(C) (C = ∂l/∂Φ, Nguyen & Pooran eq. 26-27) when concrete
-    inputs put the platform at a (near) singular pose: there the actuator forces C⁻ᵀ F blow up (3e8 N at
-    cond 3.5e6). Traced inputs (jit, vmap, grad) are not checked: no host sync."""
-    from ..validation import is_traced
-    if is_traced((params, pose)):
-        return
-    cond = float(np.linalg.cond(np.asarray(jacobian(params, jnp.asarray(pose)))))
-    if not cond <= max_condition:
-        import warnings
-        warnings.warn(f"{where}: pose {np.asarray(pose).tolist()} is (near) singular: cond(C) = {cond:.3g} > "
-                      f"{max_condition:.3g}; the actuator forces there are unreliable (C = dl/dPhi, Nguyen & Pooran eq. 26-27)",
-                      SingularPoseWarning, stacklevel=3)
 
 
 # --- leg mass models -------------------------------------------------------------------------------------
