@@ -28,6 +28,7 @@ from mrds_jax import system as S
 from mrds_jax.ckcm import kinematics as K
 from mrds_jax.ckcm import lagrangian as L
 from mrds_jax.ckcm import multibody as MB
+from mrds_jax.ckcm import tracking
 from mrds_jax.export import to_pinocchio
 
 P = ckcm.nominal()
@@ -82,7 +83,7 @@ def test_instantaneous_dynamics_equal_pinocchio_constraint_dynamics(paper):
         r = call(pose, rate, acc, paper)
         assert np.max(r["closure"]) < 1e-14
         qp, vp = merged.q(r["state"].q), merged.v(r["state"].v)
-        tau = MB._taus(r["split"].total, jnp.float64)
+        tau = tracking._taus(r["split"].total, jnp.float64)
         ddq, lam, J = merged.constraint_dynamics(qp, vp, merged.v(tau))
         assert np.abs(J @ vp).max() < 1e-12                     # the state from leg kinematics is consistent
         expected = merged.v(r["qdd"])

@@ -1,17 +1,22 @@
 """The 6-DOF CKCM robot end-effector of Nguyen & Pooran (1989, seed 002): a modified Stewart platform.
 
 - ``params``      design/inertial parameters as a pytree (Nguyen & Pooran eq. 2-4, 40-42, 58), validation
-- ``kinematics``  inverse kinematics (Nguyen & Pooran eq. 18-19), Jacobians (Nguyen & Pooran eq. 26-36), forward kinematics (Newton),
-                  workspace/stroke checks
-- ``lagrangian``  the paper's Lagrangian model F = D Φ̈ + H Φ̇Φ̇ + G (Nguyen & Pooran eq. 39-56), derived by autodiff from
-                  the energies; actuator forces along the ellipse of Nguyen & Pooran eq. 55
-- ``multibody``   the full MRDS model (six U-P-S legs, free payload) built from ``CKCMParams``: consistent
-                  states from a payload motion, closed-chain inverse dynamics (actuator forces), forward
-                  simulation under computed-torque / PD-feedforward / open-loop control
+- ``kinematics``  inverse kinematics (Nguyen & Pooran eq. 18-19), Jacobians (Nguyen & Pooran eq. 26-36),
+                  forward kinematics (Newton), workspace/stroke checks, the singular-pose warning
+- ``lagrangian``  the paper's Lagrangian model F = D Φ̈ + H Φ̇Φ̇ + G (Nguyen & Pooran eq. 39-56), derived by
+                  autodiff from the energies; actuator forces along the ellipse of Nguyen & Pooran eq. 55
+- ``multibody``   the full MRDS model (six U-P-S legs, free payload) built from ``CKCMParams``, its public names
+                  gathered from ``mechanism`` (the system), ``legs`` (leg mass models), ``states`` (consistent
+                  states from a payload motion), ``paths``, ``inverse`` (closed-chain inverse dynamics:
+                  actuator forces), ``controllers`` and ``tracking`` (forward simulation under computed-torque /
+                  PD-feedforward / open-loop control)
+- ``design``      design optimisation of the parameters on a task
+- ``errors``      the exceptions and the warning of bad input
 
 Parameters the paper leaves open follow ``shared/bench/README.md`` (the MJCF model of the same mechanism).
 """
-from . import kinematics, lagrangian, multibody, params
+from . import (controllers, inverse, kinematics, lagrangian, legs, mechanism, multibody, params, paths, states,
+               tracking)
 from .errors import (AttachmentError, CKCMInputError, ForwardKinematicsError, SingularConfigurationError,
                      SingularPoseWarning, StrokeError, WorkspaceError)
 from .kinematics import (FKResult, WorkspaceMargins, angular_acceleration_matrices, angular_velocity_matrix,

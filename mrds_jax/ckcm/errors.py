@@ -23,6 +23,10 @@ class StrokeError(CKCMInputError):
     """A leg length outside the actuator stroke [l_min, l_max] (see ``CKCMParams.stroke``)."""
 
 
+class CKCMStateError(CKCMInputError):
+    """A system state that is not a CKCM state: wrong shapes, or leg tips away from their ball joints."""
+
+
 class ForwardKinematicsError(CKCMInputError, RuntimeError):
     """Newton iteration for the forward kinematics did not converge."""
 

@@ -277,9 +277,9 @@ def check_leg_lengths(params: CKCMParams, lengths):
 
 # --- forward kinematics ----------------------------------------------------------------------------------
 def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_CONDITION):
-    """Warn :class:`SingularPoseWarning` naming ``where``, the pose and cond(C) (C = ∂l/∂Φ, Nguyen & Pooran
-    eq. 26-27) when concrete inputs put the platform at a (near) singular pose: there the actuator forces
-    C⁻ᵀ F blow up (3e8 N at cond 3.5e6).  Traced inputs (jit, vmap, grad) are not checked: no host sync."""
+    """Warn :class:`SingularPoseWarning` naming ``where``, the pose and cond(C) (C = ∂l/∂Φ,
+    Nguyen & Pooran eq. 26-27) when concrete inputs put the platform at a (near) singular pose: there the
+    actuator forces C⁻ᵀ F blow up (3e8 N at cond 3.5e6).  Traced inputs (jit, vmap, grad) are not checked: no host sync."""
     from ..validation import is_traced
     if is_traced((params, pose)):
         return
