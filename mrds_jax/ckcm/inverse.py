@@ -48,16 +48,16 @@ def actuator_forces(params: CKCMParams, pose, pose_rate, pose_acc, legs="bench")
 
 
 def cartesian_forces(params: CKCMParams, pose, split: ForceSplit) -> ForceSplit:
-    """Generalized forces conjugate to Φ, F = Cᵀ τ (virtual work with l̇ = C Φ̇, Nguyen & Pooran eq. 26), of an actuator-force
-    split: the quantities of Nguyen & Pooran eq. 45 (F_x, F_y, F_z, M_α, M_β, M_γ)."""
+    """Generalized forces conjugate to Φ, F = Cᵀ τ (virtual work with l̇ = C Φ̇, Nguyen & Pooran eq. 26), of an
+    actuator-force split: the quantities of Nguyen & Pooran eq. 45 (F_x, F_y, F_z, M_α, M_β, M_γ)."""
     CT = jacobian(params, pose).T
     return jax.tree_util.tree_map(lambda t: CT @ t, split)
 
 
 def actuator_forces_along_path(params: CKCMParams, times, period, z=None, semi_axes=ELLIPSE_SEMI_AXES,
                                legs="bench", batch_size=None) -> ForceSplit:
-    """``actuator_forces`` along ``EllipsePath`` (Nguyen & Pooran eq. 55) at ``times``: a ``ForceSplit`` of (len(times), 6)
-    arrays, the multibody counterpart of ``lagrangian.actuator_forces_along_path`` (``jax.lax.map``)."""
+    """``actuator_forces`` along ``EllipsePath`` (Nguyen & Pooran eq. 55) at ``times``: a ``ForceSplit`` of (len(times),
+    6) arrays, the multibody counterpart of ``lagrangian.actuator_forces_along_path`` (``jax.lax.map``)."""
     path = ellipse(params, period, z, semi_axes)
     legs = leg_model(params, legs)
     return jax.lax.map(lambda t: actuator_forces(params, *path(t), legs=legs), jnp.asarray(times),

@@ -1,7 +1,7 @@
 """Kinematics of the CKCM end-effector (Nguyen & Pooran 1989, Section 3.1-3.2).
 
-Pose (the paper's Cartesian coordinates Φ, Nguyen & Pooran eq. 20): ``pose = (x, y, z, α, β, γ)`` — the position ᴮd of the
-payload centroid A in the base frame {B} (Nguyen & Pooran eq. 6) and the Z-Y-X Euler angles of {A} relative to {B}
+Pose (the paper's Cartesian coordinates Φ, Nguyen & Pooran eq. 20): ``pose = (x, y, z, α, β, γ)`` — the position ᴮd of
+the payload centroid A in the base frame {B} (Nguyen & Pooran eq. 6) and the Z-Y-X Euler angles of {A} relative to {B}
 (Nguyen & Pooran eq. 19): rotate by α about z_B, then β about the new y, then γ about the newest x, so
 R = R_z(α) R_y(β) R_x(γ).  Euler angle *rates* are the generalized velocities (Nguyen & Pooran eq. 21); the angular
 velocity in {B} is ω = V(Φ) Φ̇ (Nguyen & Pooran eq. 32-34).  Leg lengths l_i are the joint variables.
@@ -10,8 +10,10 @@ Pure, jittable functions of one scenario (``jax.vmap`` for batches):
 
 - ``inverse_kinematics``  closed form, Nguyen & Pooran eq. 18
 - ``jacobian``            C = ∂l/∂Φ written from Nguyen & Pooran eq. 26-27 (checked against ``jax.jacfwd`` in the tests)
-- ``leg_elevation``, ``elevation_jacobian``   θ_i of Nguyen & Pooran eq. 28-29 and t_ik = ∂θ_i/∂φ_k of Nguyen & Pooran eq. 30-31
-- ``angular_velocity_matrix`` (V, Nguyen & Pooran eq. 34), ``angular_acceleration_matrices`` (Q_k, Nguyen & Pooran eq. 35-36)
+- ``leg_elevation``, ``elevation_jacobian``   θ_i of Nguyen & Pooran eq. 28-29 and t_ik = ∂θ_i/∂φ_k of
+  Nguyen & Pooran eq. 30-31
+- ``angular_velocity_matrix`` (V, Nguyen & Pooran eq. 34), ``angular_acceleration_matrices`` (Q_k,
+  Nguyen & Pooran eq. 35-36)
 - ``newton_forward_kinematics``  Newton iteration with a fixed iteration count, implicit-function gradients
   (``jax.lax.custom_root``); returns a ``FKResult`` with the residual, the Jacobian's condition number and a
   ``converged`` flag instead of raising, so it can be jitted and vmapped.
@@ -21,13 +23,14 @@ Eager front doors that raise clear errors (``errors.py``) on bad input:
 
 Workspace (our definition, the paper gives none): a pose is inside when every leg length lies in the stroke
 (``CKCMParams.stroke``), every leg points up and away from the vertical (q_iz > 0 and q_ip > 0: θ_i of
-Nguyen & Pooran eq. 28 lies strictly between 0 and 90°, which Nguyen & Pooran eq. 31 needs), |β| < 90° (the Z-Y-X parametrisation of eq.
-32-34 is singular at |β| = 90°), and the Jacobian C is not numerically singular (cond(C) ≤ max_condition).
-Joint angle limits of the universal and ball joints are not modelled (the paper gives none).
+Nguyen & Pooran eq. 28 lies strictly between 0 and 90°, which Nguyen & Pooran eq. 31 needs), |β| < 90° (the Z-Y-X
+parametrisation of Nguyen & Pooran eq. 32-34 is singular at |β| = 90°), and the Jacobian C is not numerically singular
+(cond(C) ≤ max_condition). Joint angle limits of the universal and ball joints are not modelled (the paper gives none).
 
-Printed-equation notes: Nguyen & Pooran eq. 18 and 27a-f agree with autodiff of Nguyen & Pooran eq. 9-11; Nguyen & Pooran eq. 31e is printed with
-+c_i3 c_i5, the derivative of Nguyen & Pooran eq. 28 gives −c_i3 c_i5 (t_ik = (∂q_iz/∂φ_k − c_i3 c_ik)/q_ip for all k);
-Nguyen & Pooran eq. 56 writes τ = Jᵀ F, which with the J = C of Nguyen & Pooran eq. 26 must read τ = C⁻ᵀ F (see ``lagrangian.py``).
+Printed-equation notes: Nguyen & Pooran eq. 18 and 27a-f agree with autodiff of Nguyen & Pooran eq. 9-11;
+Nguyen & Pooran eq. 31e is printed with +c_i3 c_i5, the derivative of Nguyen & Pooran eq. 28 gives −c_i3 c_i5 (t_ik =
+(∂q_iz/∂φ_k − c_i3 c_ik)/q_ip for all k); Nguyen & Pooran eq. 56 writes τ = Jᵀ F, which with the J = C of
+Nguyen & Pooran eq. 26 must read τ = C⁻ᵀ F (see ``lagrangian.py``).
 
 Accuracy: float64 reaches FK round-trip errors ~1e-15; float32 works too (the FK tolerance scales with
 the dtype's eps): measured FK pose errors ≤ 3e-7 (m, rad) and residuals ≤ 2.4e-7 m at 20 random poses
@@ -85,7 +88,8 @@ def inverse_kinematics(params: CKCMParams, pose):
 
     l_i² = x² + y² + z² + r_A² + r_B² + 2(r11 a_ix + r12 a_iy)(x − b_ix) + 2(r21 a_ix + r22 a_iy)(y − b_iy)
            + 2(r31 a_ix + r32 a_iy) z − 2(x b_ix + y b_iy),
-    which uses a_iz = b_iz = 0 (Nguyen & Pooran eq. 15) and |a_i| = r_A, |b_i| = r_B (Nguyen & Pooran eq. 16-17).  Equals |ᴮq_i| of Nguyen & Pooran eq. 11.
+    which uses a_iz = b_iz = 0 (Nguyen & Pooran eq. 15) and |a_i| = r_A, |b_i| = r_B (Nguyen & Pooran eq. 16-17).
+    Equals |ᴮq_i| of Nguyen & Pooran eq. 11.
     """
     x, y, z = pose[0], pose[1], pose[2]
     R = rotation(pose)
@@ -100,7 +104,8 @@ def inverse_kinematics(params: CKCMParams, pose):
 
 
 def jacobian(params: CKCMParams, pose):
-    """C = ∂l/∂Φ, the (6, 6) matrix of Nguyen & Pooran eq. 26-27: l̇_i = Σ_k c_ik φ̇_k, written from the printed formulas.
+    """C = ∂l/∂Φ, the (6, 6) matrix of Nguyen & Pooran eq. 26-27: l̇_i = Σ_k c_ik φ̇_k, written from the printed
+    formulas.
 
     c_i1..3 = q_ix/l_i, q_iy/l_i, q_iz/l_i                                                    (27a-c)
     c_i4 = [−(r21 a_ix + r22 a_iy)(x − b_ix) + (r11 a_ix + r12 a_iy)(y − b_iy)] / l_i             (27d)
@@ -133,8 +138,8 @@ def leg_elevation(params: CKCMParams, pose):
 def elevation_jacobian(params: CKCMParams, pose):
     """T = ∂θ/∂Φ, the t_ik of Nguyen & Pooran eq. 30-31 (θ̇_i = Σ_k t_ik φ̇_k), from the formulas, with 31e corrected.
 
-    All six follow from differentiating Nguyen & Pooran eq. 28: t_ik = (∂q_iz/∂φ_k − c_i3 c_ik) / q_ip, with ∂q_iz/∂φ_k =
-    (0, 0, 1, 0, −(a_ix Cβ + a_iy Sβ Sγ), a_iy r33).  The paper prints 31e with "+ c_i3 c_i5"; the sign is
+    All six follow from differentiating Nguyen & Pooran eq. 28: t_ik = (∂q_iz/∂φ_k − c_i3 c_ik) / q_ip, with ∂q_iz/∂φ_k
+    = (0, 0, 1, 0, −(a_ix Cβ + a_iy Sβ Sγ), a_iy r33).  The paper prints 31e with "+ c_i3 c_i5"; the sign is
     wrong (the tests show it against ``jax.jacfwd``)."""
     C = jacobian(params, pose)
     q = leg_vectors(params, pose)
@@ -243,8 +248,8 @@ def check_pose(params: CKCMParams, pose, max_condition=DEFAULT_MAX_CONDITION, mi
         if not w.elevation[i] > 0:
             problems.append(f"leg {i + 1} does not point up from the base (q_iz/l_i = {w.elevation[i]:.3g})")
         elif not w.projection[i] > min_projection:
-            problems.append(f"leg {i + 1} is vertical (q_ip/l_i = {w.projection[i]:.3g}; Nguyen & Pooran eq. 28-31 need "
-                            f"q_ip > 0)")
+            problems.append(f"leg {i + 1} is vertical (q_ip/l_i = {w.projection[i]:.3g}; "
+                            "Nguyen & Pooran eq. 28-31 need q_ip > 0)")
     if not abs(w.cos_beta) > 1e-9:
         problems.append(f"beta = {np.degrees(pose[4]):.6g} deg is the Z-Y-X Euler singularity (|beta| = 90 deg)")
     if problems:
@@ -279,7 +284,8 @@ def check_leg_lengths(params: CKCMParams, lengths):
 def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_CONDITION):
     """Warn :class:`SingularPoseWarning` naming ``where``, the pose and cond(C) (C = ∂l/∂Φ,
     Nguyen & Pooran eq. 26-27) when concrete inputs put the platform at a (near) singular pose: there the
-    actuator forces C⁻ᵀ F blow up (3e8 N at cond 3.5e6).  Traced inputs (jit, vmap, grad) are not checked: no host sync."""
+    actuator forces C⁻ᵀ F blow up (3e8 N at cond 3.5e6).  Traced inputs (jit, vmap, grad) are not checked: no host
+    sync."""
     from ..validation import is_traced
     if is_traced((params, pose)):
         return

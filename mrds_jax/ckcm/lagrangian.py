@@ -14,16 +14,16 @@ Energies (Nguyen & Pooran eq. 39-43), each leg i a point mass m at distance l_ci
 
     K = ½ Σ_i (m l_ci² θ̇_i² + m l̇_ci²) + ½ Σ_k M ẋ_k² + ½ Σ_k I_k ω_k²,   P = M g z + m g Σ_i l_ci sin θ_i,
 
-with θ_i the leg elevation (Nguyen & Pooran eq. 28), ω = ᴮΩ = V(Φ) Φ̇ (Nguyen & Pooran eq. 32-34).  ``kinetic_energy`` and
-``potential_energy`` implement exactly these (K as ½ Σ_k w_k φ_k² of velocities φ linear in Φ̇,
+with θ_i the leg elevation (Nguyen & Pooran eq. 28), ω = ᴮΩ = V(Φ) Φ̇ (Nguyen & Pooran eq. 32-34).  ``kinetic_energy``
+and ``potential_energy`` implement exactly these (K as ½ Σ_k w_k φ_k² of velocities φ linear in Φ̇,
 ``_velocities``); D = ∂²K/∂Φ̇² (Nguyen & Pooran eq. 46), the velocity-product term d/dt(∂K/∂Φ̇) − ∂K/∂Φ at Φ̈ = 0, and
-G = ∂P/∂Φ all come from ``jax`` derivatives of them (Nguyen & Pooran eq. 37-38; the terms of Nguyen & Pooran eq. 45 by forward mode from φ,
-``_lagrange_terms``).
+G = ∂P/∂Φ all come from ``jax`` derivatives of them (Nguyen & Pooran eq. 37-38; the terms of Nguyen & Pooran eq. 45 by
+forward mode from φ, ``_lagrange_terms``).
 
 Departures from the printed equations, and why:
 
-- **D (Nguyen & Pooran eq. 46)** is derived, not typed.  As printed, the d_1² c_ij c_im term has no factor m (the kinetic
-  energy ½ m l̇_ci² = ½ m d_1² l̇_i² carries one) and the payload block E sits inside the sum over the six
+- **D (Nguyen & Pooran eq. 46)** is derived, not typed.  As printed, the d_1² c_ij c_im term has no factor m (the
+  kinetic energy ½ m l̇_ci² = ½ m d_1² l̇_i² carries one) and the payload block E sits inside the sum over the six
   legs (it would count the payload six times; its index is also printed as e_im for the (j, m) element).
   E's entries, M δ_jm and I_k v_kj v_km, agree with the derivation: E = diag(M, M, M, 0, 0, 0) +
   Vᵀ diag(I_1, I_2, I_3) V.  The test suite checks the autodiff D against
@@ -33,12 +33,13 @@ Departures from the printed equations, and why:
   symmetric in (m, n); the printed Nguyen & Pooran eq. 48-52 are not reproducible from the energies term by term.
 - **G (Nguyen & Pooran eq. 53)** prints m g c_ij sin θ_i; ∂(m g l_ci sin θ_i)/∂φ_j gives m g d_1 c_ij sin θ_i (the
   factor d_1 = ∂l_ci/∂l_i is missing).  Derived G = Σ_i m g (d_1 c_ij sin θ_i + l_ci t_ij cos θ_i) + M g δ_j3.
-- **t_i5 (Nguyen & Pooran eq. 31e)** is printed with + c_i3 c_i5; the derivative of Nguyen & Pooran eq. 28 has − c_i3 c_i5 (see
-  ``kinematics.elevation_jacobian``).  It enters D and G only through autodiff here.
-- **Nguyen & Pooran eq. 56** prints τ = Jᵀ F.  With J = C (Nguyen & Pooran eq. 26: l̇ = C Φ̇), virtual work τᵀ δl = Fᵀ δΦ gives
-  F = Cᵀ τ, so τ = C⁻ᵀ F; ``actuator_forces`` does that (the print holds only if J denotes ∂Φ/∂l = C⁻¹).
-- **Nguyen & Pooran eq. 44** has ∂/∂φ̇ where ∂/∂φ is meant in its position-derivative terms; we differentiate the energies
-  directly, so nothing of Nguyen & Pooran eq. 44 is typed.
+- **t_i5 (Nguyen & Pooran eq. 31e)** is printed with + c_i3 c_i5; the derivative of Nguyen & Pooran eq. 28 has
+  − c_i3 c_i5 (see ``kinematics.elevation_jacobian``).  It enters D and G only through autodiff here.
+- **Nguyen & Pooran eq. 56** prints τ = Jᵀ F.  With J = C (Nguyen & Pooran eq. 26: l̇ = C Φ̇), virtual work
+  τᵀ δl = Fᵀ δΦ gives F = Cᵀ τ, so τ = C⁻ᵀ F; ``actuator_forces`` does that (the print holds only if J denotes
+  ∂Φ/∂l = C⁻¹).
+- **Nguyen & Pooran eq. 44** has ∂/∂φ̇ where ∂/∂φ is meant in its position-derivative terms; we differentiate the
+  energies directly, so nothing of Nguyen & Pooran eq. 44 is typed.
 - **Nguyen & Pooran eq. 39 kept as printed** (``EnergyModel()``, the default): the payload's rotational energy uses the
   base-frame angular velocity with diagonal I_k (exact only for a spherical payload; for the bench's disc
   with I_1 = I_2 it misses the tilt coupling), each leg is a point mass (no rotational inertia of its own),
@@ -53,8 +54,8 @@ Parameters the paper leaves open (l_s, l_m, I_k, height of the path) follow ``sh
 ``params.py``.  Path of Section 4 (Nguyen & Pooran eq. 55): ``ellipse_path``; its timing is ours (constant angular rate,
 period from the maximum actuator speed; the paper's Tables 1-2 give only "V_max" and the durations).
 Reading the tables (``experiments/ckcm_reproduction.py``): their gravity column is the Cartesian force F_x of
-Nguyen & Pooran eq. 45, with loop periods of 10 s (Table 1) and 0.5 s (Table 2) and the ellipse ≈ 0.57 m *below* the base;
-their inertial column cannot be reproduced (it implies D₁₁ ≈ 15 kg < M).  The full multibody model of the
+Nguyen & Pooran eq. 45, with loop periods of 10 s (Table 1) and 0.5 s (Table 2) and the ellipse ≈ 0.57 m *below* the
+base; their inertial column cannot be reproduced (it implies D₁₁ ≈ 15 kg < M).  The full multibody model of the
 same machine, and what Nguyen & Pooran eq. 39 leaves out (the moving part's axial kinetic energy, the legs' rotational
 inertia and azimuthal swing): ``multibody.py``.
 """
@@ -91,22 +92,25 @@ class EnergyModel:
 PAPER = EnergyModel()
 
 
-# --- energies, Nguyen & Pooran eq. 39-43 ---------------------------------------------------------------------------------
+# --- energies, Nguyen & Pooran eq. 39-43 ------------------------------------------------------------------------------
 def _leg_coordinates(params: CKCMParams, q, azimuth=False):
-    """(l_ci, θ_i[, ψ_i]): centroid distance (Nguyen & Pooran eq. 40), elevation (Nguyen & Pooran eq. 28) [and azimuth] of every leg."""
+    """(l_ci, θ_i[, ψ_i]): centroid distance (Nguyen & Pooran eq. 40), elevation (Nguyen & Pooran eq. 28) [and azimuth]
+    of every leg."""
     v = leg_vectors(params, q)
-    l = jnp.sqrt(jnp.sum(v**2, axis=-1))  # Nguyen & Pooran eq. 11 (= Nguyen & Pooran eq. 18, see kinematics.inverse_kinematics)
+    # Nguyen & Pooran eq. 11 (= Nguyen & Pooran eq. 18, see kinematics.inverse_kinematics)
+    l = jnp.sqrt(jnp.sum(v**2, axis=-1))
     qp = jnp.sqrt(v[:, 0]**2 + v[:, 1]**2)
     out = (params.d0 + params.d1 * l, jnp.arctan2(v[:, 2], qp))
     return out + (jnp.arctan2(v[:, 1], v[:, 0]),) if azimuth else out
 
 
 def _velocities(params: CKCMParams, q, qd, model: EnergyModel = PAPER):
-    """(φ, w): the velocities whose weighted squares make up Nguyen & Pooran eq. 39's kinetic energy, K = ½ Σ_k w_k φ_k²:
-    l_ci θ̇_i and l̇_ci (weight m, six legs each), ẋ, ẏ, ż (M), ω_k (I_k) [and l_ci cos θ_i ψ̇_i (m)].
+    """(φ, w): the velocities whose weighted squares make up Nguyen & Pooran eq. 39's kinetic energy, K = ½ Σ_k w_k
+    φ_k²: l_ci θ̇_i and l̇_ci (weight m, six legs each), ẋ, ẏ, ż (M), ω_k (I_k) [and l_ci cos θ_i ψ̇_i (m)].
 
-    θ̇_i and l̇_ci are forward-mode derivatives of Nguyen & Pooran eq. 28 and Nguyen & Pooran eq. 40 along Φ̇ (exactly t_i·Φ̇ of Nguyen & Pooran eq. 30 and
-    d_1 c_i·Φ̇ of Nguyen & Pooran eq. 26); ω = V Φ̇ (Nguyen & Pooran eq. 33-34).  φ is linear in Φ̇: φ = W(Φ) Φ̇."""
+    θ̇_i and l̇_ci are forward-mode derivatives of Nguyen & Pooran eq. 28 and Nguyen & Pooran eq. 40 along Φ̇ (exactly
+    t_i·Φ̇ of Nguyen & Pooran eq. 30 and d_1 c_i·Φ̇ of Nguyen & Pooran eq. 26); ω = V Φ̇ (Nguyen & Pooran eq. 33-34).  φ
+    is linear in Φ̇: φ = W(Φ) Φ̇."""
     coords, rates = jax.jvp(lambda x: _leg_coordinates(params, x, model.leg_azimuth), (q,), (qd,))
     lc, th, lcd, thd = coords[0], coords[1], rates[0], rates[1]
     omega = angular_velocity_matrix(q) @ qd
@@ -139,19 +143,19 @@ def total_energy(params: CKCMParams, q, qd, model: EnergyModel = PAPER):
     return kinetic_energy(params, q, qd, model) + potential_energy(params, q)
 
 
-# --- the terms of Nguyen & Pooran eq. 45 ---------------------------------------------------------------------------------
+# --- the terms of Nguyen & Pooran eq. 45 ------------------------------------------------------------------------------
 def mass_matrix(params: CKCMParams, q, model: EnergyModel = PAPER):
-    """D(Φ) = ∂²K/∂Φ̇² (Nguyen & Pooran eq. 45-46).  K is quadratic in Φ̇ (Nguyen & Pooran eq. 39), so ∂K/∂Φ̇ = D Φ̇ and column j of D is
-    ∂K/∂Φ̇ evaluated at Φ̇ = e_j: exact, and one derivative level cheaper than a Hessian."""
+    """D(Φ) = ∂²K/∂Φ̇² (Nguyen & Pooran eq. 45-46).  K is quadratic in Φ̇ (Nguyen & Pooran eq. 39), so ∂K/∂Φ̇ = D Φ̇ and
+    column j of D is ∂K/∂Φ̇ evaluated at Φ̇ = e_j: exact, and one derivative level cheaper than a Hessian."""
     dK_dqd = jax.grad(kinetic_energy, argnums=2)
     return jax.vmap(lambda e: dK_dqd(params, q, e, model), out_axes=1)(jnp.eye(q.shape[-1], dtype=q.dtype))
 
 
 def _lagrange_terms(params, q, qd, qdd, model):
-    """(D Φ̈, Σ H Φ̇Φ̇) from Nguyen & Pooran eq. 37 with L = K − P and K = ½ φᵀ diag(w) φ, φ = W(Φ) Φ̇ (``_velocities``):
-    ∂K/∂Φ̇ = Wᵀ w φ, so d/dt(∂K/∂Φ̇) = Wᵀ w (W Φ̈ + Ẇ Φ̇) + Ẇᵀ w φ and ∂K/∂Φ = (∂φ/∂Φ)ᵀ w φ.  The Φ̈ part is
-    D Φ̈ with D = Wᵀ diag(w) W (Nguyen & Pooran eq. 46); the rest is the velocity-product term.  W = ∂φ/∂Φ̇ and its
-    derivatives ∂W/∂φ_d come from forward-mode autodiff (directional derivatives, vmapped), with
+    """(D Φ̈, Σ H Φ̇Φ̇) from Nguyen & Pooran eq. 37 with L = K − P and K = ½ φᵀ diag(w) φ, φ = W(Φ) Φ̇
+    (``_velocities``): ∂K/∂Φ̇ = Wᵀ w φ, so d/dt(∂K/∂Φ̇) = Wᵀ w (W Φ̈ + Ẇ Φ̇) + Ẇᵀ w φ and ∂K/∂Φ = (∂φ/∂Φ)ᵀ w φ.  The Φ̈
+    part is D Φ̈ with D = Wᵀ diag(w) W (Nguyen & Pooran eq. 46); the rest is the velocity-product term.  W = ∂φ/∂Φ̇ and
+    its derivatives ∂W/∂φ_d come from forward-mode autodiff (directional derivatives, vmapped), with
     Ẇ = Σ_d φ̇_d ∂W/∂φ_d and (∂φ/∂Φ)_kd = Σ_j (∂W_kj/∂φ_d) φ̇_j: the same terms as the Hessian of K, in
     about half the operations (XLA compiles it, and its design derivatives, faster)."""
     eye = jnp.eye(q.shape[-1], dtype=q.dtype)
@@ -168,20 +172,21 @@ def _lagrange_terms(params, q, qd, qdd, model):
 
 
 def velocity_product(params: CKCMParams, q, qd, model: EnergyModel = PAPER):
-    """Σ_mn H_jmn φ̇_m φ̇_n (Nguyen & Pooran eq. 45, 48) from the Lagrangian: (∂²K/∂Φ̇∂Φ) Φ̇ − ∂K/∂Φ, i.e. Nguyen & Pooran eq. 37 with
-    Φ̈ = 0 and without the potential."""
+    """Σ_mn H_jmn φ̇_m φ̇_n (Nguyen & Pooran eq. 45, 48) from the Lagrangian: (∂²K/∂Φ̇∂Φ) Φ̇ − ∂K/∂Φ, i.e.
+    Nguyen & Pooran eq. 37 with Φ̈ = 0 and without the potential."""
     return _lagrange_terms(params, q, qd, jnp.zeros_like(q), model)[1]
 
 
 def velocity_product_coefficients(params: CKCMParams, q, model: EnergyModel = PAPER):
-    """H_jmn (6, 6, 6) of Nguyen & Pooran eq. 45 in Christoffel form, ½(∂D_jm/∂φ_n + ∂D_jn/∂φ_m − ∂D_mn/∂φ_j), symmetric in
-    (m, n), so that Σ_mn H_jmn φ̇_m φ̇_n equals ``velocity_product``."""
+    """H_jmn (6, 6, 6) of Nguyen & Pooran eq. 45 in Christoffel form, ½(∂D_jm/∂φ_n + ∂D_jn/∂φ_m − ∂D_mn/∂φ_j), symmetric
+    in (m, n), so that Σ_mn H_jmn φ̇_m φ̇_n equals ``velocity_product``."""
     dD = jax.jacfwd(mass_matrix, argnums=1)(params, q, model)  # dD[j, m, n] = ∂D_jm/∂φ_n
     return 0.5 * (dD + jnp.swapaxes(dD, 1, 2) - jnp.transpose(dD, (2, 0, 1)))
 
 
 def gravity(params: CKCMParams, q):
-    """G(Φ) = ∂P/∂Φ (Nguyen & Pooran eq. 53-54, derived; see the module docstring for the printed Nguyen & Pooran eq. 53's missing d_1)."""
+    """G(Φ) = ∂P/∂Φ (Nguyen & Pooran eq. 53-54, derived; see the module docstring for the printed
+    Nguyen & Pooran eq. 53's missing d_1)."""
     return jax.grad(potential_energy, argnums=1)(params, q)
 
 
@@ -203,9 +208,10 @@ def cartesian_forces(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER)
 
 
 def actuator_forces(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER) -> ForceSplit:
-    """Leg actuator forces τ = C⁻ᵀ F (Nguyen & Pooran eq. 56 corrected: virtual work with l̇ = C Φ̇ of Nguyen & Pooran eq. 26), each of
-    the three terms of Nguyen & Pooran eq. 45 mapped separately (they add up to the total).  Warns
-    :class:`~mrds_jax.ckcm.errors.SingularPoseWarning` at a (near) singular pose given concrete inputs."""
+    """Leg actuator forces τ = C⁻ᵀ F (Nguyen & Pooran eq. 56 corrected: virtual work with l̇ = C Φ̇ of
+    Nguyen & Pooran eq. 26), each of the three terms of Nguyen & Pooran eq. 45 mapped separately (they add up to the
+    total).  Warns :class:`~mrds_jax.ckcm.errors.SingularPoseWarning` at a (near) singular pose given concrete
+    inputs."""
     warn_if_singular(params, q, "ckcm.lagrangian.actuator_forces")
     F = cartesian_forces(params, q, qd, qdd, model)
     CT = jacobian(params, q).T
@@ -213,14 +219,14 @@ def actuator_forces(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER) 
 
 
 def actuator_forces_total(params: CKCMParams, q, qd, qdd, model: EnergyModel = PAPER):
-    """The total leg forces τ = C⁻ᵀ (D Φ̈ + H Φ̇Φ̇ + G) (Nguyen & Pooran eq. 45, 56 corrected) alone: equal, bit for bit, to
-    ``actuator_forces(...).total`` with one linear solve instead of four (what the design optimiser needs).
+    """The total leg forces τ = C⁻ᵀ (D Φ̈ + H Φ̇Φ̇ + G) (Nguyen & Pooran eq. 45, 56 corrected) alone: equal, bit for
+    bit, to ``actuator_forces(...).total`` with one linear solve instead of four (what the design optimiser needs).
     Warns as ``actuator_forces`` does."""
     warn_if_singular(params, q, "ckcm.lagrangian.actuator_forces_total")
     return dense.solve(jacobian(params, q).T, cartesian_forces(params, q, qd, qdd, model).total)
 
 
-# --- the path of Section 4, Nguyen & Pooran eq. 55 -----------------------------------------------------------------------
+# --- the path of Section 4, Nguyen & Pooran eq. 55 --------------------------------------------------------------------
 ELLIPSE_SEMI_AXES = (0.05, 0.025)  # m: (x/5)² + (y/2.5)² = 1 in cm (Nguyen & Pooran eq. 55)
 
 
@@ -270,7 +276,8 @@ def period_for_max_actuator_speed(params: CKCMParams, v_max, z=None, semi_axes=E
 def actuator_forces_along_path(params: CKCMParams, times, period, z=None, semi_axes=ELLIPSE_SEMI_AXES,
                                model: EnergyModel = PAPER, batch_size=None):
     """Actuator-force split (``ForceSplit`` of (len(times), 6) arrays) along ``ellipse_path`` — the
-    quantities of the paper's Tables 1-2 (Section 4.1: IK Nguyen & Pooran eq. 18, dynamics Nguyen & Pooran eq. 45, τ Nguyen & Pooran eq. 56).
+    quantities of the paper's Tables 1-2 (Section 4.1: IK Nguyen & Pooran eq. 18, dynamics Nguyen & Pooran eq. 45,
+    τ Nguyen & Pooran eq. 56).
 
     The time samples go through ``jax.lax.map`` (sequential by default, ``batch_size`` points vectorised at
     a time): it compiles about about twice as fast as ``vmap`` on CPU and stays clear of the jax 0.10 CPU

@@ -5,19 +5,21 @@ differentiated or randomised too.
   solid cylinder of length l_s and radius 0.03 m hinged at B_i, centroid l_s/2 from B_i; the moving part,
   mass m1, a solid cylinder of length 0.5 m and radius 0.02 m ending at the tip, centroid 0.25 m below it.
   Inertia of a solid cylinder about its centroid: I_t = m(3r² + L²)/12 across, I_a = m r²/2 along the axis.
-- ``paper_legs``: the mass distribution behind the paper's potential energy (Nguyen & Pooran eq. 40-43).  Nguyen & Pooran eq. 40 puts the
-  leg centroid at l_c = l_s/2 + (m1/2m) l_i, i.e. the first moment m l_c = m l_s/2 + (m1/2) l_i; two point
-  masses reproduce it for every leg length: m − m1/2 on the stationary part at s = m l_s/(2m − m1) from
-  B_i, and m1/2 at the tip.  With it the potential energies of the two models are equal, so their gravity
-  terms agree to round-off (``tests/test_ckcm_multibody.py``).  No rigid pair of links reproduces Nguyen & Pooran eq. 40's
-  kinetic energy as well: that is what the paper's model leaves out (``lagrangian`` docstring, and
-  ``experiments/out/ckcm_reproduction.md`` for the numbers):
+- ``paper_legs``: the mass distribution behind the paper's potential energy (Nguyen & Pooran eq. 40-43).
+  Nguyen & Pooran eq. 40 puts the leg centroid at l_c = l_s/2 + (m1/2m) l_i, i.e. the first moment m l_c = m l_s/2 +
+  (m1/2) l_i; two point masses reproduce it for every leg length: m − m1/2 on the stationary part at s = m l_s/(2m − m1)
+  from B_i, and m1/2 at the tip.  With it the potential energies of the two models are equal, so their gravity
+  terms agree to round-off (``tests/test_ckcm_multibody.py``).  No rigid pair of links reproduces
+  Nguyen & Pooran eq. 40's kinetic energy as well: that is what the paper's model leaves out (``lagrangian`` docstring,
+  and ``experiments/out/ckcm_reproduction.md`` for the numbers):
 
   * the leg is a point mass m at l_c: K_leg = ½ m (l_c² θ̇² + l̇_c²) (Nguyen & Pooran eq. 39).  The moving part really
-    translates with the full l̇ (½ m1 l̇²: Nguyen & Pooran eq. 39 has ½ m d1² l̇² = ½ (m1²/4m) l̇², 18× less with Nguyen & Pooran eq. 58),
-    and the spread of the two parts along the leg adds Σ m_j s_j² − m l_c² to the moment of inertia;
+    translates with the full l̇ (½ m1 l̇²: Nguyen & Pooran eq. 39 has ½ m d1² l̇² = ½ (m1²/4m) l̇², 18× less with
+    Nguyen & Pooran eq. 58), and the spread of the two parts along the leg adds Σ m_j s_j² − m l_c² to the moment of
+    inertia;
   * the leg's rotational inertia about its own centroid (zero for point masses, I_t for cylinders);
-  * the azimuthal swing of the leg about the vertical through B_i (Nguyen & Pooran eq. 39 has only the elevation rate θ̇_i);
+  * the azimuthal swing of the leg about the vertical through B_i (Nguyen & Pooran eq. 39 has only the elevation rate
+    θ̇_i);
   * the payload's rotational energy is ½ Σ I_k ω_k² with the *base-frame* ω (exact only while the payload
     stays level or is spherical).
   On the paper's ellipse (a level translation) the last one vanishes; the first three change the inertial
@@ -72,8 +74,9 @@ def bench_legs(params: CKCMParams, r_lower=0.03, r_upper=0.02, upper_length=0.5)
 
 
 def paper_legs(params: CKCMParams) -> LegInertia:
-    """Point masses with the first moment of Nguyen & Pooran eq. 40-42 (module docstring): m − m1/2 at m l_s/(2m − m1) from
-    B_i and m1/2 at the tip, no rotational inertia.  The potential energy then equals Nguyen & Pooran eq. 43 exactly."""
+    """Point masses with the first moment of Nguyen & Pooran eq. 40-42 (module docstring): m − m1/2 at m l_s/(2m − m1)
+    from B_i and m1/2 at the tip, no rotational inertia.  The potential energy then equals Nguyen & Pooran eq. 43
+    exactly."""
     m, m1 = leg_mass_split(params)
     z3 = jnp.zeros(jnp.shape(m) + (3,), jnp.result_type(params.m))
     return LegInertia(m_lower=m - m1 / 2, s_lower=m * params.l_s / (2 * m - m1),

@@ -43,10 +43,11 @@ class CKCMParams:
     I_payload          (I_1, I_2, I_3) payload moments of inertia (Nguyen & Pooran eq. 24, 39)
     g                  gravitational acceleration, along −z_B (Nguyen & Pooran eq. 43)
     z_nominal          height of the home pose (default guess of the forward kinematics, centre of paths)
-    leg_geometry       None (the paper's 3-fold pattern of Nguyen & Pooran eq. 2-4 from r_A, r_B, θA, θB) or a (4, 6) array of
-                       per-leg attachment angles and radii (λ_i, Λ_i, r_A,i, r_B,i): Nguyen & Pooran eq. 3-4 with every point
-                       free (issue 26); θA, θB, r_A, r_B then no longer place the joints
-    leg_masses         None (every leg m, m1) or a (2, 6) array of per-leg (m_i, m1_i) (Nguyen & Pooran eq. 40-42 per leg)
+    leg_geometry       None (the paper's 3-fold pattern of Nguyen & Pooran eq. 2-4 from r_A, r_B, θA, θB) or a (4, 6)
+                       array of per-leg attachment angles and radii (λ_i, Λ_i, r_A,i, r_B,i): Nguyen & Pooran eq. 3-4
+                       with every point free (issue 26); θA, θB, r_A, r_B then no longer place the joints
+    leg_masses         None (every leg m, m1) or a (2, 6) array of per-leg (m_i, m1_i)
+                       (Nguyen & Pooran eq. 40-42 per leg)
     """
 
     r_A: jax.Array
@@ -84,8 +85,8 @@ class CKCMParams:
         slides; the rod's tip is the ball joint A_i.  Fully retracted, either the rod's tip reaches the end
         of the housing (l = l_s) or the rod's butt reaches the base joint (l = l_m), so
         l_min = max(l_s, l_m); fully extended the rod just leaves the housing, l_max = l_s + l_m.
-        This is also the range in which Nguyen & Pooran eq. 40's centroid model (moving part spread over [l_s, l_i]) keeps
-        the moving part beyond the housing's end (l_i ≥ l_s).
+        This is also the range in which Nguyen & Pooran eq. 40's centroid model (moving part spread over [l_s, l_i])
+        keeps the moving part beyond the housing's end (l_i ≥ l_s).
         """
         return jnp.maximum(self.l_s, self.l_m), self.l_s + self.l_m
 
@@ -130,7 +131,7 @@ def nominal(**overrides) -> CKCMParams:
     return make_params(**values)
 
 
-# --- attachment points, Nguyen & Pooran eq. 2-4 -------------------------------------------------------------------------
+# --- attachment points, Nguyen & Pooran eq. 2-4 -----------------------------------------------------------------------
 def symmetric_angles(theta_A, theta_B):
     """(λ_i, Λ_i), i = 1..6, of the paper's 3-fold pattern (Nguyen & Pooran eq. 2): λ_i = Λ_i = 60(i−1)° for odd i, and
     λ_i = λ_{i−1} + θA, Λ_i = Λ_{i−1} + θB for even i.  Shapes (6,) each."""
@@ -142,15 +143,16 @@ def symmetric_angles(theta_A, theta_B):
 
 
 def attachment_angles(params: CKCMParams):
-    """(λ_i, Λ_i), i = 1..6, in radians: Nguyen & Pooran eq. 2's pattern (``symmetric_angles``), or the per-leg angles of
-    ``params.leg_geometry``.  Shapes (6,) each."""
+    """(λ_i, Λ_i), i = 1..6, in radians: Nguyen & Pooran eq. 2's pattern (``symmetric_angles``), or the per-leg angles
+    of ``params.leg_geometry``.  Shapes (6,) each."""
     if params.leg_geometry is not None:
         return params.leg_geometry[0], params.leg_geometry[1]
     return symmetric_angles(params.theta_A, params.theta_B)
 
 
 def attachment_radii(params: CKCMParams):
-    """(r_A,i, r_B,i), i = 1..6 (Nguyen & Pooran eq. 3-4: every point of a platform on one circle unless ``leg_geometry``)."""
+    """(r_A,i, r_B,i), i = 1..6 (Nguyen & Pooran eq. 3-4: every point of a platform on one circle unless
+    ``leg_geometry``)."""
     if params.leg_geometry is not None:
         return params.leg_geometry[2], params.leg_geometry[3]
     return jnp.broadcast_to(params.r_A, (6,)), jnp.broadcast_to(params.r_B, (6,))
@@ -178,14 +180,16 @@ def _circle_points(r, angle):
 
 
 def payload_points(params: CKCMParams):
-    """ᴬa_i = (r_A cos λ_i, r_A sin λ_i, 0), the ball joints in the payload frame {A} (Nguyen & Pooran eq. 3).  Shape (6, 3)."""
+    """ᴬa_i = (r_A cos λ_i, r_A sin λ_i, 0), the ball joints in the payload frame {A} (Nguyen & Pooran eq. 3).
+    Shape (6, 3)."""
     lam, _ = attachment_angles(params)
     r = params.leg_geometry[2] if params.leg_geometry is not None else params.r_A
     return _circle_points(r, lam)
 
 
 def base_points(params: CKCMParams):
-    """ᴮb_i = (r_B cos Λ_i, r_B sin Λ_i, 0), the leg joints in the base frame {B} (Nguyen & Pooran eq. 4).  Shape (6, 3)."""
+    """ᴮb_i = (r_B cos Λ_i, r_B sin Λ_i, 0), the leg joints in the base frame {B} (Nguyen & Pooran eq. 4).
+    Shape (6, 3)."""
     _, Lam = attachment_angles(params)
     r = params.leg_geometry[3] if params.leg_geometry is not None else params.r_B
     return _circle_points(r, Lam)
@@ -217,7 +221,8 @@ def _validate_per_leg(params: CKCMParams, min_separation):
         bad = [f"leg {i + 1}: m = {lm[0, i]:.6g} kg, m1 = {lm[1, i]:.6g} kg" for i in range(6)
                if not (lm[0, i] > 0 and 0 <= lm[1, i] <= lm[0, i])]
         if bad:
-            raise CKCMInputError("leg masses must satisfy m_i > 0 and 0 <= m1_i <= m_i (Nguyen & Pooran eq. 42): " + "; ".join(bad))
+            raise CKCMInputError("leg masses must satisfy m_i > 0 and 0 <= m1_i <= m_i (Nguyen & Pooran eq. 42): "
+                                 + "; ".join(bad))
     if params.leg_geometry is None:
         return
     lg = np.asarray(params.leg_geometry, float)

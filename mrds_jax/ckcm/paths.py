@@ -12,8 +12,8 @@ from .params import CKCMParams
 
 @pytree_dataclass
 class EllipsePath:
-    """The ellipse of Nguyen & Pooran eq. 55 as a pytree path t ↦ (Φ, Φ̇, Φ̈): x = c_x + a cos(2πt/T), y = c_y + b sin(2πt/T)
-    at height z, level (constant angular rate; see ``lagrangian.ellipse_path``)."""
+    """The ellipse of Nguyen & Pooran eq. 55 as a pytree path t ↦ (Φ, Φ̇, Φ̈): x = c_x + a cos(2πt/T), y = c_y + b
+    sin(2πt/T) at height z, level (constant angular rate; see ``lagrangian.ellipse_path``)."""
     period: jax.Array
     a: jax.Array
     b: jax.Array
@@ -32,7 +32,8 @@ class EllipsePath:
 
 
 def ellipse(params: CKCMParams, period, z=None, semi_axes=ELLIPSE_SEMI_AXES, center=(0.0, 0.0)) -> EllipsePath:
-    """``EllipsePath`` of Nguyen & Pooran eq. 55 (semi-axes 5 and 2.5 cm) at height ``z`` (default ``params.z_nominal``)."""
+    """``EllipsePath`` of Nguyen & Pooran eq. 55 (semi-axes 5 and 2.5 cm) at height ``z`` (default
+    ``params.z_nominal``)."""
     f = jnp.result_type(params.m)
     z = params.z_nominal if z is None else z
     return EllipsePath(*(jnp.asarray(x, f) for x in (period, semi_axes[0], semi_axes[1], z, center)))

@@ -1,10 +1,10 @@
 """System states of the CKCM multibody model (``mechanism``) and payload poses, both ways.
 
 A payload motion (Φ, Φ̇, Φ̈) — the paper's Cartesian coordinates (pose x, y, z, α, β, γ
-with Z-Y-X Euler angles, Nguyen & Pooran eq. 19-21) and their rates — gives the consistent system state and accelerations
-of all seven modules by leg kinematics (``motion_from_pose``): every leg's joint angles follow from the
-direction of B_i → A_i, its prismatic coordinate from the length (Nguyen & Pooran eq. 18), and their rates and accelerations
-by forward-mode differentiation along the path.
+with Z-Y-X Euler angles, Nguyen & Pooran eq. 19-21) and their rates — gives the consistent system state and
+accelerations of all seven modules by leg kinematics (``motion_from_pose``): every leg's joint angles follow from the
+direction of B_i → A_i, its prismatic coordinate from the length (Nguyen & Pooran eq. 18), and their rates and
+accelerations by forward-mode differentiation along the path.
 """
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def leg_coordinates(params: CKCMParams, pose):
 
 
 def payload_twist(pose, pose_rate):
-    """Body twist [ω; v] (components in {A}) of the payload moving with Euler rates Φ̇: ω = Rᵀ V Φ̇ (Nguyen & Pooran eq. 32-34),
-    v = Rᵀ (ẋ, ẏ, ż)."""
+    """Body twist [ω; v] (components in {A}) of the payload moving with Euler rates Φ̇: ω = Rᵀ V Φ̇
+    (Nguyen & Pooran eq. 32-34), v = Rᵀ (ẋ, ẏ, ż)."""
     Rt = rotation(pose).T
     return jnp.concatenate([Rt @ (angular_velocity_matrix(pose) @ pose_rate), Rt @ pose_rate[:3]])
 

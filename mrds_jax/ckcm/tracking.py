@@ -24,8 +24,8 @@ from .states import closure_errors, pose_from_state
 
 
 class TrackingResult(NamedTuple):
-    """Output of ``simulate_tracking``: times (n,), the ``Trajectory`` of module states, payload poses Φ (n, 6) and their
-    desired values (n, 6), position and orientation errors (n,) (m: norm of the position error; rad: norm of
+    """Output of ``simulate_tracking``: times (n,), the ``Trajectory`` of module states, payload poses Φ (n, 6) and
+    their desired values (n, 6), position and orientation errors (n,) (m: norm of the position error; rad: norm of
     the Euler-angle error), ball-joint closure errors (n, 6) in m, the actuator forces at the stored states
     (n, 6; only with ``record_forces=True``, else None), and the step where the state first became
     non-finite (−1: never)."""
