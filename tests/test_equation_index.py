@@ -48,12 +48,19 @@ def test_indexed_object_exists_and_cites_the_equation(cite, where):
     assert cite in " ".join(doc.split()), f"{where}'s docstring does not cite {cite!r}"
 
 
+SPLIT = re.compile(r"(?<![\w.])eqs?\.$")      # a citation whose number went to the next line
+
+
 def uncited(path, root=ROOT.parent):
     out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        for m in CITATION.finditer(line):
-            if not PREFIX.search(line[:m.start()]):
-                out.append(f"{path.relative_to(root)}:{n}: {line.strip()[:100]}")
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines, 1):
+        starts = [m.start() for m in CITATION.finditer(line)]
+        split = SPLIT.search(line.rstrip())
+        if split and n < len(lines) and re.match(r"\(?\d", lines[n].lstrip()):
+            starts.append(split.start())
+        if any(not PREFIX.search(line[:s]) for s in starts):
+            out.append(f"{path.relative_to(root)}:{n}: {line.strip()[:100]}")
     return out
 
 
@@ -79,6 +86,7 @@ def test_every_citation_in_the_notebooks_names_its_paper():
 
 def test_the_checker_flags_a_bare_number(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text('"""Solve (eq. 45) then Lilly & Orin eq. 46, Bonaventura eqs. 3-4\nand eq.7; Table 2."""\n')
+    f.write_text('"""Solve (eq. 45) then Lilly & Orin eq. 46, Bonaventura eqs. 3-4\nand eq.7; Table 2, as in eq.\n'
+                 '32-34 (Nguyen & Pooran eq.\n18)."""\n')
     assert uncited(f, root=tmp_path) == ['m.py:1: """Solve (eq. 45) then Lilly & Orin eq. 46, Bonaventura eqs. 3-4',
-                                         'm.py:2: and eq.7; Table 2."""']
+                                         'm.py:2: and eq.7; Table 2, as in eq.']
