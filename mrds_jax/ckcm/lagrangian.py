@@ -57,7 +57,7 @@ Reading the tables (``experiments/ckcm_reproduction.py``): their gravity column 
 Nguyen & Pooran eq. 45, with loop periods of 10 s (Table 1) and 0.5 s (Table 2) and the ellipse ≈ 0.57 m *below* the
 base; their inertial column cannot be reproduced (it implies D₁₁ ≈ 15 kg < M).  The full multibody model of the
 same machine, and what Nguyen & Pooran eq. 39 leaves out (the moving part's axial kinetic energy, the legs' rotational
-inertia and azimuthal swing): ``multibody.py``.
+inertia and azimuthal swing): ``multibody`` and ``legs.py``.
 """
 from __future__ import annotations
 
