@@ -66,6 +66,15 @@ FULL_MODE_ONLY = {
     "tests/test_robot_files.py::test_lilly_path_with_armature_equals_pinocchio",
     "tests/test_tree_properties.py::test_aba_gradients_match_central_differences",
     "tests/test_system_simulation.py::test_fourbar_passive_energy_and_constraint_drift",
+    # the largest default-run programs left (2026-11-25, --durations on the loaded machine, 90-117 s each):
+    # Lilly & Orin on the quadruped (the Stewart platform, library tips and the singular fallback stay), the
+    # system-file quadruped's plots and animation (the four-bar and dual-arm files stay), the 28-DOF biped against
+    # Pinocchio (the MJCF dual arm, four-bar and weld loops against Pinocchio stay), an energy module on Lilly's
+    # path (the hand-written module type on both paths stays)
+    "tests/test_lilly.py::test_quadruped_type1_lilly_path",
+    "tests/test_system_files.py::test_simulate_writes_trajectory_plots_and_animation[quadruped]",
+    "tests/test_biped.py::test_biped_constrained_acceleration_equals_pinocchio_constraint_dynamics",
+    "tests/test_module_interface.py::test_energy_module_on_lilly_path_as_chain_and_as_reference",
 }
 # Studies: full-size runs that are jobs rather than checks, run with MRDS_SLOW=2 only (the full mode skips them).
 # The Monte Carlo notebook at full size draws 10⁵ scenarios: a GPU-sized job, past pytest's 900 s on 2 shared CPU
