@@ -255,7 +255,21 @@ def test_check_initial_state_names_an_open_coupling():
     report = S.check_initial_state(system, bad, raise_on_violation=False)
     for i, c in enumerate(system.couplings):
         np.testing.assert_allclose(report.position_error[c.name], abs(pos[3 + i]), atol=1e-12, rtol=0)
-    assert np.isfinite(report.condition_number)
+    assert np.isfinite(report.condition_number) and report.weak_contacts == ()
+
+
+def test_a_redundant_coupling_is_named_by_the_conditioning_check():
+    """The finger coupling twice (as 'finger' and 'finger_again'): the bordered matrix of the solve is singular
+    (its last two rows equal), and check_initial_state warns naming both couplings."""
+    system, _, _, _ = robot()
+    twin = system.couplings[0].__class__(*[getattr(system.couplings[0], f) for f in
+                                           ("coef", "coef2", "reference", "polycoef")], name="finger_again",
+                                         joints=system.couplings[0].joints, joints2=system.couplings[0].joints2)
+    sy = S.build_system(dict(zip(system.module_names, system.modules)), system.contacts,
+                        couplings=system.couplings + (twin,))
+    with pytest.warns(S.SingularConfigurationWarning, match="finger.*finger_again"):
+        report = S.check_initial_state(sy, case()[0][0])
+    assert report.condition_number > 1e12 and set(report.weak_contacts) == {"finger", "finger_again"}
 
 
 def test_trajectory_diagnostics_carry_the_couplings_residuals():

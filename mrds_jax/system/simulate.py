@@ -588,7 +588,7 @@ class StateReport(NamedTuple):
     position_error: dict        # contact or joint coupling name -> max |Φ_p| (|g| for a coupling)
     velocity_error: dict        # contact or joint coupling name -> max |Φ_v| (|G v| for a coupling)
     condition_number: float     # of Bᶜ (inf when singular)
-    weak_contacts: tuple        # contacts spanning Bᶜ's near-null space
+    weak_contacts: tuple        # contacts (and joint couplings) spanning the near-null space of Bᶜ (bordered)
 
 
 def constraint_matrix(system, state, t=0.0):
