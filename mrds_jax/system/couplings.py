@@ -109,6 +109,16 @@ def coupling_jacobian(system, state):
     return jnp.concatenate([G[k] for k in range(len(nvs))], axis=1) if rows else jnp.zeros((0, sum(nvs)), dtype)
 
 
+def constraint_rows(system):
+    """(names, slices) of the rows of the solve's matrix (:func:`constraint_matrix`): each contact's
+    constrained directions, then one row per joint coupling."""
+    n_C = system.connectivity.n_constraints
+    names = tuple(c.name for c in system.contacts) + tuple(c.name for c in system.couplings)
+    slices = system.connectivity.constraint_slices() + tuple(slice(n_C + i, n_C + i + 1)
+                                                             for i in range(len(system.couplings)))
+    return names, slices
+
+
 def _free_direction_forces(system, cs):
     """Per module, Aₖᵀ ψᵘFᵘ (the contacts' known free-direction forces at the points), or None without any."""
     if not any(c.applied is not None for c in system.contacts):

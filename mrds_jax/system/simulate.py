@@ -40,7 +40,7 @@ from .lilly import lilly_forward_dynamics, lilly_stabilisation_problem, simple_c
 from .limits import limit_exits, report_limits
 from .forces import applied_power, dissipated_power, force_potential_energy, generalized_forces, validate_forces
 from .solve import SolverSettings
-from .couplings import coupled_constraint_system, coupling_errors, coupling_jacobian
+from .couplings import coupled_constraint_system, constraint_rows, coupling_errors, coupling_jacobian
 from .stabilisation import Stabilisation, baumgarte, constraint_errors, constraint_jacobian
 
 
@@ -328,14 +328,14 @@ def _state_at(traj, i):
 
 
 def _weak_contacts(system, state, t=0.0):
-    """Names of the contacts spanning the near-null space (smallest eigenvector) of Bᶜ at a state."""
-    Bc = np.asarray(_report_core(system, state, jnp.asarray(t, state.q[0].dtype), Stabilisation())[1])
+    """Names of the contacts and joint couplings spanning the near-null space (smallest eigenvector) of the
+    solve's matrix (:func:`constraint_matrix`) at a state."""
+    Bc = np.asarray(_report_core(system, state, jnp.asarray(t, state.q[0].dtype), Stabilisation())[2])
     if not Bc.size:
         return []
     w, V = np.linalg.eigh(0.5 * (Bc + Bc.T))
     v0 = np.abs(V[:, 0])
-    return [c.name for c, sl in zip(system.contacts, system.connectivity.constraint_slices())
-            if v0[sl].size and v0[sl].max() > 0.1]
+    return [n for n, sl in zip(*constraint_rows(system)) if v0[sl].size and v0[sl].max() > 0.1]
 
 
 def _runs(flags):
@@ -626,15 +626,12 @@ def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_
     dtype = jnp.asarray(state.q[0]).dtype
     holder = Stabilisation(position_targets=tuple(position_targets))
     errs, (g, Gv), Bc = _report_core(system, _as_float(state, dtype), jnp.asarray(t, dtype), holder)
-    names = [c.name for c in system.contacts] + [c.name for c in system.couplings]
+    names, slices = constraint_rows(system)
     kind = {n: "contact" if i < len(system.contacts) else "joint coupling" for i, n in enumerate(names)}
     pos = {n: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0
            for n, e in zip(names, tuple(errs.position) + tuple(g))}
     vel = {n: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0
            for n, e in zip(names, tuple(errs.velocity) + tuple(Gv))}
-    n_C = system.connectivity.n_constraints
-    slices = system.connectivity.constraint_slices() + tuple(slice(n_C + i, n_C + i + 1)
-                                                             for i in range(len(system.couplings)))
     cond, weak = validation.constraint_conditioning(Bc, cond_warn, names, slices)
     bad = [f"{kind[n]} {n!r}: position error {pos[n]:.3g} (m or rad)" for n in pos if not pos[n] <= tol]
     bad += [f"{kind[n]} {n!r}: velocity error {vel[n]:.3g} (m/s or rad/s)" for n in vel
