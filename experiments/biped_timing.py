@@ -6,7 +6,8 @@ constraint rows), loaded by ``load_mjcf`` into one module. At one state that sat
 equalities solved by Gauss-Newton from a perturbed reference pose, velocities in the nullspace of their Jacobian):
 
 * ours: ``jax.jit`` of ``forward_dynamics`` (general path, float64, one scenario), for each ``--recursion``
-  asked (``load_mjcf(..., recursion=)``: "auto" is the unrolled recursion for this 15-link module) and each
+  asked (``load_mjcf(..., recursion=)``: "auto" is the level scan for this 15-link looped module, by
+  build_system's ``loop_recursion``) and each
   ``--solver`` (``SolverSettings.method``: "pinv", the default, or "cholesky", exact here since the four loops'
   12 rows are independent): the time to trace and lower, to compile (XLA), the compiled program's
   XLA kernel count (``bench_gpu.count_kernels``), then the per-call time (median of ``--calls`` calls of the

@@ -48,3 +48,16 @@ def test_load_mjcf_recursion_is_checked_before_anything_compiles():
     assert load_mjcf(model, recursion="level_scan").modules[0].topology.recursion == "level_scan"
     with pytest.raises(ArgumentError, match="unknown recursion 'fast'"):
         load_mjcf(model, recursion="fast")
+
+
+def test_auto_recursion_of_a_large_looped_module_is_the_level_scan():
+    """build_system gives a tree module on recursion="auto" with contact points and 12-23 links the level scan
+    (dynamics/levels.py: loop_recursion); the same module without contacts, and a small looped one, keep "auto"."""
+    from mrds_jax.dynamics.levels import LOOP_LEVEL_SCAN_MIN_LINKS
+    system = load_mjcf(mujoco.MjModel.from_xml_path(str(MODEL)))
+    module = system.modules[0]
+    assert LOOP_LEVEL_SCAN_MIN_LINKS <= module.topology.n_links == 15 and module.topology.recursion == "level_scan"
+    free = S.build_system({"pelvis": module.with_recursion("auto")}, [])
+    assert free.modules[0].topology.recursion == "auto"
+    fourbar = load_mjcf(Path(S.__file__).parents[1] / "data" / "systems" / "fourbar.xml")
+    assert [m.topology.recursion for m in fourbar.modules] == ["auto", "auto"]

@@ -19,7 +19,12 @@ chain, 15 instead of 101 for tiago_dual).
 
 ``Topology.recursion`` picks the route: ``"unrolled"`` (a Python loop over links, traced link by link:
 fastest per call for small modules, compile time growing with n), ``"level_scan"``, or ``"auto"``: the level
-scan from :data:`LEVEL_SCAN_MIN_LINKS` links on (measured: ``experiments/bench_tree.py``, ``experiments/out/bench_compile.md``).
+scan from :data:`LEVEL_SCAN_MIN_LINKS` links on (measured: ``experiments/bench_tree.py``, ``experiments/out/bench_compile.md``),
+and from :data:`LOOP_LEVEL_SCAN_MIN_LINKS` links on for a module that carries contact points of a system
+(:func:`loop_recursion`, applied by ``build_system``): there every tree sweep is traced again per Step 2 term
+(Ψ's columns, the points' Jacobians), so the unrolled route's compile time multiplies (the 15-link four-bar biped:
+17-20 s to compile with the level scan against 40-68 s unrolled, and 426-483 µs against 555-677 µs per call;
+``experiments/out/biped_timing.md``).
 
 Both routes run the *same* per-link step: :func:`outward` and :func:`inward` take the link data either
 stacked ((n, ...) arrays, motion subspaces padded to a common width: the level scan) or as a list with one
@@ -33,6 +38,7 @@ import jax.numpy as jnp
 from ..model.tree import level_schedule
 
 LEVEL_SCAN_MIN_LINKS = 24
+LOOP_LEVEL_SCAN_MIN_LINKS = 12
 
 
 def uses_level_scan(topology):
@@ -42,6 +48,16 @@ def uses_level_scan(topology):
     if topology.recursion in ("unrolled", "level_scan"):
         return topology.recursion == "level_scan"
     raise ValueError(f"unknown recursion {topology.recursion!r}; use 'auto', 'unrolled' or 'level_scan'")
+
+
+def loop_recursion(module, n_points):
+    """``module`` with ``recursion="level_scan"`` when it is a tree module on ``"auto"`` that carries ``n_points`` > 0
+    contact points and has at least :data:`LOOP_LEVEL_SCAN_MIN_LINKS` links (module docstring); else ``module``."""
+    topology = getattr(module, "topology", None)
+    if (n_points and getattr(topology, "recursion", None) == "auto" and hasattr(module, "with_recursion")
+            and LOOP_LEVEL_SCAN_MIN_LINKS <= topology.n_links < LEVEL_SCAN_MIN_LINKS):
+        return module.with_recursion("level_scan")
+    return module
 
 
 def _by_level(schedule, per_link):

@@ -8,6 +8,11 @@ order, the second about the once-rotated axis, as ours), spherical → ball (qua
 ours), free → free joint; nonzero armature → the joint's ``armature`` (one value per MuJoCo joint); joint
 limits of hinges and slides → ``range``. Screw and planar_free joints have no MuJoCo equivalent and raise.
 Contacts: ``weld`` → equality weld, ``spherical`` → equality connect (site-based); other kinds raise.
+Joint couplings (:mod:`mrds_jax.contacts.coupling`, (u − u₀) = P(w − w₀)): one joint per side with coefficient 1
+→ ``<equality joint joint1 joint2 polycoef>``, otherwise fixed tendons ``<coupling>/u`` and ``<coupling>/w``
+(``coef`` = the measures' coefficients) and ``<equality tendon>``. MuJoCo measures both sides from its ``qpos0``
+(``tendon_length0``), zero for the exported hinges and slides (no ``ref``), so the polynomial is re-expressed
+about zero, Q(x) = u₀ + P(x − w₀) (:func:`polycoef_about_zero`); MuJoCo's residual ``efc_pos`` is then our g.
 MuJoCo's constraints are soft (solref/solimp), so a closed loop exported here drifts and its accelerations
 differ from the exact ones; open modules match exactly (tested).
 
@@ -93,11 +98,10 @@ def _module_bodies(name, module, indent):
 
 def to_mjcf(modules, contacts=(), timestep=1e-3, gravity=None, model_name="mrds_jax"):
     """MJCF text for modules (a dict name → Module, or a System) and contacts."""
+    couplings = ()
     if hasattr(modules, "modules") and hasattr(modules, "contacts"):
         system = modules
-        if getattr(system, "couplings", ()):
-            raise ValueError(f"to_mjcf: the joint couplings {[c.name for c in system.couplings]} are not exported "
-                             "(write them as <equality joint/tendon> by hand)")
+        couplings = tuple(getattr(system, "couplings", ()))
         modules = dict(zip(system.module_names, system.modules))
         contacts = system.contacts
     if not isinstance(modules, dict):
@@ -127,10 +131,54 @@ def to_mjcf(modules, contacts=(), timestep=1e-3, gravity=None, model_name="mrds_
     for name, module in modules.items():
         lines += _module_bodies(name, module, 4)
     lines.append("  </worldbody>")
+    tendons = []
+    for c in couplings:
+        t, e = _coupling_elements(c, modules)
+        tendons += t
+        eq.append(e)
+    if tendons:
+        lines += ["  <tendon>"] + tendons + ["  </tendon>"]
     if eq:
         lines += ["  <equality>"] + eq + ["  </equality>"]
     lines.append("</mujoco>")
     return "\n".join(lines)
+
+
+def polycoef_about_zero(coupling):
+    """MuJoCo's five ``polycoef`` b₀ … b₄ of Q(x) = u₀ + P(x − w₀), the coupling (u − u₀) = P(w − w₀) as
+    u = Q(w) (both measured from zero): bₖ = Σₙ₌ₖ aₙ C(n, k) (−w₀)ⁿ⁻ᵏ, plus u₀ in b₀ (binomial expansion)."""
+    from math import comb
+    a = np.asarray(coupling.polycoef, dtype=float)
+    u0, w0 = (float(x) for x in np.asarray(coupling.reference, dtype=float))
+    b = np.zeros(5)
+    for n, an in enumerate(a):
+        for k in range(n + 1):
+            b[k] += an * comb(n, k) * (-w0) ** (n - k)
+    b[0] += u0
+    return b
+
+
+def _joint_side(joints, modules):
+    names = list(modules)
+    return [f"{m if isinstance(m, str) else names[m]}/{j}" for m, j in joints]
+
+
+def _coupling_elements(c, modules):
+    """(``<fixed>`` tendon lines, the ``<equality>`` line) of one joint coupling (module docstring)."""
+    poly = f'polycoef="{_fmt(polycoef_about_zero(c))}"'
+    j1, j2 = _joint_side(c.joints, modules), _joint_side(c.joints2, modules)
+    coef, coef2 = np.asarray(c.coef, dtype=float), np.asarray(c.coef2, dtype=float)
+    if len(j1) == 1 and len(j2) <= 1 and np.all(coef == 1) and np.all(coef2 == 1):
+        second = f' joint2="{j2[0]}"' if j2 else ""
+        return [], f'    <joint name="{c.name}" joint1="{j1[0]}"{second} {poly}/>'
+    tendons = []
+    for side, joints, cs in (("u", j1, coef), ("w", j2, coef2)):
+        if joints:
+            tendons.append(f'    <fixed name="{c.name}/{side}">')
+            tendons += [f'      <joint joint="{j}" coef="{float(x):.17g}"/>' for j, x in zip(joints, cs)]
+            tendons.append("    </fixed>")
+    second = f' tendon2="{c.name}/w"' if j2 else ""
+    return tendons, f'    <tendon name="{c.name}" tendon1="{c.name}/u"{second} {poly}/>'
 
 
 def _free_roots(module, q):

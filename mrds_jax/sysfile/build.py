@@ -324,10 +324,11 @@ def _compiled_make_consistent():
 
 
 def _consistent(system, state, tol=1e-12):
-    """Whether every contact holds to ``tol`` already (then there is nothing to project)."""
+    """Whether every contact and joint coupling holds to ``tol`` already (then there is nothing to project)."""
     from .run import compiled_check
-    errors, _ = compiled_check()(system, state)
-    return all(float(np.abs(np.asarray(e)).max(initial=0.0)) <= tol for e in errors.position + errors.velocity)
+    errors, couplings, _ = compiled_check()(system, state)
+    return all(float(np.abs(np.asarray(e)).max(initial=0.0)) <= tol
+               for e in errors.position + errors.velocity + tuple(couplings))
 
 
 def build(doc):
@@ -353,7 +354,7 @@ def build(doc):
     state = S.make_state(system, [jnp.asarray(q[n]) for n in system.module_names],
                          [jnp.asarray(v[n]) for n in system.module_names])
     rp = rv = 0.0
-    if doc.spec.initial.make_consistent and system.contacts and not _consistent(system, state):
+    if doc.spec.initial.make_consistent and (system.contacts or system.couplings) and not _consistent(system, state):
         state, rp, rv = _compiled_make_consistent()(system, state)    # one compiled Gauss-Newton, not op by op
         rp, rv = float(rp), float(rv)
     forces, tau = _forces(doc, system, modules)

@@ -4,8 +4,10 @@ Output of :func:`simulate_built` in the folder ``out`` (format documented in ``d
 
 * ``trajectory.npz`` — ``t`` (n,); per module ``q/<module>`` (n, nq) and ``v/<module>`` (n, nv); energies
   ``energy/kinetic``, ``energy/potential``, ``energy/elastic``, ``energy/total`` (n,); constraint errors
-  ``constraint/position`` and ``constraint/velocity`` (n, n_C) (m or rad, m/s or rad/s);
-* ``trajectory.json`` — module names with their joint names, nq, nv; contact names with n_c; the settings;
+  ``constraint/position`` and ``constraint/velocity`` (n, n_C + n_J) (m or rad, m/s or rad/s): the contacts'
+  directions, then one column per joint coupling (its g, G v);
+* ``trajectory.json`` — module names with their joint names, nq, nv; contact names with n_c; joint coupling names;
+  the settings;
 * ``joint_motion.png``, ``constraint_error.png``, ``energy.png`` (``output.plots``);
 * ``animation.gif`` or ``animation.mp4`` (``output.animation``).
 """
@@ -22,9 +24,10 @@ from .locate import locate
 
 
 def _errors_and_Bc(system, state):
-    """Constraint errors Φ_p, Φ_v and Bᶜ = J H⁻¹ Jᵀ at a state (one compiled program)."""
+    """Constraint errors Φ_p, Φ_v, the joint couplings' g, G v and Bᶜ = J H⁻¹ Jᵀ (bordered by the couplings'
+    rows) at a state (one compiled program)."""
     from .. import system as S
-    return S.constraint_errors(system, state), S.constraint_matrix(system, state)
+    return S.constraint_errors(system, state), S.coupling_errors(system, state), S.constraint_matrix(system, state)
 
 
 @functools.cache
@@ -36,21 +39,25 @@ def compiled_check():
 
 def check_built(built):
     """DOF, constraint count, consistency and conditioning of the initial state, without simulating: a dict.
-    The rank of the constraints is that of Bᶜ = J H⁻¹ Jᵀ (H positive definite: rank Bᶜ = rank J)."""
+    The rank of the constraints is that of Bᶜ = J H⁻¹ Jᵀ (H positive definite: rank Bᶜ = rank J); joint couplings
+    count as one constraint each (their rows border Bᶜ), and their residuals |g|, |G v| join the errors by name."""
     system, state = built.system, built.state
     nv = sum(m.nv for m in system.modules)
-    n_C = system.connectivity.n_constraints
+    n_C = system.connectivity.n_constraints + len(system.couplings)
     pos, vel, rank, cond = {}, {}, 0, 1.0
     if n_C:
-        errors, Bc = compiled_check()(system, state)
-        pos = {c.name: float(np.abs(np.asarray(e)).max(initial=0.0)) for c, e in zip(system.contacts, errors.position)}
-        vel = {c.name: float(np.abs(np.asarray(e)).max(initial=0.0)) for c, e in zip(system.contacts, errors.velocity)}
+        errors, (g, Gv), Bc = compiled_check()(system, state)
+        names = [c.name for c in system.contacts] + [c.name for c in system.couplings]
+        pos = {n: float(np.abs(np.asarray(e)).max(initial=0.0)) for n, e in zip(names, tuple(errors.position) + tuple(g))}
+        vel = {n: float(np.abs(np.asarray(e)).max(initial=0.0)) for n, e in zip(names, tuple(errors.velocity) + tuple(Gv))}
         w = np.linalg.eigvalsh(0.5 * (np.asarray(Bc) + np.asarray(Bc).T))
         rank = int(np.sum(w > 1e-10 * max(w.max(), np.finfo(float).tiny)))
         cond = float(w.max() / w.min()) if w.min() > 0 else float("inf")
     return dict(name=built.document.spec.name, modules={n: dict(nq=m.nq, nv=m.nv) for n, m in
                                                         zip(system.module_names, system.modules)},
                 contacts={c.name: dict(kind=c.kind, n_c=int(c.n_c)) for c in system.contacts},
+                couplings={c.name: dict(kind=c.kind, joints=[f"{m}.{j}" for m, j in c.joints],
+                                        joints2=[f"{m}.{j}" for m, j in c.joints2]) for c in system.couplings},
                 coordinates=nv, constraints=n_C, independent_constraints=rank, redundant_constraints=n_C - rank,
                 dof=nv - rank, position_error=pos, velocity_error=vel,
                 max_position_error=max(pos.values(), default=0.0), max_velocity_error=max(vel.values(), default=0.0),
@@ -59,8 +66,12 @@ def check_built(built):
 
 def format_check(r):
     contacts = ", ".join(f"{n}: {c['kind']} n_c={c['n_c']}" for n, c in r["contacts"].items()) or "none"
+    couplings = ", ".join(f"{n}: {c['kind']} {'+'.join(c['joints'])}" + (f" ~ {'+'.join(c['joints2'])}" if c["joints2"]
+                                                                           else "") + f" |g| {r['position_error'][n]:.2e}"
+                          for n, c in r["couplings"].items()) or "none"
     lines = [f"system {r['name']!r}: {len(r['modules'])} modules, {r['coordinates']} velocity coordinates",
              f"  contacts: {len(r['contacts'])} ({contacts})",
+             f"  joint couplings: {len(r['couplings'])} ({couplings})",
              f"  constraints: {r['constraints']} ({r['independent_constraints']} independent, "
              f"{r['redundant_constraints']} redundant)",
              f"  degrees of freedom: {r['dof']}",
@@ -198,6 +209,7 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
                 modules={n: dict(nq=m.nq, nv=m.nv, joints=list(m.topology.joint_names))
                          for n, m in zip(system.module_names, system.modules)},
                 contacts=[dict(name=c.name, kind=c.kind, n_c=int(c.n_c)) for c in system.contacts],
+                couplings=[c.name for c in system.couplings],
                 simulation=spec.simulation.model_dump(), dtype=str(traj.q[0].dtype),
                 max_position_error=float(np.abs(arrays["constraint/position"]).max(initial=0.0)),
                 energy_drift=float(np.abs(arrays["energy/total"] - arrays["energy/total"][0]).max()))

@@ -3,6 +3,7 @@ from .build import (Connectivity, System, SystemError, SystemState, build_system
                     modular_connectivity)
 from .dynamics import (ConstraintSystem, ModuleTerms, SystemDynamics, constraint_system, contact_kinematics,
                        forward_dynamics, module_terms)
+from .couplings import coupling_errors, coupling_jacobian
 from .inverse import InverseDynamics, inverse_dynamics
 from .lilly import (ChainDynamics, ChainStructure, chain_structure, lilly_forward_dynamics,
                     simple_closed_chain_reference)
@@ -15,7 +16,7 @@ from .forces import (Actuators, ContactForce, JointSpringDamper, JointTorque, Po
                      with_control)
 from .limits import JointLimitWarning, LimitExit, limit_exits
 from .simulate import (Diagnostics, Energies, InconsistentStateError, SingularConfigurationError,
-                       SingularConfigurationWarning, StateReport, check_initial_state, constraint_matrix,
+                       SingularConfigurationWarning, StateReport, check_initial_state, all_constraint_errors, constraint_matrix,
                        default_stabilisation, dynamics_path, make_consistent, project_positions, report_solve,
                        project_velocities, simulate, system_acceleration, system_energy, total_momentum,
                        trajectory_diagnostics, trajectory_states)

@@ -11,9 +11,11 @@ accelerations of Table 17. A system without couplings never calls this module.
 
 Stabilisation: Baumgarte (scalar gains) acts on the couplings' rows as on the contacts' (β − 2α G v − β_B² g); the
 PD suppression of Bonaventura eq. 104 corrects the contacts' Fᶜ only. Not covered yet: Lilly & Orin's path (``dynamics_path``
-sends systems with couplings to the general path), ``project_positions`` and ``simulate``'s initial-state check and
-drift diagnostics (contacts only; ``SystemDynamics.coupling_errors`` holds the couplings' g and G v), the exports
-(refused by name).
+sends systems with couplings to the general path) and the Pinocchio export (refused by name).
+
+The couplings' residual g and velocity error G v (:func:`coupling_errors`) and their Jacobian G
+(:func:`coupling_jacobian`) are what every other place that handles the loops uses for them too: ``project_positions``,
+``project_velocities``, ``check_initial_state``, the drift columns of ``trajectory_diagnostics`` and ``mrds-jax check``.
 """
 from typing import NamedTuple
 
@@ -42,7 +44,7 @@ def coupled_constraint_system(system, state, cs, yc, taus, stabilisation=None):
     couplings as on the contacts: β − 2α G v − β_B² g."""
     conn = system.connectivity
     d, dtype = conn.dim, state.q[0].dtype
-    rows = [coupling_row(c, dofs, state.q, state.v) for c, dofs in zip(system.couplings, conn.coupling_dofs)]
+    rows = coupling_rows(system, state)
     touched = sorted({k for row in rows for k, _, _ in row.entries})
     G = coupling_matrices(rows, [m.nv for m in system.modules], touched, dtype)
     n_J = len(rows)
@@ -79,6 +81,42 @@ def coupled_constraint_system(system, state, cs, yc, taus, stabilisation=None):
         X = jnp.zeros((0, n_J), dtype)
     B = jnp.concatenate([jnp.concatenate([cs.Bc, X], axis=1), jnp.concatenate([X.T, D], axis=1)], axis=0)
     return CoupledSystem(B, jnp.concatenate([yc, rhs]), Y, qdd_open, position, velocity)
+
+
+def coupling_rows(system, state):
+    """:class:`~mrds_jax.contacts.coupling.CouplingRow` of every coupling of ``system`` at ``state`` (coupling order)."""
+    return [coupling_row(c, dofs, state.q, state.v)
+            for c, dofs in zip(system.couplings, system.connectivity.coupling_dofs)]
+
+
+def coupling_errors(system, state):
+    """(g, G v) of the couplings at ``state``, (n_J,) each (empty without couplings): the position residual
+    g = (u − u₀) − P(w − w₀) and its rate (:mod:`mrds_jax.contacts.coupling`). Pure, jit/vmap/grad-able."""
+    rows = coupling_rows(system, state)
+    if not rows:
+        empty = jnp.zeros(0, state.q[0].dtype)
+        return empty, empty
+    return jnp.stack([r.position for r in rows]), jnp.stack([r.velocity for r in rows])
+
+
+def coupling_jacobian(system, state):
+    """G (n_J, Σ nv): the couplings' rows in the system's velocity coordinates (modules in order), G v = ġ;
+    the coupled joints are one-coordinate, so G = ∂g/∂q on their coordinates."""
+    rows = coupling_rows(system, state)
+    nvs = [m.nv for m in system.modules]
+    dtype = state.q[0].dtype
+    G = coupling_matrices(rows, nvs, range(len(nvs)), dtype)
+    return jnp.concatenate([G[k] for k in range(len(nvs))], axis=1) if rows else jnp.zeros((0, sum(nvs)), dtype)
+
+
+def constraint_rows(system):
+    """(names, slices) of the rows of the solve's matrix (:func:`constraint_matrix`): each contact's
+    constrained directions, then one row per joint coupling."""
+    n_C = system.connectivity.n_constraints
+    names = tuple(c.name for c in system.contacts) + tuple(c.name for c in system.couplings)
+    slices = system.connectivity.constraint_slices() + tuple(slice(n_C + i, n_C + i + 1)
+                                                             for i in range(len(system.couplings)))
+    return names, slices
 
 
 def _free_direction_forces(system, cs):

@@ -39,7 +39,7 @@ from ..spatial import cross, skew, spatial_rotation
 from .constraint_space import (constraint_space_matrix, contact_accelerations, contact_sides,
                                operational_inverse_inertia_times, point_forces)
 from .solve import SolverSettings, solve_constraint_system
-from .couplings import coupled_constraint_system
+from .couplings import constraint_rows, coupled_constraint_system
 from ..validation import constraint_conditioning, is_traced, per_module, system_state
 from .stabilisation import stabilisation_terms
 from ..spatial.linalg import matmul
@@ -213,9 +213,6 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     ``coupling_forces`` and ``coupling_errors``.
     """
     cs = constraint_system(system, state, tau, t, method)
-    if cond_warn is not None and not is_traced(cs.Bc):
-        constraint_conditioning(cs.Bc, cond_warn, [c.name for c in system.contacts],
-                                system.connectivity.constraint_slices(), "forward_dynamics: ")
     yc, dF_c = cs.yc, None
     if stabilisation is not None:       # Baumgarte (in yᶜ) and PD suppression (Bonaventura eq. 104, corrected)
         dy_c, dF_c = stabilisation_terms(system, cs, t, stabilisation)
@@ -224,6 +221,8 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
     if system.couplings:                # joint couplings: joint-space rows bordering Bᶜ (:mod:`.couplings`)
         coupled = coupled_constraint_system(system, state, cs, yc, _taus(system, tau, cs.yc.dtype), stabilisation)
         Bc, yc = coupled.Bc, coupled.yc
+    if cond_warn is not None and not is_traced(Bc):    # the solve's matrix: contacts' rows, then the couplings'
+        constraint_conditioning(Bc, cond_warn, *constraint_rows(system), "forward_dynamics: ")
     sol = solve_constraint_system(Bc, yc, solver)
     F_c = sol.F[:system.connectivity.n_constraints]
     if dF_c is not None:

@@ -9,11 +9,12 @@
   step sizes do not recompile.
 * :func:`system_energy`, :func:`total_momentum`, :func:`trajectory_diagnostics` — kinetic + potential +
   elastic energy, spatial momentum, and the constraint errors Φ_p (position, m or rad) and Φ_v (Bonaventura eq. 105)
-  along a trajectory.
-* :func:`project_positions` (Gauss-Newton on Φ_p with a fixed number of iterations), :func:`project_velocities`
-  (least-norm correction onto J v = ẋᶜ), :func:`make_consistent` (both), each returning the residual.
-* :func:`check_initial_state` — raises :class:`InconsistentStateError` naming every contact whose position
-  or velocity error exceeds the tolerance (with its size), :class:`~mrds_jax.integrate.SimulationError` for a
+  along a trajectory, the joint couplings' residuals g and G v beside them.
+* :func:`project_positions` (Gauss-Newton on Φ_p and the couplings' g with a fixed number of iterations),
+  :func:`project_velocities` (least-norm correction onto J v = ẋᶜ and G v = 0), :func:`make_consistent` (both),
+  each returning the residual.
+* :func:`check_initial_state` — raises :class:`InconsistentStateError` naming every contact and joint coupling
+  whose position or velocity error exceeds the tolerance (with its size), :class:`~mrds_jax.integrate.SimulationError` for a
   non-finite state, and warns :class:`SingularConfigurationWarning` with Bᶜ's condition number (and the
   contacts spanning its near-null space) at a singular or redundant configuration.
 """
@@ -39,6 +40,7 @@ from .lilly import lilly_forward_dynamics, lilly_stabilisation_problem, simple_c
 from .limits import limit_exits, report_limits
 from .forces import applied_power, dissipated_power, force_potential_energy, generalized_forces, validate_forces
 from .solve import SolverSettings
+from .couplings import coupled_constraint_system, constraint_rows, coupling_errors, coupling_jacobian
 from .stabilisation import Stabilisation, baumgarte, constraint_errors, constraint_jacobian
 
 
@@ -326,14 +328,14 @@ def _state_at(traj, i):
 
 
 def _weak_contacts(system, state, t=0.0):
-    """Names of the contacts spanning the near-null space (smallest eigenvector) of Bᶜ at a state."""
-    Bc = np.asarray(_report_core(system, state, jnp.asarray(t, state.q[0].dtype), Stabilisation())[1])
+    """Names of the contacts and joint couplings spanning the near-null space (smallest eigenvector) of the
+    solve's matrix (:func:`constraint_matrix`) at a state."""
+    Bc = np.asarray(_report_core(system, state, jnp.asarray(t, state.q[0].dtype), Stabilisation())[2])
     if not Bc.size:
         return []
     w, V = np.linalg.eigh(0.5 * (Bc + Bc.T))
     v0 = np.abs(V[:, 0])
-    return [c.name for c, sl in zip(system.contacts, system.connectivity.constraint_slices())
-            if v0[sl].size and v0[sl].max() > 0.1]
+    return [n for n, sl in zip(*constraint_rows(system)) if v0[sl].size and v0[sl].max() > 0.1]
 
 
 def _runs(flags):
@@ -424,11 +426,12 @@ class Diagnostics(NamedTuple):
     energy: Energies            # each (n,)
     dissipated_power: jnp.ndarray   # (n,) Σ c ℓ̇² of the dampers
     applied_power: jnp.ndarray      # (n,) Σ vᵀQ of the applied loads (forces.applied_power)
-    position_error: jnp.ndarray     # (n, n_C) Φ_p (m or rad)
-    velocity_error: jnp.ndarray     # (n, n_C) Φ_v (m/s or rad/s)
+    position_error: jnp.ndarray     # (n, n_C + n_J) Φ_p (m or rad), then the joint couplings' g
+    velocity_error: jnp.ndarray     # (n, n_C + n_J) Φ_v (m/s or rad/s), then the joint couplings' G v
     contact_names: tuple
     n_c: tuple
     limit_exits: tuple = ()         # LimitExit per joint leaving its limits (first stored state), by time
+    coupling_names: tuple = ()      # the joint couplings of the last n_J columns, in order
 
     @property
     def energy_drift(self):
@@ -444,7 +447,7 @@ class Diagnostics(NamedTuple):
 
     @property
     def constraint_drift(self):
-        """max over time and constrained directions of |Φ_p|."""
+        """max over time and constrained directions (contacts and joint couplings) of |Φ_p|, |g|."""
         pe = np.asarray(self.position_error)
         return float(np.max(np.abs(pe))) if pe.size else 0.0
 
@@ -470,21 +473,29 @@ class Diagnostics(NamedTuple):
         return E - E[0] - self.work_done
 
     def per_contact(self, which="position"):
-        """dict contact name -> max |Φ| over time."""
+        """dict contact or joint coupling name -> max |Φ| over time (|g| or |G v| for a coupling)."""
         err = np.abs(np.asarray(self.position_error if which == "position" else self.velocity_error))
         out, s = {}, 0
-        for name, n in zip(self.contact_names, self.n_c):
+        for name, n in zip(self.contact_names + self.coupling_names, self.n_c + (1,) * len(self.coupling_names)):
             out[name] = float(err[:, s:s + n].max()) if n else 0.0
             s += n
         return out
 
 
+def all_constraint_errors(system, state, t=0.0, position_targets=()):
+    """(position, velocity) errors of every constraint at ``state``, flat: the contacts' Φ_p, Φ_v
+    (:func:`~.stabilisation.constraint_errors`, contact order) then the joint couplings' g, G v
+    (:func:`~.couplings.coupling_errors`, coupling order). Pure, jit/vmap/grad-able."""
+    errs = constraint_errors(system, state, t, position_targets)
+    g, Gv = coupling_errors(system, state)
+    dtype = state.q[0].dtype
+    return _flat(tuple(errs.position) + (g,), dtype), _flat(tuple(errs.velocity) + (Gv,), dtype)
+
+
 def _state_diagnostics(system, forces, targets, state, t):
-    errs = constraint_errors(system, state, t, targets)
-    cat = lambda xs: jnp.concatenate(xs) if xs else jnp.zeros(0, dtype=state.q[0].dtype)  # noqa: E731
+    pe, ve = all_constraint_errors(system, state, t, targets)
     diss = dissipated_power(system, forces, state) if forces else jnp.zeros((), dtype=state.q[0].dtype)
-    return (system_energy(system, state, forces), diss, applied_power(system, forces, state, t), cat(errs.position),
-            cat(errs.velocity))
+    return (system_energy(system, state, forces), diss, applied_power(system, forces, state, t), pe, ve)
 
 
 @jax.jit
@@ -501,7 +512,8 @@ def trajectory_diagnostics(system, traj, forces=(), stabilisation=None):
     E, P, W, pe, ve = _diagnostics_core(system, _as_float(forces, dtype), stabilisation, tuple(traj.q),
                                         tuple(traj.v), jnp.asarray(traj.t, dtype))
     return Diagnostics(traj.t, E, P, W, pe, ve, system.contact_names, system.connectivity.n_c,
-                       limit_exits(system, traj) if not _is_traced(traj.q) else ())
+                       limit_exits(system, traj) if not _is_traced(traj.q) else (),
+                       tuple(c.name for c in system.couplings))
 
 
 # ----------------------------------------------------------------------------- consistent initial states
@@ -519,7 +531,8 @@ def _flat(xs, dtype):
 
 
 def project_positions(system, state, t=0.0, iterations=10, position_targets=(), rcond=1e-10):
-    """Gauss-Newton on Φ_p(q) = 0 with a fixed number of ``iterations``: q ← q ⊕ Δ with the least-norm
+    """Gauss-Newton on Φ_p(q) = 0 with a fixed number of ``iterations``, Φ_p the contacts' position errors and
+    the joint couplings' residuals g (:func:`all_constraint_errors`): q ← q ⊕ Δ with the least-norm
     Δ = −J⁺ Φ_p, J = ∂Φ_p/∂Δ (exact, by forward-mode autodiff through the configuration update, so
     quaternions stay unit). Returns (state with projected q and the given v, residual max |Φ_p|).
     Pure and jit-able. Redundant constraints are fine (least squares with cut-off ``rcond``, by LAPACK's
@@ -531,7 +544,7 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
     zeros_v = tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)
 
     def phi_p(q):
-        return _flat(constraint_errors(system, SystemState(q, zeros_v), t, position_targets).position, dtype)
+        return all_constraint_errors(system, SystemState(q, zeros_v), t, position_targets)[0]
 
     def body(_, q):
         r = phi_p(q)
@@ -545,20 +558,20 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
 
 
 def project_velocities(system, state, t=0.0, rcond=1e-10):
-    """Least-norm change of v that satisfies the velocity constraints J v = ẋᶜ (Bonaventura eq. 105, Φ_v = 0):
-    v ← v − J⁺ Φ_v(v). Returns (state, residual max |Φ_v|). Pure and jit-able. LAPACK ``lstsq`` with cut-off
-    ``rcond``: see :func:`project_positions` about batching it."""
+    """Least-norm change of v that satisfies the velocity constraints J v = ẋᶜ (Bonaventura eq. 105, Φ_v = 0)
+    and the joint couplings' G v = 0: v ← v − [J; G]⁺ [Φ_v; G v]. Returns (state, residual max |Φ_v|, |G v|).
+    Pure and jit-able. LAPACK ``lstsq`` with cut-off ``rcond``: see :func:`project_positions` about batching it."""
     dtype = state.q[0].dtype
-    J = constraint_jacobian(system, state, t)
+    J = jnp.concatenate([constraint_jacobian(system, state, t), coupling_jacobian(system, state)])
     v = _flat(tuple(state.v), dtype)
-    r = _flat(constraint_errors(system, state, t).velocity, dtype)
+    r = all_constraint_errors(system, state, t)[1]
     v = v - jnp.linalg.lstsq(J, r, rcond=rcond)[0] if r.size else v
     out, s = [], 0
     for m in system.modules:
         out.append(v[s:s + m.nv])
         s += m.nv
     new = SystemState(tuple(state.q), tuple(out))
-    r = _flat(constraint_errors(system, new, t).velocity, dtype)
+    r = all_constraint_errors(system, new, t)[1]
     return new, (jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), dtype))
 
 
@@ -572,22 +585,28 @@ def make_consistent(system, state, t=0.0, iterations=10, position_targets=()):
 
 # ----------------------------------------------------------------------------- checking a state
 class StateReport(NamedTuple):
-    position_error: dict        # contact name -> max |Φ_p|
-    velocity_error: dict        # contact name -> max |Φ_v|
+    position_error: dict        # contact or joint coupling name -> max |Φ_p| (|g| for a coupling)
+    velocity_error: dict        # contact or joint coupling name -> max |Φ_v| (|G v| for a coupling)
     condition_number: float     # of Bᶜ (inf when singular)
-    weak_contacts: tuple        # contacts spanning Bᶜ's near-null space
+    weak_contacts: tuple        # contacts (and joint couplings) spanning the near-null space of Bᶜ (bordered)
 
 
 def constraint_matrix(system, state, t=0.0):
     """Bᶜ = ψᶜᵀ B ψᶜ (Bonaventura eq. 88), the matrix of the solve, at ``state``: Table 17's contact-pair blocks
     (:func:`~mrds_jax.system.constraint_space.constraint_space_matrix`, through the Step 2-3 quantities of
-    :func:`~mrds_jax.system.dynamics.constraint_system`; it depends on the configuration only)."""
-    return constraint_system(system, state, None, t).Bc
+    :func:`~mrds_jax.system.dynamics.constraint_system`; it depends on the configuration only). With joint
+    couplings, the bordered matrix [Bᶜ X; Xᵀ D] of the solve (:func:`~.couplings.coupled_constraint_system`):
+    contacts' rows first, then one row per coupling."""
+    cs = constraint_system(system, state, None, t)
+    if not system.couplings:
+        return cs.Bc
+    return coupled_constraint_system(system, state, cs, cs.yc, _taus(system, None, cs.yc.dtype)).Bc
 
 
 @jax.jit
 def _report_core(system, state, t, targets_holder):
-    return constraint_errors(system, state, t, targets_holder.position_targets), constraint_matrix(system, state, t)
+    return (constraint_errors(system, state, t, targets_holder.position_targets), coupling_errors(system, state),
+            constraint_matrix(system, state, t))
 
 
 def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_warn=1e8, position_targets=(),
@@ -595,7 +614,7 @@ def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_
     """Check a concrete state before a simulation. Raises :class:`~mrds_jax.integrate.SimulationError` if
     it is not finite (naming module and array), :class:`InconsistentStateError` naming every contact whose
     max |Φ_p| exceeds ``tol`` (m or rad) or max |Φ_v| exceeds ``tol_velocity`` (default ``tol``; m/s or
-    rad/s), with the sizes; warns :class:`SingularConfigurationWarning` when Bᶜ's condition number exceeds
+    rad/s), and every joint coupling whose |g| or |G v| does, with the sizes; warns :class:`SingularConfigurationWarning` when Bᶜ's condition number exceeds
     ``cond_warn`` (None: no check). Returns a :class:`StateReport`."""
     for name, m, q, v in zip(system.module_names, system.modules, state.q, state.v):
         for label, x in (("q", q), ("v", v)):
@@ -606,15 +625,16 @@ def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_
     tol_velocity = tol if tol_velocity is None else tol_velocity
     dtype = jnp.asarray(state.q[0]).dtype
     holder = Stabilisation(position_targets=tuple(position_targets))
-    errs, Bc = _report_core(system, _as_float(state, dtype), jnp.asarray(t, dtype), holder)
-    pos = {c.name: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0
-           for c, e in zip(system.contacts, errs.position)}
-    vel = {c.name: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0
-           for c, e in zip(system.contacts, errs.velocity)}
-    cond, weak = validation.constraint_conditioning(Bc, cond_warn, [c.name for c in system.contacts],
-                                                    system.connectivity.constraint_slices())
-    bad = [f"contact {n!r}: position error {pos[n]:.3g} (m or rad)" for n in pos if not pos[n] <= tol]
-    bad += [f"contact {n!r}: velocity error {vel[n]:.3g} (m/s or rad/s)" for n in vel
+    errs, (g, Gv), Bc = _report_core(system, _as_float(state, dtype), jnp.asarray(t, dtype), holder)
+    names, slices = constraint_rows(system)
+    kind = {n: "contact" if i < len(system.contacts) else "joint coupling" for i, n in enumerate(names)}
+    pos = {n: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0
+           for n, e in zip(names, tuple(errs.position) + tuple(g))}
+    vel = {n: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0
+           for n, e in zip(names, tuple(errs.velocity) + tuple(Gv))}
+    cond, weak = validation.constraint_conditioning(Bc, cond_warn, names, slices)
+    bad = [f"{kind[n]} {n!r}: position error {pos[n]:.3g} (m or rad)" for n in pos if not pos[n] <= tol]
+    bad += [f"{kind[n]} {n!r}: velocity error {vel[n]:.3g} (m/s or rad/s)" for n in vel
             if not vel[n] <= tol_velocity]
     if bad and raise_on_violation:
         raise InconsistentStateError(
@@ -626,6 +646,6 @@ def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_
 
 __all__ = ["Diagnostics", "Energies", "InconsistentStateError", "SingularConfigurationError",
            "SingularConfigurationWarning", "StateReport", "default_stabilisation", "report_solve",
-           "Trajectory", "check_initial_state", "constraint_matrix", "make_consistent", "project_positions", "project_velocities",
+           "Trajectory", "check_initial_state", "all_constraint_errors", "constraint_matrix", "make_consistent", "project_positions", "project_velocities",
            "simulate", "system_acceleration", "dynamics_path", "system_energy", "total_momentum", "trajectory_diagnostics",
            "trajectory_states"]
