@@ -1,0 +1,76 @@
+"""Consistent states: :func:`project_positions` (Gauss-Newton on Φ_p and the couplings' g, a fixed number of
+iterations), :func:`project_velocities` (least-norm correction onto J v = ẋᶜ and G v = 0) and :func:`make_consistent`
+(both), each returning the residual. Split out of :mod:`.simulate` (one concern per file).
+"""
+
+import jax
+import jax.numpy as jnp
+
+from ..dynamics.interface import integrate_configuration, normalize_configuration
+from .build import SystemState
+from .couplings import coupling_jacobian
+from .diagnostics import _flat, all_constraint_errors
+from .stabilisation import constraint_jacobian
+
+
+# ----------------------------------------------------------------------------- consistent initial states
+def _retract(system, q, dv_flat):
+    out, s = [], 0
+    for m, qk in zip(system.modules, q):
+        dv = dv_flat[s:s + m.nv]
+        s += m.nv
+        out.append(normalize_configuration(m, integrate_configuration(m, qk, dv, 1.0)))
+    return tuple(out)
+
+
+def project_positions(system, state, t=0.0, iterations=10, position_targets=(), rcond=1e-10):
+    """Gauss-Newton on Φ_p(q) = 0 with a fixed number of ``iterations``, Φ_p the contacts' position errors and
+    the joint couplings' residuals g (:func:`all_constraint_errors`): q ← q ⊕ Δ with the least-norm
+    Δ = −J⁺ Φ_p, J = ∂Φ_p/∂Δ (exact, by forward-mode autodiff through the configuration update, so
+    quaternions stay unit). Returns (state with projected q and the given v, residual max |Φ_p|).
+    Pure and jit-able. Redundant constraints are fine (least squares with cut-off ``rcond``, by LAPACK's
+    ``jnp.linalg.lstsq``, kept because its rank cut-off has no cheap exact LAPACK-free equivalent): to project
+    a large batch of states on jax 0.10.x on a 2-core CPU, where batched LAPACK calls in ``jit(vmap)`` can
+    deadlock (docs/known_traps.md), map it in chunks, ``jax.lax.map(f, states, batch_size=64)``."""
+    dtype = state.q[0].dtype
+    nv = sum(m.nv for m in system.modules)
+    zeros_v = tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)
+
+    def phi_p(q):
+        return all_constraint_errors(system, SystemState(q, zeros_v), t, position_targets)[0]
+
+    def body(_, q):
+        r = phi_p(q)
+        J = jax.jacfwd(lambda dv: phi_p(_retract(system, q, dv)))(jnp.zeros(nv, dtype=dtype))
+        dv = -jnp.linalg.lstsq(J, r, rcond=rcond)[0]
+        return _retract(system, q, dv)
+
+    q = jax.lax.fori_loop(0, iterations, body, tuple(state.q))
+    r = phi_p(q)
+    return SystemState(q, tuple(state.v)), (jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), dtype))
+
+
+def project_velocities(system, state, t=0.0, rcond=1e-10):
+    """Least-norm change of v that satisfies the velocity constraints J v = ẋᶜ (Bonaventura eq. 105, Φ_v = 0)
+    and the joint couplings' G v = 0: v ← v − [J; G]⁺ [Φ_v; G v]. Returns (state, residual max |Φ_v|, |G v|).
+    Pure and jit-able. LAPACK ``lstsq`` with cut-off ``rcond``: see :func:`project_positions` about batching it."""
+    dtype = state.q[0].dtype
+    J = jnp.concatenate([constraint_jacobian(system, state, t), coupling_jacobian(system, state)])
+    v = _flat(tuple(state.v), dtype)
+    r = all_constraint_errors(system, state, t)[1]
+    v = v - jnp.linalg.lstsq(J, r, rcond=rcond)[0] if r.size else v
+    out, s = [], 0
+    for m in system.modules:
+        out.append(v[s:s + m.nv])
+        s += m.nv
+    new = SystemState(tuple(state.q), tuple(out))
+    r = all_constraint_errors(system, new, t)[1]
+    return new, (jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), dtype))
+
+
+def make_consistent(system, state, t=0.0, iterations=10, position_targets=()):
+    """:func:`project_positions` then :func:`project_velocities`; returns (state, position residual,
+    velocity residual)."""
+    state, rp = project_positions(system, state, t, iterations, position_targets)
+    state, rv = project_velocities(system, state, t)
+    return state, rp, rv
