@@ -12,6 +12,7 @@ example-robot-data loaded with ``armature=`` equals Pinocchio's own URDF model w
 ``model.armature``; Lilly & Orin's path with armature equals Pinocchio; rollout gradients w.r.t. armature,
 damping and controls equal central differences; joint limits are kept and reported.
 """
+import dataclasses
 import functools
 import warnings
 from pathlib import Path
@@ -484,3 +485,34 @@ def test_work_energy_balance_with_armature_joint_springs_dampers_and_actuators()
     exchanged = np.abs(d.work_done).max()
     assert exchanged > 0.1 and np.abs(np.asarray(d.dissipated_power)).max() > 0.1
     assert np.abs(d.energy_balance).max() < 1e-7 * exchanged
+
+
+def test_check_lists_the_files_joint_limits_as_mujoco_reads_them(tmp_path):
+    """``mrds-jax check`` (``check_built``) lists every limited joint with MuJoCo's ``jnt_range`` and says which
+    are outside at the initial state (the limits are kept, not enforced)."""
+    from mrds_jax.sysfile import load_system_file
+    from mrds_jax.sysfile.run import check_built, format_check
+    toml = tmp_path / "robot.toml"
+    toml.write_text(f'name = "robot"\nmjcf = "{MODEL}"\n\n[simulation]\ndt = "1 ms"\nduration = "0.01 s"\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # the file's damping and actuators: not read by a system file
+        built = load_system_file(toml)
+    model = mujoco.MjModel.from_xml_path(str(MODEL))
+    limited = {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j): tuple(model.jnt_range[j])
+               for j in range(model.njnt) if model.jnt_limited[j]}
+    assert len(limited) >= 2
+    report = check_built(built)["joint_limits"]
+    assert {n.split(".", 1)[1]: (r["lower"], r["upper"]) for n, r in report.items()} == limited
+    for name, r in report.items():
+        assert r["inside"] == (r["lower"] <= r["q"] <= r["upper"])
+    # a joint moved outside its range is named at the initial state
+    (name, r), = list(report.items())[:1]
+    k = built.system.module_names.index(name.split(".")[0])
+    joint = name.split(".", 1)[1]
+    topology = built.system.modules[k].topology
+    i = topology.q_slices[topology.joint_names.index(joint)].start
+    q = list(built.state.q)
+    q[k] = jnp.asarray(q[k]).at[i].set(r["upper"] + 0.25)
+    moved = dataclasses.replace(built, state=S.SystemState(tuple(q), built.state.v))
+    text = format_check(check_built(moved))
+    assert f"{name} q {r['upper'] + 0.25:.6g} outside [{r['lower']:g}, {r['upper']:g}]" in text, text

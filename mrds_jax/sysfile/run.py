@@ -40,7 +40,9 @@ def compiled_check():
 def check_built(built):
     """DOF, constraint count, consistency and conditioning of the initial state, without simulating: a dict.
     The rank of the constraints is that of Bᶜ = J H⁻¹ Jᵀ (H positive definite: rank Bᶜ = rank J); joint couplings
-    count as one constraint each (their rows border Bᶜ), and their residuals |g|, |G v| join the errors by name."""
+    count as one constraint each (their rows border Bᶜ), and their residuals |g|, |G v| join the errors by name.
+    The joints with position limits are listed with their initial value (kept, not enforced: ``joint_limits``)."""
+    from ..system.limits import joint_limits_at
     system, state = built.system, built.state
     nv = sum(m.nv for m in system.modules)
     n_C = system.connectivity.n_constraints + len(system.couplings)
@@ -58,6 +60,7 @@ def check_built(built):
                 contacts={c.name: dict(kind=c.kind, n_c=int(c.n_c)) for c in system.contacts},
                 couplings={c.name: dict(kind=c.kind, joints=[f"{m}.{j}" for m, j in c.joints],
                                         joints2=[f"{m}.{j}" for m, j in c.joints2]) for c in system.couplings},
+                joint_limits=joint_limits_at(system, state),
                 coordinates=nv, constraints=n_C, independent_constraints=rank, redundant_constraints=n_C - rank,
                 dof=nv - rank, position_error=pos, velocity_error=vel,
                 max_position_error=max(pos.values(), default=0.0), max_velocity_error=max(vel.values(), default=0.0),
@@ -69,9 +72,13 @@ def format_check(r):
     couplings = ", ".join(f"{n}: {c['kind']} {'+'.join(c['joints'])}" + (f" ~ {'+'.join(c['joints2'])}" if c["joints2"]
                                                                            else "") + f" |g| {r['position_error'][n]:.2e}"
                           for n, c in r["couplings"].items()) or "none"
+    outside = [f"{n} q {lim['q']:.6g} outside [{lim['lower']:g}, {lim['upper']:g}]"
+               for n, lim in r["joint_limits"].items() if not lim["inside"]]
+    limits = ("outside at the initial state: " + ", ".join(outside)) if outside else "all inside at the initial state"
     lines = [f"system {r['name']!r}: {len(r['modules'])} modules, {r['coordinates']} velocity coordinates",
              f"  contacts: {len(r['contacts'])} ({contacts})",
              f"  joint couplings: {len(r['couplings'])} ({couplings})",
+             f"  joint limits: {len(r['joint_limits'])} (kept, not enforced; {limits})",
              f"  constraints: {r['constraints']} ({r['independent_constraints']} independent, "
              f"{r['redundant_constraints']} redundant)",
              f"  degrees of freedom: {r['dof']}",

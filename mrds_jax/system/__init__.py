@@ -14,7 +14,7 @@ from .forces import (Actuators, ContactForce, JointSpringDamper, JointTorque, Po
                      applied_power, contact_force, dissipated_power, force_potential_energy, generalized_forces,
                      joint_spring_damper, joint_torque, point_force, sinusoidal_torques, spring_damper, spring_state,
                      with_control)
-from .limits import JointLimitWarning, LimitExit, limit_exits
+from .limits import JointLimitWarning, LimitExit, joint_limits_at, limit_exits
 from .simulate import (Diagnostics, Energies, InconsistentStateError, SingularConfigurationError,
                        SingularConfigurationWarning, StateReport, check_initial_state, all_constraint_errors, constraint_matrix,
                        default_stabilisation, dynamics_path, make_consistent, project_positions, report_solve,

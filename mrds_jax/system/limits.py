@@ -20,21 +20,37 @@ class JointLimitWarning(UserWarning):
     """A trajectory leaves the position limits a module's file gives (they are not enforced)."""
 
 
+def limited_joints(system):
+    """(module index, module name, joint name, index in the module's q, lower, upper) of every joint whose module
+    keeps position limits (``Topology.joint_limits``), in module and joint order."""
+    for k, (name, module) in enumerate(zip(system.module_names, system.modules)):
+        topology = getattr(module, "topology", None)
+        for j, lim in enumerate(getattr(topology, "joint_limits", ()) or ()):
+            if lim is not None:
+                yield k, name, topology.joint_names[j], topology.q_slices[j].start, float(lim[0]), float(lim[1])
+
+
+def joint_limits_at(system, state):
+    """The limited joints at one concrete state: ``{"module.joint": dict(lower, upper, q, inside)}`` (what
+    ``mrds-jax check`` lists; the limits are kept, not enforced)."""
+    out = {}
+    for k, name, joint, i, lower, upper in limited_joints(system):
+        q = float(np.asarray(state.q[k])[i])
+        out[f"{name}.{joint}"] = dict(lower=lower, upper=upper, q=q, inside=bool(lower <= q <= upper))
+    return out
+
+
 def limit_exits(system, traj):
     """:class:`LimitExit` of every limited joint that leaves its range at some stored state of ``traj``
     (the first such state), in order of time (concrete trajectories; numpy, nothing compiled)."""
     out = []
     t = np.asarray(traj.t, dtype=float)
-    for k, (name, module) in enumerate(zip(system.module_names, system.modules)):
-        topology = getattr(module, "topology", None)
-        for j, lim in enumerate(getattr(topology, "joint_limits", ()) or ()):
-            if lim is None:
-                continue
-            q = np.asarray(traj.q[k])[:, topology.q_slices[j].start]
-            outside = np.flatnonzero((q < lim[0]) | (q > lim[1]))
-            if outside.size:
-                i = int(outside[0])
-                out.append(LimitExit(name, topology.joint_names[j], float(t[i]), float(q[i]), *lim))
+    for k, name, joint, i, lower, upper in limited_joints(system):
+        q = np.asarray(traj.q[k])[:, i]
+        outside = np.flatnonzero((q < lower) | (q > upper))
+        if outside.size:
+            first = int(outside[0])
+            out.append(LimitExit(name, joint, float(t[first]), float(q[first]), lower, upper))
     return tuple(sorted(out, key=lambda e: e.t))
 
 
