@@ -186,7 +186,7 @@ def force_histories(result: DesignResult, dense=4):
     s = task.samples(result.params)
     before = forces_in_chunks(result.initial_params, task.samples(result.initial_params), sparse.size, *model)[0]
     after = forces_in_chunks(result.params, s, sparse.size, *model)[0]
-    total = sum(T for _, T in task.path_objects(result.params))
+    total = sum(task.durations(result.params))
     dt = np.asarray(s.weight) * total
     return np.cumsum(dt) - dt, before, after
 
