@@ -137,11 +137,13 @@ def test_worst_case_is_the_max_and_weighted_the_weighted_sum_of_the_paths_alone(
     assert alone[2] > alone[0] > alone[1]       # the 40-kg payload range is the worst, the static sweep the least
 
 
-def test_combined_objective_gradients_match_central_differences():
-    """d(worst-case and weighted objectives, and each path's demand)/d(design variables), multibody model,
-    float64: autodiff equals central differences to 1e-6 relative."""
-    worst, wdata = D.make_problem(tasks("worst"), free=SMALL_FREE, model="multibody")
-    weighted, vdata = D.make_problem(tasks("weighted", WEIGHTS), free=SMALL_FREE, model="multibody")
+@pytest.mark.parametrize("model", ["paper", pytest.param("multibody", marks=pytest.mark.slow)])
+def test_combined_objective_gradients_match_central_differences(model):
+    """d(worst-case and weighted objectives, and each path's demand)/d(design variables), float64: autodiff
+    equals central differences to 1e-6 relative (the multibody model's compile takes ~4 min on the shared
+    2-core machine: full mode, like tests/test_ckcm_design.py's multibody gradients)."""
+    worst, wdata = D.make_problem(tasks("worst"), free=SMALL_FREE, model=model)
+    weighted, vdata = D.make_problem(tasks("weighted", WEIGHTS), free=SMALL_FREE, model=model)
 
     def measures(x):
         a, b = D.evaluate(worst, wdata, x), D.evaluate(weighted, vdata, x)
@@ -210,3 +212,47 @@ def test_bad_task_specification_is_named_before_compiling(case, no_dynamics):
 def test_good_task_specification_reaches_the_dynamics(no_dynamics):
     with pytest.raises(AssertionError, match="dynamics was compiled"):
         D.make_problem(tasks("weighted", WEIGHTS), free=SMALL_FREE)
+
+
+# --- command line ---------------------------------------------------------------------------------------------
+def test_command_line_optimises_several_tasks_weighted(tmp_path, capsys):
+    """`mrds-jax optimize --task ellipse,sweep,payload --combine weighted --weights ...`: the saved design
+    says what it was optimised for, reports each task's demand, and its objective is their weighted sum."""
+    import json
+    from mrds_jax.cli import main
+    out = tmp_path / "o"
+    code = main(["optimize", "--task", "ellipse,sweep,payload", "--combine", "weighted", "--weights", "1,0.5,2",
+                 "--payload-masses", "20,40", "--sweep-points", "2", "--samples", "4", "--iterations", "2",
+                 "--starts", "1", "--no-plots", "--no-cache", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code in (0, 1), text
+    assert "combined weighted with weights [1.0, 0.5, 2.0]" in text and "| demand_path_2" in text
+    saved = json.loads((out / "design.json").read_text())
+    task = D.Task.from_json(saved["task"])
+    assert task.combine == "weighted" and task.weights == (1.0, 0.5, 2.0)
+    assert [p["kind"] for p in task.paths] == ["ellipse", "sweep", "ellipse"]
+    assert task.paths[2]["payload_masses"] == [20.0, 40.0] and task.size == 4 + 8 + 8
+    for when in ("before", "after"):
+        d = [saved[when][f"demand_path_{i}"] for i in range(3)]
+        assert saved[when]["demand"] == pytest.approx(float(np.dot(WEIGHTS, d)), rel=1e-12)
+
+
+CLI_BAD = [
+    (["--task", "ellipse,orbit"], r"--task 'ellipse,orbit': unknown task\(s\) \['orbit'\]"),
+    (["--task", "ellipse,sweep", "--combine", "weighted", "--weights", "1,-1"],
+     r"weights must be finite and >= 0: path 1 \(sweep\) -1.0"),
+    (["--task", "payload", "--payload-masses", ""], r"path 0 \(ellipse\): payload_masses \(kg\) is empty"),
+    (["--task", "ellipse,sweep", "--sweep-half-width", "0.6"], r"path 1 \(sweep\), pose 0 at pose .* is outside the workspace"),
+    (["--task", "ellipse,payload", "--space", "full"], r"M cannot be a free design variable too"),
+]
+
+
+@pytest.mark.parametrize("case", CLI_BAD, ids=[" ".join(c[0]) for c in CLI_BAD])
+def test_command_line_bad_task_is_one_line(case, tmp_path, capsys, no_dynamics):
+    import re
+    from mrds_jax.cli import main
+    argv, pattern = case
+    code = main(["optimize", *argv, "--samples", "4", "--out", str(tmp_path / "o"), "--no-cache"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert re.search(pattern, err), f"stderr {err!r} does not match {pattern!r}"
