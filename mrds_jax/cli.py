@@ -227,8 +227,16 @@ def cmd_optimize(args):
         D.plot_history(result, out / "optimisation.png")
         D.plot_forces(result, out / "forces.png")
         D.plot_geometry(result, out / "geometry.png")
+        D.plot_geometry_3d(result, out / "geometry3d.png")
+        draws = None
+        if args.robust is not None:                 # the as-built machines' peak forces, start and optimum
+            from mrds_jax.ckcm.design.problem import design_inputs, robust_peaks
+            peaks = jax.jit(lambda x: robust_peaks(problem, data, *design_inputs(problem, data, x)))
+            draws = [np.asarray(peaks(problem.space.from_params(p))) for p in (result.initial_params, result.params)]
+        D.plot_force_distribution(result, out / "force_distribution.png", draws=draws)
     print(f"wrote {out}/design.json (load with mrds_jax.ckcm.design.load_design, or `mrds-jax simulate --design "
-          f"{out}/design.json`), history.csv" + ("" if args.no_plots else ", optimisation.png, forces.png, geometry.png"))
+          f"{out}/design.json`), history.csv" + ("" if args.no_plots else ", optimisation.png, forces.png, geometry.png, "
+                                                 "geometry3d.png, force_distribution.png"))
     return 0 if result.status == "converged" and report["all_ok"] else 1
 
 

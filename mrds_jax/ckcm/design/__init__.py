@@ -35,7 +35,8 @@ from .objectives import DEMANDS, MODELS, model_description, actuator_forces, act
 from .optimizer import DesignWarning, Settings, augmented_lagrangian, optimize
 from .problem import (Evaluation, InfeasibleBoundsError, Problem, ProblemData, check_bounds, check_start, design_params,
                       evaluate, make_problem)
-from .results import DesignFileError, DesignResult, load_design, plot_forces, plot_geometry, plot_history
+from .results import (DesignFileError, DesignResult, load_design, plot_force_distribution, plot_forces, plot_geometry,
+                      plot_geometry_3d, plot_history)
 from .space import (DEFAULT_BOUNDS, DEFAULT_FREE, FULL_FREE, SPACES, VARIABLES, DesignSpace, DesignSpaceError,
                     make_space, named_space)
 from .task import COMBINE, PATH_KINDS, Task, TaskError, TaskSamples, ellipse_task, payload_range, workspace_sweep
