@@ -432,24 +432,56 @@ def test_command_line_user_error_is_one_line(case, tmp_path, capsys):
     assert re.search(pattern, err), f"stderr {err!r} does not match {pattern!r}"
 
 
-def test_inverse_dynamics_at_a_singular_stewart_pose_warns():
-    """The CKCM's inverse dynamics at a (near) singular pose warns with cond(C) (the issue: 3e8 N at cond 3.5e6
-    without a word); the singular yaw is found by bisection on det C (eq. 26-27), as in test_ckcm_kinematics."""
-    import warnings
+@functools.lru_cache(maxsize=None)
+def singular_stewart_yaw():
+    """(params, yaw): a CKCM with stroke [1, 2] m, whose pose (0, 0, 1 m, yaw, 0, 0) is singular at a yaw near
+    122°, found by bisection on det C (Nguyen & Pooran eq. 26-27) to 1e-10 rad (cond(C) far beyond 1e6), as in
+    test_ckcm_kinematics."""
     from mrds_jax.ckcm import kinematics as K, nominal
-    from mrds_jax.ckcm.multibody import SingularPoseWarning, warn_if_singular
-    p = nominal().replace(l_s=1.0, l_m=1.0)          # stroke [1, 2] m: reaches the yaw singularity near 122°
-    pose = lambda a: np.array([0, 0, 1.0, a, 0, 0])  # noqa: E731
-    det = lambda a: np.linalg.det(np.asarray(K.jacobian(p, jnp.asarray(pose(a)))))  # noqa: E731
+    p = nominal().replace(l_s=1.0, l_m=1.0)
+    det = lambda a: np.linalg.det(np.asarray(K.jacobian(p, jnp.asarray(stewart_pose(a)))))  # noqa: E731
     lo, hi = np.radians(115.0), np.radians(125.0)
-    for _ in range(30):                              # to 1e-10 rad: cond(C) far beyond 1e6
+    for _ in range(30):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if np.sign(det(mid)) == np.sign(det(lo)) else (lo, mid)
+    return p, lo
+
+
+def stewart_pose(yaw):
+    return np.array([0, 0, 1.0, yaw, 0, 0])
+
+
+def test_inverse_dynamics_at_a_singular_stewart_pose_warns():
+    """The CKCM's inverse dynamics at a (near) singular pose warns with cond(C) (the issue: 3e8 N at cond 3.5e6
+    without a word)."""
+    import warnings
+    from mrds_jax.ckcm.multibody import SingularPoseWarning, warn_if_singular
+    p, yaw = singular_stewart_yaw()
     with pytest.warns(SingularPoseWarning, match=r"inverse_dynamics_at: pose \[0\.0, 0\.0, 1\.0, 2\.1.*cond\(C\) = "):
-        warn_if_singular(p, pose(lo), "inverse_dynamics_at")
+        warn_if_singular(p, stewart_pose(yaw), "inverse_dynamics_at")
     with warnings.catch_warnings():
         warnings.simplefilter("error", SingularPoseWarning)
-        warn_if_singular(p, pose(lo + 0.3), "inverse_dynamics_at")       # away from it: silent
+        warn_if_singular(p, stewart_pose(yaw + 0.3), "inverse_dynamics_at")       # away from it: silent
+
+
+def test_lagrangian_ckcm_forces_at_a_singular_pose_warn():
+    """The paper's Lagrangian model, τ = C⁻ᵀ F (Nguyen & Pooran eq. 45, 56), at the singular pose: both force
+    functions warn (a SingularConfigurationWarning, as forward_dynamics does) naming the function, the pose and
+    cond(C); 0.3 rad away they are silent and finite.  Under jit they do not check (no host sync)."""
+    import warnings
+    from mrds_jax.ckcm import SingularPoseWarning, lagrangian as L
+    p, yaw = singular_stewart_yaw()
+    zero = jnp.zeros(6)
+    for fn in ("actuator_forces", "actuator_forces_total"):
+        with pytest.warns(S.SingularConfigurationWarning, match=rf"ckcm\.lagrangian\.{fn}: pose \[0\.0, 0\.0, 1\.0, "
+                          r"2\.1\d*, 0\.0, 0\.0\] is \(near\) singular: cond\(C\) = [\d.e+]+ > 1e\+06") as rec:
+            getattr(L, fn)(p, jnp.asarray(stewart_pose(yaw)), zero, zero)
+        assert all(issubclass(r.category, SingularPoseWarning) for r in rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", S.SingularConfigurationWarning)
+        tau = L.actuator_forces_total(p, jnp.asarray(stewart_pose(yaw + 0.3)), zero, zero)
+        L.jitted("actuator_forces_total")(p, jnp.asarray(stewart_pose(yaw)), zero, zero)   # traced: not checked
+    assert np.all(np.isfinite(np.asarray(tau)))
 
 
 # ----------------------------------------------------------------------------- singular configurations: warned

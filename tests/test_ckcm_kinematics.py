@@ -38,7 +38,7 @@ W = jnp.array([0.3, -1.2, 0.7, 2.0, -0.5, 1.1])
 def _fk_objective(lengths, design):
     """A scalar of the forward-kinematics pose, as a function of leg lengths and design (θA, θB, r_A)."""
     p = P.replace(theta_A=design[0], theta_B=design[1], r_A=design[2])
-    pose = K.forward_kinematics(p, lengths).pose
+    pose = K.newton_forward_kinematics(p, lengths).pose
     return W @ pose + 0.5 * jnp.sum(pose**2)
 
 

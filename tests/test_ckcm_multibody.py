@@ -28,6 +28,7 @@ from mrds_jax import system as S
 from mrds_jax.ckcm import kinematics as K
 from mrds_jax.ckcm import lagrangian as L
 from mrds_jax.ckcm import multibody as MB
+from mrds_jax.ckcm import tracking
 from mrds_jax.export import to_pinocchio
 
 P = ckcm.nominal()
@@ -82,7 +83,7 @@ def test_instantaneous_dynamics_equal_pinocchio_constraint_dynamics(paper):
         r = call(pose, rate, acc, paper)
         assert np.max(r["closure"]) < 1e-14
         qp, vp = merged.q(r["state"].q), merged.v(r["state"].v)
-        tau = MB._taus(r["split"].total, jnp.float64)
+        tau = tracking._taus(r["split"].total, jnp.float64)
         ddq, lam, J = merged.constraint_dynamics(qp, vp, merged.v(tau))
         assert np.abs(J @ vp).max() < 1e-12                     # the state from leg kinematics is consistent
         expected = merged.v(r["qdd"])
@@ -220,7 +221,7 @@ def simulations():
     stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
 
     def run(state0, controller):
-        return MB.simulate(P, path, state0, T / N_STEPS, N_STEPS, controller, MB.bench_legs(P), DECIMATION)
+        return MB.simulate_tracking(P, path, state0, T / N_STEPS, N_STEPS, controller, MB.bench_legs(P), DECIMATION)
     r = jax.jit(jax.vmap(run))(stack(starts), stack(controllers))
     runs = [jax.tree.map(lambda x, k=k: np.asarray(x)[k], r) for k in range(2)]
     return T, [MB.check_simulation(x, T / N_STEPS) for x in runs]
@@ -264,9 +265,9 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ckcm.CKCMInputError, match="s_lower"):
         MB.build_ckcm_system(P, MB.LegInertia(**{**vars(MB.paper_legs(P)), "s_lower": jnp.asarray(0.0)}))
     state = MB.consistent_state(P, HOME)
-    MB.check_state(P, state)
+    MB.check_ckcm_state(P, state)
     bad = S.SystemState(state.q[:2] + (state.q[2].at[2].add(0.01),) + state.q[3:], state.v)
     with pytest.raises(MB.CKCMStateError, match="leg 3"):
-        MB.check_state(P, bad)
+        MB.check_ckcm_state(P, bad)
     with pytest.raises(MB.CKCMStateError, match="7 modules"):
-        MB.check_state(P, S.SystemState(state.q[:6], state.v[:6]))
+        MB.check_ckcm_state(P, S.SystemState(state.q[:6], state.v[:6]))

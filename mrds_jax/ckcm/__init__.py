@@ -1,21 +1,26 @@
 """The 6-DOF CKCM robot end-effector of Nguyen & Pooran (1989, seed 002): a modified Stewart platform.
 
-- ``params``      design/inertial parameters as a pytree (eq. 2-4, 40-42, 58), validation
-- ``kinematics``  inverse kinematics (eq. 18-19), Jacobians (eq. 26-36), forward kinematics (Newton),
-                  workspace/stroke checks
-- ``lagrangian``  the paper's Lagrangian model F = D Φ̈ + H Φ̇Φ̇ + G (eq. 39-56), derived by autodiff from
-                  the energies; actuator forces along the ellipse of eq. 55
-- ``multibody``   the full MRDS model (six U-P-S legs, free payload) built from ``CKCMParams``: consistent
-                  states from a payload motion, closed-chain inverse dynamics (actuator forces), forward
-                  simulation under computed-torque / PD-feedforward / open-loop control
+- ``params``      design/inertial parameters as a pytree (Nguyen & Pooran eq. 2-4, 40-42, 58), validation
+- ``kinematics``  inverse kinematics (Nguyen & Pooran eq. 18-19), Jacobians (Nguyen & Pooran eq. 26-36),
+                  forward kinematics (Newton), workspace/stroke checks, the singular-pose warning
+- ``lagrangian``  the paper's Lagrangian model F = D Φ̈ + H Φ̇Φ̇ + G (Nguyen & Pooran eq. 39-56), derived by
+                  autodiff from the energies; actuator forces along the ellipse of Nguyen & Pooran eq. 55
+- ``multibody``   the full MRDS model (six U-P-S legs, free payload) built from ``CKCMParams``, its public names
+                  gathered from ``mechanism`` (the system), ``legs`` (leg mass models), ``states`` (consistent
+                  states from a payload motion), ``paths``, ``inverse`` (closed-chain inverse dynamics:
+                  actuator forces), ``controllers`` and ``tracking`` (forward simulation under computed-torque /
+                  PD-feedforward / open-loop control)
+- ``design``      design optimisation of the parameters on a task
+- ``errors``      the exceptions and the warning of bad input
 
 Parameters the paper leaves open follow ``shared/bench/README.md`` (the MJCF model of the same mechanism).
 """
-from . import kinematics, lagrangian, multibody, params
+from . import (controllers, inverse, kinematics, lagrangian, legs, mechanism, multibody, params, paths, states,
+               tracking)
 from .errors import (AttachmentError, CKCMInputError, ForwardKinematicsError, SingularConfigurationError,
-                     StrokeError, WorkspaceError)
+                     SingularPoseWarning, StrokeError, WorkspaceError)
 from .kinematics import (FKResult, WorkspaceMargins, angular_acceleration_matrices, angular_velocity_matrix,
-                         check_leg_lengths, check_pose, elevation_jacobian, euler_zyx, forward_kinematics,
+                         check_leg_lengths, check_pose, elevation_jacobian, euler_zyx, newton_forward_kinematics,
                          home_pose, inverse_kinematics, inverse_kinematics_checked, jacobian, leg_elevation,
                          leg_vectors, rotation, solve_forward_kinematics, workspace_margins)
 from .lagrangian import (PAPER, EnergyModel, ForceSplit, actuator_forces, actuator_forces_along_path,
@@ -25,4 +30,4 @@ from .lagrangian import (PAPER, EnergyModel, ForceSplit, actuator_forces, actuat
 from .params import (CKCMParams, attachment_angles, base_points, make_params, nominal, payload_points,
                      validate_params)
 from .multibody import (LegInertia, bench_legs, build_ckcm_system, computed_torque, consistent_state, ellipse,
-                        motion_from_pose, open_loop, paper_legs, pd_feedforward, simulate, state_from_pose)
+                        motion_from_pose, open_loop, paper_legs, pd_feedforward, simulate_tracking, state_from_pose)

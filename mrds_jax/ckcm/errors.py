@@ -3,7 +3,7 @@
 All derive from ``ValueError`` (bad input, not a bug), except ``ForwardKinematicsError`` which derives from
 ``RuntimeError`` as well as ``ValueError`` so that either ``except`` clause catches it.
 """
-from ..validation import InputError
+from ..validation import InputError, SingularConfigurationWarning
 
 
 class CKCMInputError(InputError):
@@ -11,7 +11,7 @@ class CKCMInputError(InputError):
 
 
 class AttachmentError(CKCMInputError):
-    """θA or θB (eq. 2) make two attachment points coincide, or nearly (eq. 3-4)."""
+    """θA or θB (Nguyen & Pooran eq. 2) make two attachment points coincide, or nearly (Nguyen & Pooran eq. 3-4)."""
 
 
 class WorkspaceError(CKCMInputError):
@@ -23,9 +23,19 @@ class StrokeError(CKCMInputError):
     """A leg length outside the actuator stroke [l_min, l_max] (see ``CKCMParams.stroke``)."""
 
 
+class CKCMStateError(CKCMInputError):
+    """A system state that is not a CKCM state: wrong shapes, or leg tips away from their ball joints."""
+
+
 class ForwardKinematicsError(CKCMInputError, RuntimeError):
     """Newton iteration for the forward kinematics did not converge."""
 
 
 class SingularConfigurationError(CKCMInputError, RuntimeError):
-    """The leg Jacobian of eq. 26-27 is (numerically) singular at the pose."""
+    """The leg Jacobian of Nguyen & Pooran eq. 26-27 is (numerically) singular at the pose."""
+
+
+class SingularPoseWarning(SingularConfigurationWarning):
+    """Forces asked at a (near) singular pose: cond(C) beyond the limit (C = ∂l/∂Φ, Nguyen & Pooran eq. 26-27),
+    the actuator forces C⁻ᵀ F unreliable.  A :class:`~mrds_jax.validation.SingularConfigurationWarning`, so one
+    filter covers the CKCM models and the system layer's ``forward_dynamics``."""

@@ -1,18 +1,20 @@
 """Kinematics of the CKCM end-effector (Nguyen & Pooran 1989, Section 3.1-3.2).
 
-Pose (the paper's Cartesian coordinates Φ, eq. 20): ``pose = (x, y, z, α, β, γ)`` — the position ᴮd of the
-payload centroid A in the base frame {B} (eq. 6) and the Z-Y-X Euler angles of {A} relative to {B}
-(eq. 19): rotate by α about z_B, then β about the new y, then γ about the newest x, so
-R = R_z(α) R_y(β) R_x(γ).  Euler angle *rates* are the generalized velocities (eq. 21); the angular
-velocity in {B} is ω = V(Φ) Φ̇ (eq. 32-34).  Leg lengths l_i are the joint variables.
+Pose (the paper's Cartesian coordinates Φ, Nguyen & Pooran eq. 20): ``pose = (x, y, z, α, β, γ)`` — the position ᴮd of
+the payload centroid A in the base frame {B} (Nguyen & Pooran eq. 6) and the Z-Y-X Euler angles of {A} relative to {B}
+(Nguyen & Pooran eq. 19): rotate by α about z_B, then β about the new y, then γ about the newest x, so
+R = R_z(α) R_y(β) R_x(γ).  Euler angle *rates* are the generalized velocities (Nguyen & Pooran eq. 21); the angular
+velocity in {B} is ω = V(Φ) Φ̇ (Nguyen & Pooran eq. 32-34).  Leg lengths l_i are the joint variables.
 
 Pure, jittable functions of one scenario (``jax.vmap`` for batches):
 
-- ``inverse_kinematics``  closed form, eq. 18
-- ``jacobian``            C = ∂l/∂Φ written from eq. 26-27 (checked against ``jax.jacfwd`` in the tests)
-- ``leg_elevation``, ``elevation_jacobian``   θ_i of eq. 28-29 and t_ik = ∂θ_i/∂φ_k of eq. 30-31
-- ``angular_velocity_matrix`` (V, eq. 34), ``angular_acceleration_matrices`` (Q_k, eq. 35-36)
-- ``forward_kinematics``  Newton iteration with a fixed iteration count, implicit-function gradients
+- ``inverse_kinematics``  closed form, Nguyen & Pooran eq. 18
+- ``jacobian``            C = ∂l/∂Φ written from Nguyen & Pooran eq. 26-27 (checked against ``jax.jacfwd`` in the tests)
+- ``leg_elevation``, ``elevation_jacobian``   θ_i of Nguyen & Pooran eq. 28-29 and t_ik = ∂θ_i/∂φ_k of
+  Nguyen & Pooran eq. 30-31
+- ``angular_velocity_matrix`` (V, Nguyen & Pooran eq. 34), ``angular_acceleration_matrices`` (Q_k,
+  Nguyen & Pooran eq. 35-36)
+- ``newton_forward_kinematics``  Newton iteration with a fixed iteration count, implicit-function gradients
   (``jax.lax.custom_root``); returns a ``FKResult`` with the residual, the Jacobian's condition number and a
   ``converged`` flag instead of raising, so it can be jitted and vmapped.
 
@@ -21,17 +23,18 @@ Eager front doors that raise clear errors (``errors.py``) on bad input:
 
 Workspace (our definition, the paper gives none): a pose is inside when every leg length lies in the stroke
 (``CKCMParams.stroke``), every leg points up and away from the vertical (q_iz > 0 and q_ip > 0: θ_i of
-eq. 28 lies strictly between 0 and 90°, which eq. 31 needs), |β| < 90° (the Z-Y-X parametrisation of eq.
-32-34 is singular at |β| = 90°), and the Jacobian C is not numerically singular (cond(C) ≤ max_condition).
-Joint angle limits of the universal and ball joints are not modelled (the paper gives none).
+Nguyen & Pooran eq. 28 lies strictly between 0 and 90°, which Nguyen & Pooran eq. 31 needs), |β| < 90° (the Z-Y-X
+parametrisation of Nguyen & Pooran eq. 32-34 is singular at |β| = 90°), and the Jacobian C is not numerically singular
+(cond(C) ≤ max_condition). Joint angle limits of the universal and ball joints are not modelled (the paper gives none).
 
-Printed-equation notes: eq. 18 and 27a-f agree with autodiff of eq. 9-11; eq. 31e is printed with
-+c_i3 c_i5, the derivative of eq. 28 gives −c_i3 c_i5 (t_ik = (∂q_iz/∂φ_k − c_i3 c_ik)/q_ip for all k);
-eq. 56 writes τ = Jᵀ F, which with the J = C of eq. 26 must read τ = C⁻ᵀ F (see ``lagrangian.py``).
+Printed-equation notes: Nguyen & Pooran eq. 18 and 27a-f agree with autodiff of Nguyen & Pooran eq. 9-11;
+Nguyen & Pooran eq. 31e is printed with +c_i3 c_i5, the derivative of Nguyen & Pooran eq. 28 gives −c_i3 c_i5 (t_ik =
+(∂q_iz/∂φ_k − c_i3 c_ik)/q_ip for all k); Nguyen & Pooran eq. 56 writes τ = Jᵀ F, which with the J = C of
+Nguyen & Pooran eq. 26 must read τ = C⁻ᵀ F (see ``lagrangian.py``).
 
 Accuracy: float64 reaches FK round-trip errors ~1e-15; float32 works too (the FK tolerance scales with
 the dtype's eps): measured FK pose errors ≤ 3e-7 (m, rad) and residuals ≤ 2.4e-7 m at 20 random poses
-near home; eq. 18 loses digits to cancellation (l² is a sum of O(1) terms), so do not expect better.
+near home; Nguyen & Pooran eq. 18 loses digits to cancellation (l² is a sum of O(1) terms), so do not expect better.
 """
 from __future__ import annotations
 
@@ -43,7 +46,8 @@ import jax.numpy as jnp
 
 from ..pytree import pytree_dataclass
 from ..spatial import dense
-from .errors import ForwardKinematicsError, SingularConfigurationError, StrokeError, WorkspaceError
+from .errors import (ForwardKinematicsError, SingularConfigurationError, SingularPoseWarning, StrokeError,
+                     WorkspaceError)
 from .params import CKCMParams, base_points, payload_points
 
 DEFAULT_MAX_CONDITION = 1e6
@@ -52,7 +56,7 @@ DEFAULT_FK_ITERATIONS = 20
 
 # --- orientation ------------------------------------------------------------------------------------------
 def euler_zyx(alpha, beta, gamma):
-    """R_zyx(α, β, γ) = R_z(α) R_y(β) R_x(γ), the orientation of {A} in {B} (eq. 19)."""
+    """R_zyx(α, β, γ) = R_z(α) R_y(β) R_x(γ), the orientation of {A} in {B} (Nguyen & Pooran eq. 19)."""
     ca, sa, cb, sb, cg, sg = (jnp.cos(alpha), jnp.sin(alpha), jnp.cos(beta), jnp.sin(beta),
                               jnp.cos(gamma), jnp.sin(gamma))
     return jnp.stack([
@@ -62,7 +66,7 @@ def euler_zyx(alpha, beta, gamma):
 
 
 def rotation(pose):
-    """ᴮ_A R of eq. 7 for ``pose = (x, y, z, α, β, γ)`` (eq. 19)."""
+    """ᴮ_A R of Nguyen & Pooran eq. 7 for ``pose = (x, y, z, α, β, γ)`` (Nguyen & Pooran eq. 19)."""
     return euler_zyx(pose[3], pose[4], pose[5])
 
 
@@ -74,17 +78,18 @@ def home_pose(params: CKCMParams):
 
 # --- inverse kinematics -----------------------------------------------------------------------------------
 def leg_vectors(params: CKCMParams, pose):
-    """ᴮq_i = ᴮ_A R ᴬa_i + ᴮd − ᴮb_i, the vector from B_i to A_i in {B} (eq. 9-10).  Shape (6, 3)."""
+    """ᴮq_i = ᴮ_A R ᴬa_i + ᴮd − ᴮb_i, the vector from B_i to A_i in {B} (Nguyen & Pooran eq. 9-10).  Shape (6, 3)."""
     R = rotation(pose)
     return payload_points(params) @ R.T + pose[:3] - base_points(params)
 
 
 def inverse_kinematics(params: CKCMParams, pose):
-    """Leg lengths l_i, i = 1..6, in closed form (eq. 18).
+    """Leg lengths l_i, i = 1..6, in closed form (Nguyen & Pooran eq. 18).
 
     l_i² = x² + y² + z² + r_A² + r_B² + 2(r11 a_ix + r12 a_iy)(x − b_ix) + 2(r21 a_ix + r22 a_iy)(y − b_iy)
            + 2(r31 a_ix + r32 a_iy) z − 2(x b_ix + y b_iy),
-    which uses a_iz = b_iz = 0 (eq. 15) and |a_i| = r_A, |b_i| = r_B (eq. 16-17).  Equals |ᴮq_i| of eq. 11.
+    which uses a_iz = b_iz = 0 (Nguyen & Pooran eq. 15) and |a_i| = r_A, |b_i| = r_B (Nguyen & Pooran eq. 16-17).
+    Equals |ᴮq_i| of Nguyen & Pooran eq. 11.
     """
     x, y, z = pose[0], pose[1], pose[2]
     R = rotation(pose)
@@ -99,7 +104,8 @@ def inverse_kinematics(params: CKCMParams, pose):
 
 
 def jacobian(params: CKCMParams, pose):
-    """C = ∂l/∂Φ, the (6, 6) matrix of eq. 26-27: l̇_i = Σ_k c_ik φ̇_k, written from the printed formulas.
+    """C = ∂l/∂Φ, the (6, 6) matrix of Nguyen & Pooran eq. 26-27: l̇_i = Σ_k c_ik φ̇_k, written from the printed
+    formulas.
 
     c_i1..3 = q_ix/l_i, q_iy/l_i, q_iz/l_i                                                    (27a-c)
     c_i4 = [−(r21 a_ix + r22 a_iy)(x − b_ix) + (r11 a_ix + r12 a_iy)(y − b_iy)] / l_i             (27d)
@@ -124,16 +130,16 @@ def jacobian(params: CKCMParams, pose):
 
 def leg_elevation(params: CKCMParams, pose):
     """θ_i, the angle between leg i and its projection on the base plane: tan θ_i = q_iz / q_ip with
-    q_ip = (q_ix² + q_iy²)^½ (eq. 28-29).  Shape (6,)."""
+    q_ip = (q_ix² + q_iy²)^½ (Nguyen & Pooran eq. 28-29).  Shape (6,)."""
     q = leg_vectors(params, pose)
     return jnp.arctan2(q[:, 2], jnp.sqrt(q[:, 0]**2 + q[:, 1]**2))
 
 
 def elevation_jacobian(params: CKCMParams, pose):
-    """T = ∂θ/∂Φ, the t_ik of eq. 30-31 (θ̇_i = Σ_k t_ik φ̇_k), from the formulas, with 31e corrected.
+    """T = ∂θ/∂Φ, the t_ik of Nguyen & Pooran eq. 30-31 (θ̇_i = Σ_k t_ik φ̇_k), from the formulas, with 31e corrected.
 
-    All six follow from differentiating eq. 28: t_ik = (∂q_iz/∂φ_k − c_i3 c_ik) / q_ip, with ∂q_iz/∂φ_k =
-    (0, 0, 1, 0, −(a_ix Cβ + a_iy Sβ Sγ), a_iy r33).  The paper prints 31e with "+ c_i3 c_i5"; the sign is
+    All six follow from differentiating Nguyen & Pooran eq. 28: t_ik = (∂q_iz/∂φ_k − c_i3 c_ik) / q_ip, with ∂q_iz/∂φ_k
+    = (0, 0, 1, 0, −(a_ix Cβ + a_iy Sβ Sγ), a_iy r33).  The paper prints 31e with "+ c_i3 c_i5"; the sign is
     wrong (the tests show it against ``jax.jacfwd``)."""
     C = jacobian(params, pose)
     q = leg_vectors(params, pose)
@@ -149,7 +155,7 @@ def elevation_jacobian(params: CKCMParams, pose):
 
 
 def angular_velocity_matrix(pose):
-    """V (3, 6) with ᴮΩ = V Φ̇ (eq. 32-34): ω = (−Sα β̇ + CαCβ γ̇, Cα β̇ + SαCβ γ̇, α̇ − Sβ γ̇)."""
+    """V (3, 6) with ᴮΩ = V Φ̇ (Nguyen & Pooran eq. 32-34): ω = (−Sα β̇ + CαCβ γ̇, Cα β̇ + SαCβ γ̇, α̇ − Sβ γ̇)."""
     al, be = pose[3], pose[4]
     ca, sa, cb, sb = jnp.cos(al), jnp.sin(al), jnp.cos(be), jnp.sin(be)
     o, i = jnp.zeros_like(al), jnp.ones_like(al)
@@ -160,7 +166,7 @@ def angular_velocity_matrix(pose):
 
 
 def angular_acceleration_matrices(pose):
-    """Q_k (3, 6, 6) with ω̇_k = Σ_n v_kn φ̈_n + Σ_{n,l} q_k,nl φ̇_n φ̇_l (eq. 35-36)."""
+    """Q_k (3, 6, 6) with ω̇_k = Σ_n v_kn φ̈_n + Σ_{n,l} q_k,nl φ̇_n φ̇_l (Nguyen & Pooran eq. 35-36)."""
     al, be = pose[3], pose[4]
     ca, sa, cb, sb = jnp.cos(al), jnp.sin(al), jnp.cos(be), jnp.sin(be)
     Q = jnp.zeros((3, 6, 6), jnp.result_type(al))
@@ -184,7 +190,7 @@ class WorkspaceMargins:
     below_max    l_max − l_i (6,)          above_min   l_i − l_min (6,)
     elevation    q_iz / l_i = sin θ_i (6,)  projection  q_ip / l_i = cos θ_i (6,)
     cos_beta     cos β (Z-Y-X singularity at 0)
-    lengths      l_i (6,)                   condition   2-norm condition number of C (eq. 27)
+    lengths      l_i (6,)                   condition   2-norm condition number of C (Nguyen & Pooran eq. 27)
     """
     below_max: jax.Array
     above_min: jax.Array
@@ -242,8 +248,8 @@ def check_pose(params: CKCMParams, pose, max_condition=DEFAULT_MAX_CONDITION, mi
         if not w.elevation[i] > 0:
             problems.append(f"leg {i + 1} does not point up from the base (q_iz/l_i = {w.elevation[i]:.3g})")
         elif not w.projection[i] > min_projection:
-            problems.append(f"leg {i + 1} is vertical (q_ip/l_i = {w.projection[i]:.3g}; eq. 28-31 need "
-                            f"q_ip > 0)")
+            problems.append(f"leg {i + 1} is vertical (q_ip/l_i = {w.projection[i]:.3g}; "
+                            "Nguyen & Pooran eq. 28-31 need q_ip > 0)")
     if not abs(w.cos_beta) > 1e-9:
         problems.append(f"beta = {np.degrees(pose[4]):.6g} deg is the Z-Y-X Euler singularity (|beta| = 90 deg)")
     if problems:
@@ -252,7 +258,7 @@ def check_pose(params: CKCMParams, pose, max_condition=DEFAULT_MAX_CONDITION, mi
     if not w.condition <= max_condition:
         raise SingularConfigurationError(
             f"pose {pose.tolist()} is (near) singular: cond(C) = {w.condition:.3g} > max_condition = "
-            f"{max_condition:.3g} (C = dl/dPhi, eq. 26-27)")
+            f"{max_condition:.3g} (C = dl/dPhi, Nguyen & Pooran eq. 26-27)")
     return w
 
 
@@ -275,6 +281,22 @@ def check_leg_lengths(params: CKCMParams, lengths):
 
 
 # --- forward kinematics ----------------------------------------------------------------------------------
+def warn_if_singular(params: CKCMParams, pose, where, max_condition=DEFAULT_MAX_CONDITION):
+    """Warn :class:`SingularPoseWarning` naming ``where``, the pose and cond(C) (C = ∂l/∂Φ,
+    Nguyen & Pooran eq. 26-27) when concrete inputs put the platform at a (near) singular pose: there the
+    actuator forces C⁻ᵀ F blow up (3e8 N at cond 3.5e6).  Traced inputs (jit, vmap, grad) are not checked: no host
+    sync."""
+    from ..validation import is_traced
+    if is_traced((params, pose)):
+        return
+    cond = float(np.linalg.cond(np.asarray(jacobian(params, jnp.asarray(pose)))))
+    if not cond <= max_condition:
+        import warnings
+        warnings.warn(f"{where}: pose {np.asarray(pose).tolist()} is (near) singular: cond(C) = {cond:.3g} > "
+                      f"{max_condition:.3g}; the actuator forces there are unreliable (C = dl/dPhi, "
+                      "Nguyen & Pooran eq. 26-27)", SingularPoseWarning, stacklevel=3)
+
+
 @pytree_dataclass
 class FKResult:
     """pose (6,); residual = max_i |l_i(pose) − l_i*| in m; condition = cond(C) at the pose;
@@ -289,8 +311,8 @@ def _default_tol(dtype):
     return 100 * float(jnp.finfo(dtype).eps) * 2.0  # m, for leg lengths of order 1 m
 
 
-def forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAULT_FK_ITERATIONS, tol=None):
-    """Pose Φ with l(Φ) = ``lengths`` by Newton's method, Φ ← Φ − C(Φ)⁻¹ (l(Φ) − l*) (eq. 18, 26-27),
+def newton_forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAULT_FK_ITERATIONS, tol=None):
+    """Pose Φ with l(Φ) = ``lengths`` by Newton's method, Φ ← Φ − C(Φ)⁻¹ (l(Φ) − l*) (Nguyen & Pooran eq. 18, 26-27),
     for a fixed number of ``iterations`` (static) from ``guess`` (default: ``home_pose``).
 
     The paper notes that no closed form exists (Section 3.3, ref. [15]).  Gradients w.r.t. ``lengths`` and
@@ -325,12 +347,12 @@ def forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAU
 
 @functools.lru_cache(maxsize=None)
 def _jitted_fk(iterations):
-    return jax.jit(functools.partial(forward_kinematics, iterations=iterations))
+    return jax.jit(functools.partial(newton_forward_kinematics, iterations=iterations))
 
 
 def solve_forward_kinematics(params: CKCMParams, lengths, guess=None, iterations=DEFAULT_FK_ITERATIONS,
                              tol=None, max_condition=DEFAULT_MAX_CONDITION, check_stroke=True):
-    """Eager, checked forward kinematics: ``check_leg_lengths``, then ``forward_kinematics`` (jitted), then
+    """Eager, checked forward kinematics: ``check_leg_lengths``, then ``newton_forward_kinematics`` (jitted), then
 
     - ``ForwardKinematicsError`` if Newton did not converge (residual, iterations, guess, cond(C) reported),
     - ``SingularConfigurationError`` if cond(C) at the solution exceeds ``max_condition``,
@@ -354,7 +376,7 @@ def solve_forward_kinematics(params: CKCMParams, lengths, guess=None, iterations
     if not cond <= max_condition:
         raise SingularConfigurationError(
             f"forward kinematics converged to a (near) singular pose {np.asarray(r.pose).tolist()}: "
-            f"cond(C) = {cond:.3g} > max_condition = {max_condition:.3g} (C = dl/dPhi, eq. 26-27)")
+            f"cond(C) = {cond:.3g} > max_condition = {max_condition:.3g} (C = dl/dPhi, Nguyen & Pooran eq. 26-27)")
     if check_stroke:
         check_pose(params, np.asarray(r.pose), max_condition=np.inf)
     return r.pose

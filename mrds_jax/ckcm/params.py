@@ -5,7 +5,7 @@ exactly as over the state.  Units are SI, angles in **radians** (the paper print
 
 Values of ``nominal()``:
 
-- eq. 58 (printed in the paper): m = 20 kg, m1 = 4.4 kg, M = 30 kg, r_A = 0.7 m, r_B = 0.8 m, θA = 30°,
+- Nguyen & Pooran eq. 58 (printed in the paper): m = 20 kg, m1 = 4.4 kg, M = 30 kg, r_A = 0.7 m, r_B = 0.8 m, θA = 30°,
   θB = 94°.
 - Not given by the paper; taken from ``shared/bench/README.md`` (the MJCF model of the same mechanism) so
   that every model in the project describes one machine: stationary leg length l_s = 0.5 m, payload a
@@ -33,20 +33,21 @@ NOMINAL_HEIGHT = 1.0  # m, bench/README.md: payload centroid above the base cent
 class CKCMParams:
     """Design and inertial parameters of the CKCM end-effector (all array leaves, SI units, radians).
 
-    r_A, r_B           radii of the payload and base platforms (eq. 3-4)
-    theta_A, theta_B   angle between A_1, A_2 and between B_1, B_2 (eq. 2)
-    m                  total mass of one leg (eq. 39-42)
-    m1                 mass of the moving part of one leg (eq. 42)
-    l_s                length of the stationary part of a leg (eq. 41)
+    r_A, r_B           radii of the payload and base platforms (Nguyen & Pooran eq. 3-4)
+    theta_A, theta_B   angle between A_1, A_2 and between B_1, B_2 (Nguyen & Pooran eq. 2)
+    m                  total mass of one leg (Nguyen & Pooran eq. 39-42)
+    m1                 mass of the moving part of one leg (Nguyen & Pooran eq. 42)
+    l_s                length of the stationary part of a leg (Nguyen & Pooran eq. 41)
     l_m                length of the moving part of a leg (not in the paper; sets the stroke)
-    M                  payload mass (eq. 39, 43)
-    I_payload          (I_1, I_2, I_3) payload moments of inertia (eq. 24, 39)
-    g                  gravitational acceleration, along −z_B (eq. 43)
+    M                  payload mass (Nguyen & Pooran eq. 39, 43)
+    I_payload          (I_1, I_2, I_3) payload moments of inertia (Nguyen & Pooran eq. 24, 39)
+    g                  gravitational acceleration, along −z_B (Nguyen & Pooran eq. 43)
     z_nominal          height of the home pose (default guess of the forward kinematics, centre of paths)
-    leg_geometry       None (the paper's 3-fold pattern of eq. 2-4 from r_A, r_B, θA, θB) or a (4, 6) array of
-                       per-leg attachment angles and radii (λ_i, Λ_i, r_A,i, r_B,i): eq. 3-4 with every point
-                       free (issue 26); θA, θB, r_A, r_B then no longer place the joints
-    leg_masses         None (every leg m, m1) or a (2, 6) array of per-leg (m_i, m1_i) (eq. 40-42 per leg)
+    leg_geometry       None (the paper's 3-fold pattern of Nguyen & Pooran eq. 2-4 from r_A, r_B, θA, θB) or a (4, 6)
+                       array of per-leg attachment angles and radii (λ_i, Λ_i, r_A,i, r_B,i): Nguyen & Pooran eq. 3-4
+                       with every point free (issue 26); θA, θB, r_A, r_B then no longer place the joints
+    leg_masses         None (every leg m, m1) or a (2, 6) array of per-leg (m_i, m1_i)
+                       (Nguyen & Pooran eq. 40-42 per leg)
     """
 
     r_A: jax.Array
@@ -67,12 +68,12 @@ class CKCMParams:
     # --- derived quantities (all differentiable) -------------------------------------------------------
     @property
     def d0(self):
-        """d_0 = l_s / 2 (eq. 41)."""
+        """d_0 = l_s / 2 (Nguyen & Pooran eq. 41)."""
         return self.l_s / 2
 
     @property
     def d1(self):
-        """d_1 = m_1 / (2 m) (eq. 42); per leg (6,) when ``leg_masses`` is set."""
+        """d_1 = m_1 / (2 m) (Nguyen & Pooran eq. 42); per leg (6,) when ``leg_masses`` is set."""
         m, m1 = leg_mass_split(self)
         return m1 / (2 * m)
 
@@ -84,8 +85,8 @@ class CKCMParams:
         slides; the rod's tip is the ball joint A_i.  Fully retracted, either the rod's tip reaches the end
         of the housing (l = l_s) or the rod's butt reaches the base joint (l = l_m), so
         l_min = max(l_s, l_m); fully extended the rod just leaves the housing, l_max = l_s + l_m.
-        This is also the range in which eq. 40's centroid model (moving part spread over [l_s, l_i]) keeps
-        the moving part beyond the housing's end (l_i ≥ l_s).
+        This is also the range in which Nguyen & Pooran eq. 40's centroid model (moving part spread over [l_s, l_i])
+        keeps the moving part beyond the housing's end (l_i ≥ l_s).
         """
         return jnp.maximum(self.l_s, self.l_m), self.l_s + self.l_m
 
@@ -114,7 +115,7 @@ def make_params(*, r_A, r_B, theta_A, theta_B, m, m1, l_s, l_m, M, I_payload, g=
 
 
 def nominal(**overrides) -> CKCMParams:
-    """The paper's parameter set, eq. 58, completed as described in the module docstring.
+    """The paper's parameter set, Nguyen & Pooran eq. 58, completed as described in the module docstring.
 
     Keyword overrides replace single fields (SI units, radians), e.g. ``nominal(theta_A=np.deg2rad(20))``;
     the result is validated (``validate=False`` to skip, ``min_separation=`` to change the tolerance)."""
@@ -130,9 +131,9 @@ def nominal(**overrides) -> CKCMParams:
     return make_params(**values)
 
 
-# --- attachment points, eq. 2-4 -------------------------------------------------------------------------
+# --- attachment points, Nguyen & Pooran eq. 2-4 -----------------------------------------------------------------------
 def symmetric_angles(theta_A, theta_B):
-    """(λ_i, Λ_i), i = 1..6, of the paper's 3-fold pattern (eq. 2): λ_i = Λ_i = 60(i−1)° for odd i, and
+    """(λ_i, Λ_i), i = 1..6, of the paper's 3-fold pattern (Nguyen & Pooran eq. 2): λ_i = Λ_i = 60(i−1)° for odd i, and
     λ_i = λ_{i−1} + θA, Λ_i = Λ_{i−1} + θB for even i.  Shapes (6,) each."""
     f = jnp.result_type(theta_A)
     odd = jnp.deg2rad(jnp.array([0.0, 120.0, 240.0], dtype=f))
@@ -142,15 +143,16 @@ def symmetric_angles(theta_A, theta_B):
 
 
 def attachment_angles(params: CKCMParams):
-    """(λ_i, Λ_i), i = 1..6, in radians: eq. 2's pattern (``symmetric_angles``), or the per-leg angles of
-    ``params.leg_geometry``.  Shapes (6,) each."""
+    """(λ_i, Λ_i), i = 1..6, in radians: Nguyen & Pooran eq. 2's pattern (``symmetric_angles``), or the per-leg angles
+    of ``params.leg_geometry``.  Shapes (6,) each."""
     if params.leg_geometry is not None:
         return params.leg_geometry[0], params.leg_geometry[1]
     return symmetric_angles(params.theta_A, params.theta_B)
 
 
 def attachment_radii(params: CKCMParams):
-    """(r_A,i, r_B,i), i = 1..6 (eq. 3-4: every point of a platform on one circle unless ``leg_geometry``)."""
+    """(r_A,i, r_B,i), i = 1..6 (Nguyen & Pooran eq. 3-4: every point of a platform on one circle unless
+    ``leg_geometry``)."""
     if params.leg_geometry is not None:
         return params.leg_geometry[2], params.leg_geometry[3]
     return jnp.broadcast_to(params.r_A, (6,)), jnp.broadcast_to(params.r_B, (6,))
@@ -162,7 +164,7 @@ def per_leg_geometry(params: CKCMParams):
 
 
 def leg_mass_split(params: CKCMParams):
-    """(m, m1): the leg masses of eq. 42, scalars, or (6,) arrays when ``params.leg_masses`` is set."""
+    """(m, m1): the leg masses of Nguyen & Pooran eq. 42, scalars, or (6,) arrays when ``params.leg_masses`` is set."""
     if params.leg_masses is not None:
         return params.leg_masses[0], params.leg_masses[1]
     return params.m, params.m1
@@ -178,14 +180,16 @@ def _circle_points(r, angle):
 
 
 def payload_points(params: CKCMParams):
-    """ᴬa_i = (r_A cos λ_i, r_A sin λ_i, 0), the ball joints in the payload frame {A} (eq. 3).  Shape (6, 3)."""
+    """ᴬa_i = (r_A cos λ_i, r_A sin λ_i, 0), the ball joints in the payload frame {A} (Nguyen & Pooran eq. 3).
+    Shape (6, 3)."""
     lam, _ = attachment_angles(params)
     r = params.leg_geometry[2] if params.leg_geometry is not None else params.r_A
     return _circle_points(r, lam)
 
 
 def base_points(params: CKCMParams):
-    """ᴮb_i = (r_B cos Λ_i, r_B sin Λ_i, 0), the leg joints in the base frame {B} (eq. 4).  Shape (6, 3)."""
+    """ᴮb_i = (r_B cos Λ_i, r_B sin Λ_i, 0), the leg joints in the base frame {B} (Nguyen & Pooran eq. 4).
+    Shape (6, 3)."""
     _, Lam = attachment_angles(params)
     r = params.leg_geometry[3] if params.leg_geometry is not None else params.r_B
     return _circle_points(r, Lam)
@@ -217,7 +221,8 @@ def _validate_per_leg(params: CKCMParams, min_separation):
         bad = [f"leg {i + 1}: m = {lm[0, i]:.6g} kg, m1 = {lm[1, i]:.6g} kg" for i in range(6)
                if not (lm[0, i] > 0 and 0 <= lm[1, i] <= lm[0, i])]
         if bad:
-            raise CKCMInputError("leg masses must satisfy m_i > 0 and 0 <= m1_i <= m_i (eq. 42): " + "; ".join(bad))
+            raise CKCMInputError("leg masses must satisfy m_i > 0 and 0 <= m1_i <= m_i (Nguyen & Pooran eq. 42): "
+                                 + "; ".join(bad))
     if params.leg_geometry is None:
         return
     lg = np.asarray(params.leg_geometry, float)
@@ -242,7 +247,7 @@ def validate_params(params: CKCMParams, min_separation=1e-3):
     """Raise a ``ValueError`` subclass when the parameters do not describe a buildable end-effector.
 
     Checks: positive radii, masses, lengths and inertias; 0 ≤ m1 ≤ m; and that no two attachment points of
-    eq. 2-4 lie closer than ``min_separation`` metres (``AttachmentError``, naming the points, their
+    Nguyen & Pooran eq. 2-4 lie closer than ``min_separation`` metres (``AttachmentError``, naming the points, their
     distance and the θA/θB that caused it).  θA ≡ 0 or 120° (mod 360°) makes A_i coincide; likewise θB for
     B_i.  Per-leg geometry and masses (``leg_geometry``, ``leg_masses``) are checked point by point and leg
     by leg.  Leading batch dimensions are allowed for the scalar fields (the worst scenario is reported).
@@ -260,7 +265,7 @@ def validate_params(params: CKCMParams, min_separation=1e-3):
     if v["I_payload"].shape[-1:] != (3,):
         raise CKCMInputError(f"I_payload must hold (I_1, I_2, I_3), got shape {v['I_payload'].shape}")
     if np.any(v["m1"] < 0) or np.any(v["m1"] > v["m"]):
-        raise CKCMInputError(f"moving-part mass m1 = {v['m1']} must lie in [0, m = {v['m']}] (eq. 42)")
+        raise CKCMInputError(f"moving-part mass m1 = {v['m1']} must lie in [0, m = {v['m']}] (Nguyen & Pooran eq. 42)")
     for k in ("theta_A", "theta_B", "g", "z_nominal"):
         if not np.all(np.isfinite(v[k])):
             raise CKCMInputError(f"CKCM parameter {k} must be finite, got {v[k]}")
@@ -280,5 +285,5 @@ def validate_params(params: CKCMParams, min_separation=1e-3):
                 f"theta_{name} = {float(th_b[worst]):.10g} deg makes {pt} attachment points "
                 f"{name}_{int(i[worst]) + 1} and {name}_{int(j[worst]) + 1} coincide: they are "
                 f"{float(dmin[worst]):.3g} m apart (< min_separation = {min_separation:g} m){where}. "
-                f"theta_{name} must stay away from 0 and 120 deg (mod 360, eq. 2).")
+                f"theta_{name} must stay away from 0 and 120 deg (mod 360, Nguyen & Pooran eq. 2).")
     return params

@@ -1,5 +1,5 @@
 """Bonaventura's Table 17: the constraint-space matrix Bᶜ from contact-pair blocks, and the two maps between
-contact forces and module point quantities that Steps 3-4 need (MRDS Bonaventura eq. 88, 92-96).
+contact forces and module point quantities that Steps 3-4 need (Bonaventura eq. 88, 92-96).
 
 A contact i reaches a module k through its *sides*: side E, at operational point (slot) s of module k, with
 the d x d operator T = −ℜᵢᵀ Sᵢ, and side P with T = ℜᵢᵀ (ℜᵢ = ᴵℜ_Eᵢ, Sᵢ = ᴵS_EᵢPᵢ of Bonaventura eq. 20, both restricted

@@ -1,22 +1,22 @@
 """What a designer insists on, as smooth inequality constraints g(design) ≤ 0, each scaled to be O(1):
 
 - ``separation``  no two attachment points of one platform closer than ``min_separation`` (m): the joints
-                  have a size.  Points i, j on a circle of radius r at angles λ_i, λ_j (eq. 2-4) are the chord
+                  have a size.  Points i, j on a circle of radius r at angles λ_i, λ_j (Nguyen & Pooran eq. 2-4) are the chord
                   2 r |sin((λ_i − λ_j)/2)| apart; all 15 pairs of both platforms:
                   g = 1 − d_ij / min_separation.
-- ``condition``   the Jacobian C = ∂l/∂Φ (eq. 26-27) well conditioned at every task sample:
+- ``condition``   the Jacobian C = ∂l/∂Φ (Nguyen & Pooran eq. 26-27) well conditioned at every task sample:
                   g = log cond(C) / log max_condition − 1 (far from the singularities where the forces blow up).
 - ``stroke``      every leg length within the stroke (``CKCMParams.stroke``) less ``stroke_margin`` at every
                   sample: g = (l_min + margin − l) / 0.1 m and (l − l_max + margin) / 0.1 m.
-- ``elevation``   every leg at least ``min_elevation`` above the base plane (the kinematics of eq. 28-31 need
+- ``elevation``   every leg at least ``min_elevation`` above the base plane (the kinematics of Nguyen & Pooran eq. 28-31 need
                   legs pointing up): g = (sin θ_min − q_iz / l_i) / sin θ_min.
 - ``strength``    the legs strong enough for the peak force F they carry (``StrengthRule``):
                   g = 1 − m1 / m1_required and 1 − (m − m1) / m_stationary_required (per leg with per-leg
                   masses, every leg sized for the peak force of all six).
 - ``crossing``    no two legs closer than ``min_leg_distance`` (m) at any task sample (issue 26: what a
-                  non-symmetric geometry needs; the legs are the segments B_i A_i, eq. 9-10):
+                  non-symmetric geometry needs; the legs are the segments B_i A_i, Nguyen & Pooran eq. 9-10):
                   g = 1 − d_ij / min_leg_distance for all 15 pairs at every sample (``segment_distance``).
-                  Only for per-leg designs (``CKCMParams.leg_geometry``): eq. 2's pattern keeps its legs ~0.3 m
+                  Only for per-leg designs (``CKCMParams.leg_geometry``): Nguyen & Pooran eq. 2's pattern keeps its legs ~0.3 m
                   apart, and leaving the group out keeps today's four-variable problem's compiled program as it
                   was; the independent check (``verify``) measures the leg distances of every design.
 
@@ -105,7 +105,7 @@ def limits_as_arrays(limits: Limits, dtype) -> Limits:
 
 
 def pair_distances(params: CKCMParams):
-    """Distances (15,) between all pairs of payload points and (15,) of base points (eq. 2-4): for points at
+    """Distances (15,) between all pairs of payload points and (15,) of base points (Nguyen & Pooran eq. 2-4): for points at
     radii r_i, r_j and angles λ_i, λ_j, (r_i² + r_j² − 2 r_i r_j cos(λ_i − λ_j))^½ (the chord
     2 r |sin((λ_i − λ_j)/2)| on one circle)."""
     lam, Lam = attachment_angles(params)
@@ -136,7 +136,7 @@ def segment_distance(p1, q1, p2, q2):
 
 
 def leg_distances(params: CKCMParams, pose):
-    """Distances (15,) between all pairs of legs, each the segment B_i A_i at ``pose`` (eq. 9-10)."""
+    """Distances (15,) between all pairs of legs, each the segment B_i A_i at ``pose`` (Nguyen & Pooran eq. 9-10)."""
     b = base_points(params)
     a = b + leg_vectors(params, pose)
     i, j = LEG_PAIRS

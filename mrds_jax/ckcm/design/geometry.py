@@ -1,5 +1,5 @@
 """Eager numpy geometry of a design along its task, written independently of the differentiable constraints
-(``constraints.py``): leg lengths and elevations (eq. 9-11, 28) and the distance between legs.  It checks a
+(``constraints.py``): leg lengths and elevations (Nguyen & Pooran eq. 9-11, 28) and the distance between legs.  It checks a
 start design before anything compiles (``problem.check_start``) and an optimum after the fact (``verify``).
 
 The segment distance here enumerates the candidates of the convex problem min |p1 + s d1 − p2 − t d2| over
@@ -16,7 +16,7 @@ PAIRS = np.triu_indices(6, 1)
 
 
 def rotation_zyx(pose):
-    """R = R_z(α) R_y(β) R_x(γ) of poses (..., 6) (eq. 19), numpy: (..., 3, 3)."""
+    """R = R_z(α) R_y(β) R_x(γ) of poses (..., 6) (Nguyen & Pooran eq. 19), numpy: (..., 3, 3)."""
     a, b, g = pose[..., 3], pose[..., 4], pose[..., 5]
     ca, sa, cb, sb, cg, sg = np.cos(a), np.sin(a), np.cos(b), np.sin(b), np.cos(g), np.sin(g)
     return np.stack([np.stack([ca * cb, ca * sb * sg - sa * cg, ca * sb * cg + sa * sg], -1),
@@ -25,7 +25,7 @@ def rotation_zyx(pose):
 
 
 def leg_segments(params: CKCMParams, poses):
-    """(B, A): the base joints (6, 3) and the payload joints (K, 6, 3) in {B} at poses (K, 6) (eq. 9-10)."""
+    """(B, A): the base joints (6, 3) and the payload joints (K, 6, 3) in {B} at poses (K, 6) (Nguyen & Pooran eq. 9-10)."""
     a = np.asarray(payload_points(params), float)
     b = np.asarray(base_points(params), float)
     poses = np.asarray(poses, float)
@@ -34,7 +34,7 @@ def leg_segments(params: CKCMParams, poses):
 
 
 def leg_lengths_and_elevations(params: CKCMParams, poses):
-    """Leg lengths l_i (K, 6) and sin θ_i = q_iz / l_i (K, 6) at poses (K, 6) (eq. 11, 28)."""
+    """Leg lengths l_i (K, 6) and sin θ_i = q_iz / l_i (K, 6) at poses (K, 6) (Nguyen & Pooran eq. 11, 28)."""
     b, A = leg_segments(params, poses)
     q = A - b
     l = np.linalg.norm(q, axis=-1)

@@ -3,11 +3,11 @@ model, and the differentiable measures of demand a designer minimises.
 
 Models (``MODELS``):
 
-- ``"paper"``      Nguyen & Pooran's Lagrangian model, τ = C⁻ᵀ (D Φ̈ + H Φ̇Φ̇ + G) (eq. 45, 56 corrected;
+- ``"paper"``      Nguyen & Pooran's Lagrangian model, τ = C⁻ᵀ (D Φ̈ + H Φ̇Φ̇ + G) (Nguyen & Pooran eq. 45, 56 corrected;
                    ``lagrangian.actuator_forces``);
 - ``"multibody"``  the MRDS model of the same machine: closed-chain inverse dynamics of six U-P-S legs and a
                    free payload (``multibody.inverse_dynamics_at``), leg masses by ``legs`` ("bench": two
-                   cylinders per leg, or "paper": eq. 40's mass distribution).
+                   cylinders per leg, or "paper": Nguyen & Pooran eq. 40's mass distribution).
 
 Measures (``DEMANDS``; τ in N, l̇ = C Φ̇ in m/s, w the samples' time weights):
 
@@ -45,8 +45,8 @@ MODELS = ("paper", "multibody")
 def model_description(model, legs="bench"):
     """Which model a force figure comes from, in words (the CLI prints it next to every figure)."""
     if model == "paper":
-        return "the paper's Lagrangian model (eq. 39-45)"
-    return f"the MRDS multibody model ({'bench cylinder' if legs == 'bench' else 'eq. 40 point-mass'} legs)"
+        return "the paper's Lagrangian model (Nguyen & Pooran eq. 39-45)"
+    return f"the MRDS multibody model ({'bench cylinder' if legs == 'bench' else 'Nguyen & Pooran eq. 40 point-mass'} legs)"
 LEG_MODELS = ("bench", "paper")
 DEMANDS = ("peak", "rms", "power")
 
@@ -81,7 +81,7 @@ def actuator_forces(params: CKCMParams, samples: TaskSamples, model="paper", leg
 
 
 def actuator_speeds(params: CKCMParams, samples: TaskSamples):
-    """Leg speeds l̇ = C(Φ) Φ̇ (K, 6) in m/s (eq. 26)."""
+    """Leg speeds l̇ = C(Φ) Φ̇ (K, 6) in m/s (Nguyen & Pooran eq. 26)."""
     return jax.vmap(lambda q, qd: jacobian(params, q) @ qd)(samples.pose, samples.rate)
 
 

@@ -155,8 +155,8 @@ def _linesearch_steps(opt_state):
 def forward_jacobian(f, u):
     """(f(u), ∂f/∂u, aux) of a function with auxiliary output, by forward mode: one directional derivative per
     coordinate of u (the design has 4 to 7), vmapped, the primal computed once; the Jacobian's leaves carry
-    a leading axis of size len(u).  XLA compiles this forward-over-forward program (τ of eq. 45 is itself a
-    derivative of the energies, eq. 37) in about half the time of the reverse-mode one, and it gives the
+    a leading axis of size len(u).  XLA compiles this forward-over-forward program (τ of Nguyen & Pooran eq. 45 is itself a
+    derivative of the energies, Nguyen & Pooran eq. 37) in about half the time of the reverse-mode one, and it gives the
     Jacobian of all constraints at once."""
     basis = jnp.eye(u.shape[-1], dtype=u.dtype)
     return jax.vmap(lambda t: jax.jvp(f, (u,), (t,), has_aux=True), out_axes=(None, 0, None))(basis)

@@ -210,7 +210,7 @@ def evaluate_forces(problem: Problem, data: ProblemData, params: CKCMParams, sam
 
 def check_bounds(problem: Problem, base: CKCMParams, lim: Limits):
     """Raise ``InfeasibleBoundsError`` when the box provably excludes every feasible design: the strength
-    rule's fixed masses above the mass bounds (of any leg), a stroke narrower than twice its margin, or (eq. 2's
+    rule's fixed masses above the mass bounds (of any leg), a stroke narrower than twice its margin, or (Nguyen & Pooran eq. 2's
     pattern) attachment angles/radii whose most favourable corner still puts two joints closer than
     ``min_separation``."""
     space = problem.space
@@ -298,7 +298,7 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
                  batch_size=16, space=None, robust=None, robust_samples=256, tolerances=None, quantile=0.95,
                  seed=0):
     """(``Problem``, ``ProblemData``) for a task (default: the paper's ellipse, ``task.ellipse_task()``), from
-    the start design ``base`` (default ``nominal()``, eq. 58).  Checks the space (``make_space``), the task,
+    the start design ``base`` (default ``nominal()``, Nguyen & Pooran eq. 58).  Checks the space (``make_space``), the task,
     and that the bounds admit a feasible design (``check_bounds``), and the start design against its task
     (``check_start``), all before anything compiles.  ``space``: a ``DesignSpace``, or the name of one in
     ``space.SPACES`` ("paper", "symmetric", "full"; ``bounds`` override its defaults), instead of ``free``.

@@ -5,8 +5,8 @@ design and its gradient the reparameterised one: d/dx E[f(x + σε)] ≈ mean_s 
 
 The as-built machine (``perturbed_params``): every attachment point moved in its platform's plane by
 independent normal errors of standard deviation ``point_sd`` (m) radially and tangentially (the tangential
-one as an angle error point_sd/r, eq. 2-4), and every leg's moving and stationary masses scaled by
-(1 + ``mass_sd`` ε) independently (eq. 42).  Always per leg: a symmetric design stops being symmetric.
+one as an angle error point_sd/r, Nguyen & Pooran eq. 2-4), and every leg's moving and stationary masses scaled by
+(1 + ``mass_sd`` ε) independently (Nguyen & Pooran eq. 42).  Always per leg: a symmetric design stops being symmetric.
 
 The smooth quantile (``smooth_quantile``): q_α solves mean_s Φ((q − y_s)/h) = α with the logistic Φ and
 bandwidth h (a kernel estimate of the distribution function; Nadaraya 1964).  q is found by bisection with its

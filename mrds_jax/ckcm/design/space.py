@@ -3,21 +3,21 @@ map between the box and the unconstrained coordinates the optimisers work in.
 
 Design variables (SI units, radians), after Nguyen & Pooran's parameter studies (Figs. 8-11, Section 4.2):
 
-- ``theta_A``, ``theta_B``  attachment angles of eq. 2 (Figs. 10-11)
+- ``theta_A``, ``theta_B``  attachment angles of Nguyen & Pooran eq. 2 (Figs. 10-11)
 - ``m``                     total leg mass (Fig. 8)
 - ``m1``                    mass of the moving part; with ``m`` it places the leg centroid
-                            l_c = l_s/2 + (m1/2m) l (eq. 40-42; the paper moves the centroid this way, Fig. 9)
-- ``r_A``, ``r_B``          platform radii (eq. 3-4), optional
-- ``l_s``                   stationary leg length (centroid and stroke, eq. 41), optional
+                            l_c = l_s/2 + (m1/2m) l (Nguyen & Pooran eq. 40-42; the paper moves the centroid this way, Fig. 9)
+- ``r_A``, ``r_B``          platform radii (Nguyen & Pooran eq. 3-4), optional
+- ``l_s``                   stationary leg length (centroid and stroke, Nguyen & Pooran eq. 41), optional
 - ``z_nominal``             the nominal platform height (the task moves with it: its paths are relative to
                             the home pose), optional
 - ``M``                     the payload mass (its inertia scales with it: the same shape), optional
 
-Per leg (issue 26; eq. 2-4 and 40-42 with every leg its own): ``lambda_i``, ``Lambda_i`` the payload and base
+Per leg (issue 26; Nguyen & Pooran eq. 2-4 and 40-42 with every leg its own): ``lambda_i``, ``Lambda_i`` the payload and base
 attachment angles of leg i, ``r_A_i``, ``r_B_i`` their radii, ``m_i``, ``m1_i`` its total and moving mass
-(with m_i they place its centroid, eq. 40-42), i = 1..6.  A space that names any of them is *per leg*: the
+(with m_i they place its centroid, Nguyen & Pooran eq. 40-42), i = 1..6.  A space that names any of them is *per leg*: the
 design is carried as ``CKCMParams.leg_geometry`` / ``leg_masses``, and a symmetric name moves every leg the
-way eq. 2 does (θA sets λ_2, λ_4, λ_6 relative to λ_1, λ_3, λ_5; r_A every r_A_i; m every m_i ...).
+way Nguyen & Pooran eq. 2 does (θA sets λ_2, λ_4, λ_6 relative to λ_1, λ_3, λ_5; r_A every r_A_i; m every m_i ...).
 
 Named spaces (``SPACES``, ``named_space``): ``paper`` (θA, θB, m, m1: today's four variables), ``symmetric``
 (the same four through the per-leg representation: the paper's 3-fold pattern as a subspace of ``full``),
@@ -56,7 +56,7 @@ SYMMETRIC_ROWS = {"theta_A": "lambda", "theta_B": "Lambda", "r_A": "r_A", "r_B":
 
 
 def _per_leg_bounds():
-    """Default boxes of the per-leg variables: odd legs' angles within ±20° of eq. 2's 0, 120, 240°, even legs'
+    """Default boxes of the per-leg variables: odd legs' angles within ±20° of Nguyen & Pooran eq. 2's 0, 120, 240°, even legs'
     5° to 115° beyond them; radii, masses as their symmetric counterparts."""
     b = {}
     for i in LEGS:
@@ -126,7 +126,7 @@ class DesignSpace:
             if name in SYMMETRIC_ROWS:
                 key, row = PER_LEG_ROWS[SYMMETRIC_ROWS[name]]
                 a = arrays[key]
-                if name in ("theta_A", "theta_B"):          # eq. 2: the even legs θ beyond the odd ones
+                if name in ("theta_A", "theta_B"):          # Nguyen & Pooran eq. 2: the even legs θ beyond the odd ones
                     arrays[key] = a.at[row, 1::2].set(a[row, 0::2] + x[i])
                 else:
                     arrays[key] = a.at[row].set(x[i])
@@ -209,7 +209,7 @@ def named_space(name, bounds=None) -> DesignSpace:
 def make_space(free=DEFAULT_FREE, bounds=None, per_leg=None) -> DesignSpace:
     """A checked ``DesignSpace``: ``free`` names from ``VARIABLES``, ``bounds`` {name: (lower, upper)} in SI
     units and radians overriding ``DEFAULT_BOUNDS``.  Raises ``DesignSpaceError`` on unknown names, bounds
-    that are not finite, empty (lower ≥ upper) or physically meaningless (masses/lengths ≤ 0, eq. 2's θA, θB
+    that are not finite, empty (lower ≥ upper) or physically meaningless (masses/lengths ≤ 0, Nguyen & Pooran eq. 2's θA, θB
     outside (0°, 360°), per-leg angles outside (−360°, 360°)), or a symmetric and a per-leg name that move the
     same quantity.  ``per_leg``: default True when any per-leg name is free."""
     free = tuple(free)

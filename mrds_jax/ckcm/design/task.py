@@ -7,7 +7,7 @@ depend on the design, and the objective is a plain function of the design over t
 
 Path kinds (``PATH_KINDS``):
 
-- ``{"kind": "ellipse", "period": T, "semi_axes": [a, b], "z": z, "center": [x, y]}`` — eq. 55 (default
+- ``{"kind": "ellipse", "period": T, "semi_axes": [a, b], "z": z, "center": [x, y]}`` — Nguyen & Pooran eq. 55 (default
   semi-axes 5 and 2.5 cm, z = the design's home height), constant angular rate (``multibody.ellipse``);
 - ``{"kind": "point_to_point", "start": Φ₀, "end": Φ₁, "duration": T}`` — a rest-to-rest minimum-jerk move
   (``multibody.point_to_point``);
@@ -335,6 +335,6 @@ class Task:
 
 
 def ellipse_task(period=DEFAULT_PERIOD, samples_per_path=64, payload_mass=None, **ellipse_spec) -> Task:
-    """The paper's task (eq. 55): one loop of the ellipse in ``period`` seconds."""
+    """The paper's task (Nguyen & Pooran eq. 55): one loop of the ellipse in ``period`` seconds."""
     return Task(paths=({"kind": "ellipse", "period": period, **ellipse_spec},), payload_mass=payload_mass,
                 samples_per_path=samples_per_path)
