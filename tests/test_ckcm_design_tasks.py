@@ -256,3 +256,19 @@ def test_command_line_bad_task_is_one_line(case, tmp_path, capsys, no_dynamics):
     err = capsys.readouterr().err.strip()
     assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert re.search(pattern, err), f"stderr {err!r} does not match {pattern!r}"
+
+
+@pytest.mark.slow
+def test_command_line_robust_full_space_writes_its_plots(tmp_path, capsys):
+    """`mrds-jax optimize --space full --robust` (tiny sizes) writes the convergence, 3-D geometry and force
+    distribution plots, the last with the as-built machines' peak forces before and after (full mode: the
+    robust block compiles in ~1 min)."""
+    from mrds_jax.cli import main
+    out = tmp_path / "o"
+    code = main(["optimize", "--space", "full", "--robust", "--mc-samples", "4", "--samples", "4", "--iterations", "10",
+                 "--starts", "1", "--no-cache", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code in (0, 1), text
+    assert "robust peak force (quantile)" in text
+    for name in ("optimisation.png", "geometry3d.png", "force_distribution.png"):
+        assert (out / name).stat().st_size > 20_000, name
