@@ -12,6 +12,19 @@ evaluations; and the batched multi-start.  Writes ``experiments/out/ckcm_design.
     python experiments/ckcm_design.py --resume   # skip the sections already in ckcm_design.json
     python experiments/ckcm_design.py --render   # rewrite the markdown and the scan plot from the JSON
 
+Gradient against gradient-free at equal wall time on the robust full-space problem (issue 26, item 4):
+
+    python experiments/ckcm_design.py --compare --quick     # a few minutes: tiny sizes, 2 seeds (a smoke test)
+    python experiments/ckcm_design.py --compare             # the issue's sizes: 64 samples, 256 draws, 3 seeds
+    python experiments/ckcm_design.py --compare --model multibody --samples 32 --mc-samples 64 --seeds 0,1,2
+
+Every run (Adam, L-BFGS, CMA-ES, random search) of every seed starts from the same design (seed 0: the paper's;
+seed s: the paper's moved by s's random 5 % of the box) with every compiled program dropped first, so each
+wall time includes its own compilation.  The gradient runs' best feasible objective is timed after every block
+of steps (``optimize(on_block=...)``); CMA-ES and random search get the longer gradient run's wall time.
+Writes ``experiments/out/ckcm_design_compare[_quick].md`` / ``.json``: time to reach the target (default: each
+seed's CMA-ES result; ``--target``) and the best value at equal wall time, with the machine's load.
+
 Each section is written to the JSON and the markdown as soon as it is done (a crash loses only the section
 it was in; ``--resume`` continues).  Every number in the summary is computed here; nothing is typed from a
 previous run.  Needs ``cmaes`` (``pip install -e .[experiments]``) for the CMA-ES baseline.
@@ -756,6 +769,186 @@ def summary_a(state):
                   "optimum", "evaluations", "wall (s)", "verified"], rows) + "\n"
 
 
+# --- gradient against gradient-free at equal wall time (issue 26, item 4) ---------------------------------
+def compare_config(args):
+    """Sizes of the comparison: --quick's, or the issue's, each overridden by its option."""
+    cfg = (dict(samples=4, mc=4, adam_iters=40, lbfgs_iters=10, seeds=(0, 1)) if args.quick else
+           dict(samples=64, mc=256, adam_iters=200, lbfgs_iters=60, seeds=(0, 1, 2)))
+    for key, opt in (("samples", "samples"), ("mc", "mc_samples")):
+        if getattr(args, opt) is not None:
+            cfg[key] = int(getattr(args, opt))
+    if args.seeds:
+        cfg["seeds"] = tuple(int(v) for v in args.seeds.split(","))
+    if args.iterations:
+        cfg["adam_iters"], cfg["lbfgs_iters"] = args.iterations, max(args.iterations // 4, 4)
+    cfg.update(model=args.model, space=args.space, robust=None if args.robust == "none" else args.robust,
+               target=args.target)
+    return cfg
+
+
+def compare_problem(cfg):
+    """The comparison's problem: the ellipse; the full space with the payload held at the task's 30 kg (a lighter
+    payload lowers every force: no design merit) or a named space; the robust statistic over ``mc`` draws."""
+    task = D.ellipse_task(period=0.5, samples_per_path=cfg["samples"])
+    space = (D.make_space(tuple(n for n in D.FULL_FREE if n != "M"), per_leg=True) if cfg["space"] == "full"
+             else D.named_space(cfg["space"]))
+    robust = {} if cfg["robust"] is None else dict(robust=cfg["robust"], robust_samples=cfg["mc"])
+    problem, data = D.make_problem(task, space=space, model=cfg["model"], **robust)
+    return task, problem, data
+
+
+def seed_start(problem, data, seed):
+    """Seed 0: the paper's design; seed s: it moved by uniform ±5 % of the box per variable (inside the box)."""
+    x = np.asarray(problem.space.from_params(data.base), float)
+    if seed == 0:
+        return x
+    lo, hi = problem.space.bounds()
+    rng = np.random.default_rng(1000 + seed)
+    return np.clip(x + 0.05 * (hi - lo) * rng.uniform(-1, 1, x.size), lo + 1e-3 * (hi - lo), hi - 1e-3 * (hi - lo))
+
+
+def drop_compiled():
+    """Forget every compiled program (jax's and the design package's caches): the next run pays its compilation."""
+    from mrds_jax.ckcm.design import objectives as O, optimizer as Opt, problem as P
+    jax.clear_caches()
+    for f in (Opt.compiled_block, Opt.compiled_evaluate, O._jitted_forces_and_speeds, P._scales):
+        f.cache_clear()
+    _EVAL.clear()
+
+
+def timed_gradient_run(cfg, task, problem, data, optimizer, seed):
+    """One gradient run (one start, ``seed_start``), compilation included, with its trace of (wall s, best
+    feasible objective) after every block of steps."""
+    drop_compiled()
+    iters = cfg["adam_iters" if optimizer == "adam" else "lbfgs_iters"]
+    settings = D.Settings(optimizer=optimizer, iterations=iters, starts=1, seed=seed,
+                          update_every=10 if optimizer == "adam" else max(iters // 10, 2))
+    trace = []
+    t0 = time.perf_counter()
+    result = D.optimize(problem, data, settings, task=task, x0=seed_start(problem, data, seed), progress=False,
+                        on_block=lambda steps, best: trace.append((time.perf_counter() - t0, float(best))))
+    wall = time.perf_counter() - t0
+    return {"method": optimizer, "seed": seed, "wall_s": wall, "status": result.status,
+            "evaluations": result.evaluations, "objective": result.after["objective"], "trace": trace,
+            "peak": result.after["peak_force"]}
+
+
+def timed_gradient_free_run(problem, data, method, seed, budget_s):
+    """CMA-ES (population BATCH, σ₀ = 0.15 of the box, mean at ``seed_start``) or random search (uniform in the
+    box) for ``budget_s`` s of wall time, compilation of the batched evaluator included; its trace of (wall s,
+    best feasible objective)."""
+    from cmaes import CMA
+    drop_compiled()
+    lo, hi = problem.space.bounds()
+    n = len(lo)
+    z0 = (seed_start(problem, data, seed) - lo) / (hi - lo)
+    rng = np.random.default_rng(seed)
+    opt = CMA(mean=z0, sigma=0.15, bounds=np.tile([0.0, 1.0], (n, 1)), seed=seed, population_size=BATCH)
+    t0 = time.perf_counter()
+    best, trace, used = np.inf, [], 0
+    while time.perf_counter() - t0 < budget_s:
+        zs = np.array([opt.ask() for _ in range(BATCH)]) if method == "CMA-ES" else rng.uniform(size=(BATCH, n))
+        r = evaluate_many(problem, data, lo + (hi - lo) * zs)
+        used += BATCH
+        key = rank_key(r["objective"], r["violation"])
+        if method == "CMA-ES":
+            opt.tell(list(zip(zs, key)))
+        best = min(best, float(np.min(np.where(r["violation"] <= 0, r["objective"], np.inf))))
+        trace.append((time.perf_counter() - t0, best))
+    return {"method": method, "seed": seed, "wall_s": time.perf_counter() - t0, "evaluations": used,
+            "objective": best, "trace": trace}
+
+
+def time_to(trace, target):
+    """The first wall time of ``trace`` [(s, best)] at which best ≤ target (None: never)."""
+    return next((t for t, v in trace if v <= target), None)
+
+
+def best_by(trace, t_budget):
+    """The best value of ``trace`` reached by ``t_budget`` s (inf: none feasible by then)."""
+    return min([v for t, v in trace if t <= t_budget], default=np.inf)
+
+
+def machine_load():
+    try:
+        return "load average (1, 5, 15 min) " + ", ".join(f"{v:.2f}" for v in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+    except OSError:
+        return f"{os.cpu_count()} CPUs, load unknown"
+
+
+def compare(args):
+    cfg = compare_config(args)
+    load_before = machine_load()
+    t_all = time.perf_counter()
+    task, problem, data = compare_problem(cfg)
+    runs = []
+    for seed in cfg["seeds"]:
+        grads = [timed_gradient_run(cfg, task, problem, data, opt, seed) for opt in OPTIMIZERS]
+        budget = max(g["wall_s"] for g in grads)
+        runs += grads + [timed_gradient_free_run(problem, data, m, seed, budget) for m in ("CMA-ES", "random search")]
+        for r in runs[-4:]:
+            print({k: v for k, v in r.items() if k != "trace"}, flush=True)
+    loads = [load_before, machine_load()]
+    for r in runs:                          # keep the traces' improvements only (CMA-ES logs every batch)
+        r["trace"] = [p for i, p in enumerate(r["trace"]) if i == 0 or p[1] < r["trace"][i - 1][1]]
+    record = {"cfg": cfg, "load": loads, "command": "python experiments/ckcm_design.py --compare" + "".join(
+        f" {a}" for a in sys.argv[1:] if a != "--compare"), "total_s": time.perf_counter() - t_all,
+        "size": problem.space.size, "runs": runs}
+    name = f"ckcm_design_compare{'_quick' if args.quick else ''}"
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps(record, indent=1, default=float))
+    render_compare(name, args.quick)
+
+
+def render_compare(name, quick):
+    """The comparison's markdown from its JSON (``--compare --render`` rewrites it without running)."""
+    record = json.loads((OUT / f"{name}.json").read_text())
+    cfg, runs = record["cfg"], record["runs"]
+    fmt = (lambda v: "none feasible" if v is None or not np.isfinite(v) else f"{v:.4f}")
+    sec = (lambda v: "not reached" if v is None else f"{v:.1f}")
+    what = (f"{record['size']} variables ({cfg['space']} space{', payload held at 30 kg' if cfg['space'] == 'full' else ''}), "
+            f"model {D.model_description(cfg['model'])}, ellipse of Nguyen & Pooran eq. 55 (0.5 s, {cfg['samples']} samples), "
+            + (f"objective the smooth 95th percentile ({cfg['robust']}) of the soft peak force over {cfg['mc']} as-built "
+               "machines (1 mm, 2 %)" if cfg["robust"] else "objective the soft peak force")
+            + "; objectives relative to the paper's design")
+    lines = [f"# Gradient against gradient-free at equal wall time{' — quick' if quick else ''}", "",
+             f"{what}. Command: `{record['command']}`. Machine: {record['load'][0]} at the start, {record['load'][1]} "
+             "at the end (shared: wall times are this machine's under that load).", "",
+             "Each run includes its own compilation (every compiled program dropped before it). Targets: "
+             + ("each seed's CMA-ES result, and the best gradient result" if cfg["target"] is None
+                else f"objective {cfg['target']}")
+             + "; 'at T' is the best feasible objective each method had by T = the seed's longer gradient run.", "",
+             "| seed | method | wall (s) | evaluations | best feasible | best at T | T (s) | time to CMA-ES's value (s) "
+             "| time to the best gradient value (s) |", "|---|---|---|---|---|---|---|---|---|"]
+    summary = []
+    for seed in cfg["seeds"]:
+        rs = [r for r in runs if r["seed"] == seed]
+        T = max(r["wall_s"] for r in rs if r["method"] in OPTIMIZERS)
+        cma = next(r for r in rs if r["method"] == "CMA-ES")
+        target = cma["objective"] if cfg["target"] is None else float(cfg["target"])
+        grad_best = min(r["objective"] for r in rs if r["method"] in OPTIMIZERS)
+        times = {}
+        for r in rs:
+            t = time_to(r["trace"], target) if np.isfinite(target) else None
+            t2 = time_to(r["trace"], grad_best) if np.isfinite(grad_best) else None
+            times[r["method"]] = (t, t2)
+            lines.append(f"| {seed} | {r['method']} | {r['wall_s']:.1f} | {r['evaluations']} | {fmt(r['objective'])} | "
+                         f"{fmt(best_by(r['trace'], T))} | {T:.1f} | {sec(t)} (target {fmt(target)}) | "
+                         f"{sec(t2)} (target {fmt(grad_best)}) |")
+        g = [times[m][1] for m in OPTIMIZERS if times[m][1] is not None]
+        if g and times["CMA-ES"][1] is not None:
+            summary.append((seed, times["CMA-ES"][1] / min(g)))
+    lines += ["", ("Time for CMA-ES to reach the best gradient value over the gradient optimiser's own time to it: "
+                   + ", ".join(f"seed {s} {v:.2f}x" for s, v in summary) + " (> 1: the gradient was sooner).")
+              if summary else "No seed where CMA-ES reached the best gradient value.",
+              "", "Gradient runs count a design feasible with the optimiser's margin (max violation ≤ −margin), "
+              "CMA-ES and random search at max violation ≤ 0 (a slight advantage to them). "
+              f"Total wall {record['total_s']:.0f} s."]
+    (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {OUT / name}.md")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -764,8 +957,22 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated section prefixes (a,b,c,d); default all")
     ap.add_argument("--render", action="store_true", help="only rewrite the markdown and plots from the JSON")
     ap.add_argument("--out", default=str(OUT), help="output folder (default experiments/out)")
+    ap.add_argument("--compare", action="store_true",
+                    help="only gradient against gradient-free at equal wall time (issue 26; options below)")
+    ap.add_argument("--space", default="full", choices=["paper", "symmetric", "full"], help="--compare: space")
+    ap.add_argument("--robust", default="quantile", choices=["quantile", "mean", "none"], help="--compare")
+    ap.add_argument("--model", default="paper", choices=list(MODELS), help="--compare: dynamic model")
+    ap.add_argument("--samples", type=int, help="--compare: path samples (quick 4, default 64)")
+    ap.add_argument("--mc-samples", type=int, help="--compare: Monte Carlo draws (quick 4, default 256)")
+    ap.add_argument("--iterations", type=int, help="--compare: Adam steps (L-BFGS a quarter)")
+    ap.add_argument("--seeds", default="", help="--compare: comma-separated seeds (quick 0,1; default 0,1,2)")
+    ap.add_argument("--target", type=float, help="--compare: objective to reach (default: each seed's CMA-ES result)")
     args = ap.parse_args()
     set_out(args.out)
+    if args.compare and args.render:
+        return render_compare(f"ckcm_design_compare{'_quick' if args.quick else ''}", args.quick)
+    if args.compare:
+        return compare(args)
     cfg = config(args)
     OUT.mkdir(parents=True, exist_ok=True)
     if args.render:

@@ -104,14 +104,44 @@ def _parse_bounds(items, free):
     return out
 
 
+TASKS = ("ellipse", "sweep", "payload")
+
+
+def _numbers(text, option):
+    """'1,0.5,2' -> [1.0, 0.5, 2.0] (an empty list for an empty string); ArgumentError naming ``option``."""
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ArgumentError(f"{option} {text!r}: expected comma-separated numbers, e.g. 1,0.5,2") from None
+
+
+def _design_task(args):
+    """The ``Task`` of --task (ellipse, sweep, payload), --combine, --weights and the tasks' options."""
+    from mrds_jax.ckcm import design as D
+    names = [n.strip() for n in args.task.split(",")]
+    unknown = [n for n in names if n not in TASKS]
+    if unknown or len(set(names)) != len(names):
+        raise ArgumentError(f"--task {args.task!r}: " + (f"unknown task(s) {unknown}; use a comma-separated list "
+                            f"of {list(TASKS)}" if unknown else "a task is listed twice"))
+    ellipse = {"kind": "ellipse", "period": args.period}
+    specs = {"ellipse": ellipse,
+             "sweep": D.workspace_sweep(half_width=args.sweep_half_width, points=args.sweep_points),
+             "payload": D.payload_range(ellipse, _numbers(args.payload_masses, "--payload-masses"))}
+    combine = args.combine or ("worst" if len(names) > 1 else "pooled")
+    weights = None if args.weights is None else tuple(_numbers(args.weights, "--weights"))
+    return D.Task(paths=tuple(specs[n] for n in names), samples_per_path=args.samples, combine=combine,
+                  weights=weights), names
+
+
 def _print_design_table(result):
     from mrds_jax.ckcm.design.space import UNITS
     print("\n| quantity | start | optimised |\n|---|---|---|")
     for k in result.x:
         print(f"| {k} ({UNITS[k]}) | {result.x_initial[k]:.4f} | {result.x[k]:.4f} |")
     robust = [("robust_peak", "N"), ("mean_peak", "N")] if "robust_peak" in result.after else []
+    paths = [(k, "") for k in sorted(result.after) if k.startswith("demand_path_")]
     for k, unit in [("peak_force", "N"), ("rms_force", "N"), ("mean_power", "W"), ("max_condition", ""),
-                    ("min_separation", "m")] + robust:
+                    ("min_separation", "m")] + robust + paths:
         print(f"| {k} {unit} | {result.before[k]:.4f} | {result.after[k]:.4f} |")
 
 
@@ -142,7 +172,7 @@ def cmd_optimize(args):
     limits = D.Limits(min_separation=args.min_separation, max_condition=args.max_condition,
                       stroke_margin=args.stroke_margin, min_leg_distance=args.min_leg_distance)
     try:
-        task = D.ellipse_task(period=args.period, samples_per_path=args.samples)
+        task, task_names = _design_task(args)
         tolerances = D.Tolerances(point_sd=args.point_tolerance * 1e-3, mass_sd=args.mass_tolerance / 100)
         problem, data = D.make_problem(task, free=free, bounds=_parse_bounds(args.bound, free), limits=limits,
                                        model=args.model, legs=args.legs, demand=args.objective, space=args.space,
@@ -158,7 +188,13 @@ def cmd_optimize(args):
     robust = "" if args.robust is None else (
         f"; robust: {args.robust} of the peak force over {args.mc_samples} as-built machines (points ± "
         f"{args.point_tolerance} mm, part masses ± {args.mass_tolerance} %, 1 sd)")
-    print(f"task: ellipse of Nguyen & Pooran eq. 55, period {args.period} s, {args.samples} samples; model: {model}"
+    described = {"ellipse": f"ellipse of Nguyen & Pooran eq. 55 (period {args.period} s, {args.samples} samples)",
+                 "sweep": f"workspace sweep ({args.sweep_points}^3 static poses, ± {args.sweep_half_width} m)",
+                 "payload": f"the ellipse at payloads {args.payload_masses} kg"}
+    combined = "" if len(task_names) == 1 else (
+        f" combined {task.combine}" + ("" if task.weights is None else f" with weights {list(task.weights)}")
+        + " (demand_path_<p>: each task's demand, in this order)")
+    print(f"task: {' + '.join(described[n] for n in task_names)}{combined}; model: {model}"
           f"; objective {args.objective}{robust}; {problem.space.size} free variables {list(problem.space.free)}; "
           f"{args.optimizer}, {args.iterations} steps x {args.starts} start(s); output {out}/")
     t0 = time.perf_counter()
@@ -191,8 +227,16 @@ def cmd_optimize(args):
         D.plot_history(result, out / "optimisation.png")
         D.plot_forces(result, out / "forces.png")
         D.plot_geometry(result, out / "geometry.png")
+        D.plot_geometry_3d(result, out / "geometry3d.png")
+        draws = None
+        if args.robust is not None:                 # the as-built machines' peak forces, start and optimum
+            from mrds_jax.ckcm.design.problem import design_inputs, robust_peaks
+            peaks = jax.jit(lambda x: robust_peaks(problem, data, *design_inputs(problem, data, x)))
+            draws = [np.asarray(peaks(problem.space.from_params(p))) for p in (result.initial_params, result.params)]
+        D.plot_force_distribution(result, out / "force_distribution.png", draws=draws)
     print(f"wrote {out}/design.json (load with mrds_jax.ckcm.design.load_design, or `mrds-jax simulate --design "
-          f"{out}/design.json`), history.csv" + ("" if args.no_plots else ", optimisation.png, forces.png, geometry.png"))
+          f"{out}/design.json`), history.csv" + ("" if args.no_plots else ", optimisation.png, forces.png, geometry.png, "
+                                                 "geometry3d.png, force_distribution.png"))
     return 0 if result.status == "converged" and report["all_ok"] else 1
 
 
@@ -278,6 +322,15 @@ def build_parser():
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--starts", type=int, default=2, help="designs optimised together (one compiled block)")
     p.add_argument("--lr", type=float, default=0.05, help="Adam step")
+    p.add_argument("--task", default="ellipse",
+                   help="comma-separated tasks: ellipse (Nguyen & Pooran eq. 55), sweep (static poses over the "
+                        "workspace), payload (the ellipse at --payload-masses)")
+    p.add_argument("--combine", choices=["pooled", "worst", "weighted"],
+                   help="how several tasks combine (default: worst with several, pooled with one)")
+    p.add_argument("--weights", help="comma-separated weights, one per task (--combine weighted)")
+    p.add_argument("--sweep-half-width", type=float, default=0.05, help="sweep: ± m about home in x, y, z")
+    p.add_argument("--sweep-points", type=int, default=3, help="sweep: poses per axis")
+    p.add_argument("--payload-masses", default="20,40", help="payload task: comma-separated masses (kg)")
     p.add_argument("--period", type=float, default=0.5, help="ellipse loop period (s)")
     p.add_argument("--samples", type=int, default=64, help="path samples")
     p.add_argument("--free", default="theta_A,theta_B,m,m1", help="comma-separated design variables")

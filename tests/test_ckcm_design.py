@@ -216,7 +216,8 @@ def test_command_line_optimize_then_simulate(optimum, tmp_path, capsys):
                  "--no-cache"]) == 0
     text = capsys.readouterr().out
     assert "converged" in text and "VIOLATED" not in text
-    for name in ("design.json", "history.csv", "optimisation.png", "forces.png", "geometry.png", "state.npz"):
+    for name in ("design.json", "history.csv", "optimisation.png", "forces.png", "geometry.png", "geometry3d.png",
+                 "force_distribution.png", "state.npz"):
         assert (out / name).stat().st_size > 0, name
     saved = D.load_design(out / "design.json")
     assert saved.verification["all_ok"] and saved.after == optimum[0].after

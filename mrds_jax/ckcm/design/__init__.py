@@ -7,7 +7,8 @@ what a designer insists on.  One file per concern:
 - ``space``        free variables (θA, θB, m, m1; optionally r_A, r_B, l_s, z_nominal, M; per leg: the
                    38-variable ``full`` space of issue 26) and their box; named spaces ``SPACES``
 - ``geometry``     eager numpy leg lengths and leg-to-leg distances (start checks, independent verification)
-- ``task``         payload paths with their timing, and the payload, sampled into arrays
+- ``task``         payload paths with their timing, workspace sweeps of static poses, payload ranges, and
+                   how several of them combine (pooled, worst case, weighted), sampled into arrays
 - ``robust``       manufacturing tolerances: the as-built machine, the smooth quantile (robust objective)
 - ``objectives``   actuator forces through either model; demand measures (smooth peak, RMS, power)
 - ``constraints``  attachment separation, Jacobian conditioning, stroke, leg elevation, strength rule
@@ -34,10 +35,11 @@ from .objectives import DEMANDS, MODELS, model_description, actuator_forces, act
 from .optimizer import DesignWarning, Settings, augmented_lagrangian, optimize
 from .problem import (Evaluation, InfeasibleBoundsError, Problem, ProblemData, check_bounds, check_start, design_params,
                       evaluate, make_problem)
-from .results import DesignFileError, DesignResult, load_design, plot_forces, plot_geometry, plot_history
+from .results import (DesignFileError, DesignResult, load_design, plot_force_distribution, plot_forces, plot_geometry,
+                      plot_geometry_3d, plot_history)
 from .space import (DEFAULT_BOUNDS, DEFAULT_FREE, FULL_FREE, SPACES, VARIABLES, DesignSpace, DesignSpaceError,
                     make_space, named_space)
-from .task import PATH_KINDS, Task, TaskError, TaskSamples, ellipse_task
+from .task import COMBINE, PATH_KINDS, Task, TaskError, TaskSamples, ellipse_task, payload_range, workspace_sweep
 from .robust import Tolerances, smooth_quantile
 from .verify import format_report, verify_design
 from .simulation import simulate_design

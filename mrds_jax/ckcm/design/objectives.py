@@ -19,6 +19,11 @@ Measures (``DEMANDS``; τ in N, l̇ = C Φ̇ in m/s, w the samples' time weights
                regeneration: negative work is not credited).
 
 |x|_ε = (x² + ε²)^½ − ε keeps every measure differentiable at zero force.
+
+Several tasks at once (``task.COMBINE``): ``demand_per_path`` takes each measure over one path's samples only
+(the soft peak over that path's forces; RMS force and power with the path's time weights renormalised to 1),
+all paths at once from the same forces (no per-path recompilation: masks over the samples), and
+``combine_demands`` combines them — the worst case max_p d_p or the weighted sum Σ_p w_p d_p.
 """
 from __future__ import annotations
 
@@ -54,14 +59,25 @@ def _force_at(params, model, legs):
     raise ValueError(f"unknown dynamic model {model!r}; use one of {list(MODELS)}")
 
 
+def _force_with_payload(params, model, legs):
+    """(Φ, Φ̇, Φ̈, c) ↦ τ of ``params`` carrying c times its payload (mass and inertia): a payload range."""
+    return lambda q, qd, qdd, c: _force_at(params.replace(M=params.M * c, I_payload=params.I_payload * c),
+                                           model, legs)(q, qd, qdd)
+
+
 def actuator_forces(params: CKCMParams, samples: TaskSamples, model="paper", legs="bench", batch_size=16):
-    """Leg forces τ (K, 6) in N at the task samples, through ``model`` (module docstring).  The samples go
-    through ``jax.lax.map`` in vectorised batches of ``batch_size`` (compiles the dynamics once and stays
-    clear of the jax 0.10 CPU deadlock of large vmapped factorisations)."""
+    """Leg forces τ (K, 6) in N at the task samples, through ``model`` (module docstring); with a payload range
+    (``samples.payload_factor``) each sample at its own payload.  The samples go through ``jax.lax.map`` in
+    vectorised batches of ``batch_size`` (compiles the dynamics once and stays clear of the jax 0.10 CPU
+    deadlock of large vmapped factorisations)."""
     params = params.replace(M=samples.M, I_payload=samples.I_payload)
+    n = min(int(batch_size), samples.size)
+    if samples.payload_factor is not None:
+        f = _force_with_payload(params, model, legs)
+        return jax.lax.map(lambda x: f(*x), (samples.pose, samples.rate, samples.acc, samples.payload_factor),
+                           batch_size=n)
     f = _force_at(params, model, legs)
-    return jax.lax.map(lambda x: f(*x), (samples.pose, samples.rate, samples.acc),
-                       batch_size=min(int(batch_size), samples.size))
+    return jax.lax.map(lambda x: f(*x), (samples.pose, samples.rate, samples.acc), batch_size=n)
 
 
 def actuator_speeds(params: CKCMParams, samples: TaskSamples):
@@ -92,7 +108,8 @@ def forces_in_chunks(params: CKCMParams, samples: TaskSamples, chunk, model="pap
     so reuse the kernel the optimiser's own sample count compiled.  Eager; numpy arrays out."""
     K = samples.size
     n = -(-K // int(chunk)) * int(chunk)
-    fields = ("pose", "rate", "acc", "weight", "path_index")
+    fields = ("pose", "rate", "acc", "weight", "path_index") + (
+        ("payload_factor",) if samples.payload_factor is not None else ())
     padded = {f: np.concatenate([np.asarray(getattr(samples, f))] + [np.asarray(getattr(samples, f))[-1:]] * (n - K))
               for f in fields}
     f = jitted_forces_and_speeds(model, legs, batch_size)
@@ -106,10 +123,12 @@ def smooth_abs(x, eps):
     return jnp.sqrt(x * x + eps * eps) - eps
 
 
-def soft_peak(tau, scale, sharpness=100.0):
-    """s/β · logsumexp(β |τ|_ε / s): a smooth upper bound of max |τ| (module docstring)."""
+def soft_peak(tau, scale, sharpness=100.0, mask=None):
+    """s/β · logsumexp(β |τ|_ε / s): a smooth upper bound of max |τ| (module docstring); over the samples
+    where ``mask`` (K,) is true only, when given."""
     a = smooth_abs(tau, 1e-6 * scale) / scale
-    return scale * jax.nn.logsumexp(sharpness * a.ravel()) / sharpness
+    b = None if mask is None else jnp.broadcast_to(mask[:, None], tau.shape).ravel().astype(a.dtype)
+    return scale * jax.nn.logsumexp(sharpness * a.ravel(), b=b) / sharpness
 
 
 def rms_force(tau, weight):
@@ -132,6 +151,31 @@ def demand(name, tau, speed, weight, scale, sharpness=100.0):
     if name == "power":
         return mean_power(tau, speed, weight)
     raise ValueError(f"unknown demand measure {name!r}; use one of {list(DEMANDS)}")
+
+
+def path_weights(weight, path_index, n_paths):
+    """(masks (P, K), weights (P, K)): which samples belong to each path, and the time weights of each path's
+    samples renormalised to sum to 1 over that path (zero elsewhere)."""
+    mask = path_index[None, :] == jnp.arange(n_paths)[:, None]
+    w = jnp.where(mask, weight[None, :], 0.0)
+    return mask, w / jnp.sum(w, axis=1, keepdims=True)
+
+
+def demand_per_path(name, tau, speed, weight, path_index, n_paths, scale, sharpness=100.0):
+    """The demand measure ``name`` of every path on its own (P,): ``demand`` over that path's samples."""
+    mask, w = path_weights(weight, path_index, n_paths)
+    if name == "peak":
+        return jax.vmap(lambda m: soft_peak(tau, scale, sharpness, m))(mask)
+    return jax.vmap(lambda wp: demand(name, tau, speed, wp, scale, sharpness))(w)
+
+
+def combine_demands(d, how, weights):
+    """The task's demand from its paths' demands d (P,): ``"worst"`` max_p d_p, ``"weighted"`` Σ_p w_p d_p."""
+    if how == "worst":
+        return jnp.max(d)
+    if how == "weighted":
+        return jnp.sum(weights * d)
+    raise ValueError(f"unknown combination {how!r} of per-path demands; use 'worst' or 'weighted'")
 
 
 def demand_metrics(tau, speed, weight):

@@ -389,7 +389,7 @@ def _check_resumable(out, fingerprint):
 
 
 def optimize(problem: Problem, data: ProblemData, settings: Settings | None = None, task=None, x0=None,
-             out_dir=None, resume=False, progress=True, log=None) -> DesignResult:
+             out_dir=None, resume=False, progress=True, log=None, on_block=None) -> DesignResult:
     """Optimise the design of ``problem`` (module docstring) and return a ``DesignResult``: the best feasible
     design over all starts (or, when none was feasible, the least-violating one with ``status =
     "infeasible"``), before/after metrics, per-start summaries and the per-step log.
@@ -397,7 +397,9 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
     ``x0``: the first start (default: the problem's start design), further starts random in the box.
     ``out_dir``: write ``design.json`` (the result so far, after every block) and ``state.npz`` there;
     ``resume=True`` continues from them (same problem and settings, checked).  ``log``: a callable receiving a
-    line of text per block (default: none; the progress bar shows the same).
+    line of text per block (default: none; the progress bar shows the same).  ``on_block``: a callable
+    receiving (steps done, best feasible objective so far over the starts, ``inf`` while none) after every
+    block (``experiments/ckcm_design.py --compare`` times the optimisers' traces with it).
     Warns (``DesignWarning``) on an infeasible start, on diverged starts and when no feasible design was found.
     """
     settings = Settings() if settings is None else settings
@@ -454,6 +456,8 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
                 bar.set_postfix_str(line.split(": ", 1)[1])
             if log is not None:
                 log(line)
+            if on_block is not None:
+                on_block(done * int(settings.update_every), best)
             if out is not None:
                 _save_state(out, carry, done, history)
                 result = finish(problem, data, settings, carry, history, xs, task_json, done)

@@ -22,7 +22,7 @@ from . import robust as R
 from .constraints import (GROUPS, Limits, check_limits, constraint_values, limits_as_arrays, max_violations,
                           pair_distances)
 from .space import DEFAULT_FREE, DesignSpace, DesignSpaceError, make_space, named_space
-from .task import Task, TaskError, TaskSamples, ellipse_task
+from .task import COMBINE, Task, TaskError, TaskSamples, ellipse_task
 
 
 class InfeasibleBoundsError(DesignSpaceError):
@@ -40,6 +40,9 @@ class Problem:
     robust     None (the nominal machine), "mean" or "quantile": the objective is that statistic of the soft
                peak force over the Monte Carlo draws of ``ProblemData.noise`` (``robust.py``; α = ``quantile``,
                kernel bandwidth ``quantile_width`` × the start design's peak force)
+    combine    how the task's paths combine (``task.COMBINE``): "pooled" (one demand over all samples),
+               "worst" (max of the paths' demands) or "weighted" (Σ w_p d_p, the weights in the task samples);
+               ``make_problem`` takes it from the task
     """
     space: DesignSpace = field(default_factory=DesignSpace)
     model: str = "paper"
@@ -50,6 +53,7 @@ class Problem:
     robust: str | None = None
     quantile: float = 0.95
     quantile_width: float = 0.005
+    combine: str = "pooled"
 
     def __post_init__(self):
         if self.model not in O.MODELS:
@@ -65,6 +69,8 @@ class Problem:
             raise ValueError(f"unknown robust statistic {self.robust!r}; use one of {list(R.STATISTICS)} or None")
         if not 0 < self.quantile < 1:
             raise ValueError(f"quantile must lie in (0, 1), got {self.quantile}")
+        if self.combine not in COMBINE:
+            raise ValueError(f"unknown combination {self.combine!r} of the task's paths; use one of {list(COMBINE)}")
 
     @property
     def demand_name(self):
@@ -132,10 +138,31 @@ def forces_and_speeds(problem: Problem, params: CKCMParams, samples: TaskSamples
     return O.forces_and_speeds(params, samples, problem.model, problem.legs, problem.batch_size)
 
 
-def _demand(problem, tau, speed, weight, scale):
-    if callable(problem.demand):
-        return problem.demand(tau, speed, weight)
-    return O.demand(problem.demand, tau, speed, weight, scale, problem.sharpness)
+def _demand(problem, tau, speed, weight, scale, demand=None):
+    demand = problem.demand if demand is None else demand
+    if callable(demand):
+        return demand(tau, speed, weight)
+    return O.demand(demand, tau, speed, weight, scale, problem.sharpness)
+
+
+def path_demands(problem: Problem, tau, speed, samples: TaskSamples, scale, demand=None):
+    """The demand of every path of the task on its own (P,) (``objectives.demand_per_path``; a callable demand
+    gets the path's forces and speeds, zero elsewhere, and its renormalised weights)."""
+    demand = problem.demand if demand is None else demand
+    n_paths = samples.path_weight.shape[0]
+    if callable(demand):
+        mask, w = O.path_weights(samples.weight, samples.path_index, n_paths)
+        return jax.vmap(lambda m, wp: demand(tau * m[:, None], speed * m[:, None], wp))(mask, w)
+    return O.demand_per_path(demand, tau, speed, samples.weight, samples.path_index, n_paths, scale,
+                          problem.sharpness)
+
+
+def task_demand(problem: Problem, tau, speed, samples: TaskSamples, scale, demand=None):
+    """The task's demand: over all samples pooled, or the paths' demands combined (``Problem.combine``)."""
+    if problem.combine == "pooled":
+        return _demand(problem, tau, speed, samples.weight, scale, demand)
+    return O.combine_demands(path_demands(problem, tau, speed, samples, scale, demand), problem.combine,
+                             samples.path_weight)
 
 
 def evaluate(problem: Problem, data: ProblemData, x) -> Evaluation:
@@ -146,12 +173,12 @@ def evaluate(problem: Problem, data: ProblemData, x) -> Evaluation:
 
 
 def robust_peaks(problem: Problem, data: ProblemData, params: CKCMParams, samples: TaskSamples):
-    """Soft peak force (N) of every Monte Carlo draw of the as-built machine (S,) (``robust.perturbed_params``);
-    the draws go through ``jax.lax.map`` in batches of ``problem.batch_size``."""
+    """Soft peak force (N) of every Monte Carlo draw of the as-built machine (S,) (``robust.perturbed_params``;
+    with several tasks combined, the paths' soft peaks combined as ``Problem.combine`` says); the draws go through ``jax.lax.map`` in batches of ``problem.batch_size``."""
     def peak(eps):
         tau = O.actuator_forces(R.perturbed_params(params, eps, data.tolerances), samples, problem.model,
                                 problem.legs, problem.batch_size)
-        return O.soft_peak(tau, data.force_scale, problem.sharpness)
+        return task_demand(problem, tau, None, samples, data.force_scale, "peak")
     return jax.lax.map(peak, data.noise, batch_size=min(problem.batch_size, data.noise.shape[0]))
 
 
@@ -167,8 +194,13 @@ def robust_evaluation(problem, data, params, samples, ev: Evaluation) -> Evaluat
 def evaluate_forces(problem: Problem, data: ProblemData, params: CKCMParams, samples: TaskSamples, tau,
                     speed) -> Evaluation:
     """``evaluate`` of the design ``params`` given its leg forces τ and speeds l̇ at its task ``samples``."""
-    d = _demand(problem, tau, speed, samples.weight, data.force_scale)
     metrics = O.demand_metrics(tau, speed, samples.weight)
+    if problem.combine == "pooled":
+        d = task_demand(problem, tau, speed, samples, data.force_scale)
+    else:                                   # every path's demand reported (demand_path_<p>), then combined
+        dp = path_demands(problem, tau, speed, samples, data.force_scale)
+        metrics.update({f"demand_path_{i}": v for i, v in enumerate(dp)})
+        d = O.combine_demands(dp, problem.combine, samples.path_weight)
     g = constraint_values(params, samples, metrics["peak_force"], data.limits)
     dA, dB = pair_distances(params)
     metrics["min_separation"] = jnp.minimum(jnp.min(dA), jnp.min(dB))
@@ -236,30 +268,28 @@ def check_start(problem: Problem, base: CKCMParams, task: Task, samples: TaskSam
     except ValueError as e:
         raise DesignSpaceError(f"the start design: {e}") from None
     poses = np.asarray(samples.pose, float)
-    path = np.asarray(samples.path_index)
-    n = int(task.samples_per_path)
     lengths, up = Gm.leg_lengths_and_elevations(base, poses)
     l_min, l_max = (float(v) for v in base.stroke)
     for k in range(poses.shape[0]):
         bad = [f"leg {i + 1} {lengths[k, i]:.4g} m" for i in range(6) if not l_min <= lengths[k, i] <= l_max]
         bad += [f"leg {i + 1} not pointing up (sin elevation {up[k, i]:.3g})" for i in range(6) if not up[k, i] > 0]
         if bad:
-            raise TaskError(f"path {int(path[k])} ({task.paths[int(path[k])]['kind']}), sample {k % n} at pose "
+            raise TaskError(f"{task.describe_sample(k)} at pose "
                             f"{np.round(poses[k], 4).tolist()} is outside the workspace of the start design "
                             f"(stroke [{l_min:.4g}, {l_max:.4g}] m): " + ", ".join(bad))
     d, (k, i, j) = Gm.closest_legs(base, poses)
     if d < float(lim.min_leg_distance):
         raise DesignSpaceError(f"legs {i + 1} and {j + 1} of the start design cross: {d:.4g} m apart "
-                               f"(< min_leg_distance {float(lim.min_leg_distance):.4g} m) on path {int(path[k])} "
-                               f"({task.paths[int(path[k])]['kind']}), sample {k % n}; move their attachment points")
+                               f"(< min_leg_distance {float(lim.min_leg_distance):.4g} m) on "
+                               f"{task.describe_sample(k)}; move their attachment points")
 
 
 @functools.lru_cache(maxsize=None)
 def _scales(problem: Problem):
     """jit of (τ, l̇, w) ↦ (peak |τ|, demand with the soft peak's scale at that peak): the start design's scales."""
-    def scales(tau, speed, weight):
+    def scales(tau, speed, samples):
         peak = jnp.max(jnp.abs(tau))
-        return peak, _demand(problem, tau, speed, weight, peak)
+        return peak, task_demand(problem, tau, speed, samples, peak)
     return jax.jit(scales)
 
 
@@ -278,7 +308,11 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     if isinstance(space, str):
         space = named_space(space, bounds)
     problem = Problem(space if isinstance(space, DesignSpace) else make_space(free, bounds), model, legs, demand,
-                      float(sharpness), int(batch_size), robust, float(quantile))
+                      float(sharpness), int(batch_size), robust, float(quantile), combine=task.combine)
+    if task.has_payload_range and "M" in problem.space.free:
+        raise DesignSpaceError("the task has a payload range (payload_masses of path(s) "
+                               f"{[i for i, p in enumerate(task.paths) if 'payload_masses' in p]}), which fixes the "
+                               "payload mass: M cannot be a free design variable too; leave M out of the space")
     if robust is not None and int(robust_samples) < 2:
         raise ValueError(f"robust_samples must be >= 2, got {robust_samples}")
     limits = check_limits(Limits() if limits is None else limits)
@@ -288,7 +322,7 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     f = jnp.result_type(base.m)
     params = task.with_payload(base)
     tau, speed = O.jitted_forces_and_speeds(problem.model, problem.legs, problem.batch_size)(params, samples)
-    peak, d0 = _scales(problem)(tau, speed, samples.weight)
+    peak, d0 = _scales(problem)(tau, speed, samples)
     if not np.isfinite(float(peak)):
         raise ValueError("the start design's actuator forces are not finite along the task: it is singular "
                          "somewhere on the path (check the path against the workspace with ckcm.check_pose)")
@@ -301,5 +335,5 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
 
 
 __all__ = ["Problem", "ProblemData", "Evaluation", "InfeasibleBoundsError", "design_params", "evaluate",
-           "evaluate_forces",
+           "evaluate_forces", "task_demand", "path_demands",
            "check_bounds", "check_start", "make_problem", "design_inputs", "design_samples", "forces_and_speeds", "GROUPS"]

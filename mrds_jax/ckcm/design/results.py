@@ -186,7 +186,7 @@ def force_histories(result: DesignResult, dense=4):
     s = task.samples(result.params)
     before = forces_in_chunks(result.initial_params, task.samples(result.initial_params), sparse.size, *model)[0]
     after = forces_in_chunks(result.params, s, sparse.size, *model)[0]
-    total = sum(T for _, T in task.path_objects(result.params))
+    total = sum(task.durations(result.params))
     dt = np.asarray(s.weight) * total
     return np.cumsum(dt) - dt, before, after
 
@@ -223,4 +223,52 @@ def plot_geometry(result: DesignResult, path=None):
         a.set(aspect="equal", title=f"{title}: θA = {np.degrees(float(p.theta_A)):.1f}°, "
                                     f"θB = {np.degrees(float(p.theta_B)):.1f}°")
     ax[0].legend(loc="lower left", fontsize=8)
+    return _finish(fig, path)
+
+
+def plot_geometry_3d(result: DesignResult, path=None):
+    """The machine in 3-D at its home pose, start and optimised side by side: base joints B_i, payload joints
+    A_i and the six legs B_i A_i (Nguyen & Pooran eq. 9-10), per-leg geometry included (matplotlib Figure)."""
+    import matplotlib.pyplot as plt
+    from ..kinematics import home_pose, leg_vectors
+    from ..params import base_points
+    fig = plt.figure(figsize=(11, 5))
+    for k, (p, title) in enumerate(((result.initial_params, "start"), (result.params, "optimised"))):
+        a = fig.add_subplot(1, 2, k + 1, projection="3d")
+        B = np.asarray(base_points(p))
+        A = B + np.asarray(leg_vectors(p, home_pose(p)))
+        for i in range(6):
+            a.plot(*np.stack([B[i], A[i]]).T, color=f"C{i}", lw=2.5, label=f"leg {i + 1}")
+        for P, c, name in ((B, "0.3", "base"), (A, "C3", "payload")):
+            ring = np.append(P, P[:1], 0)
+            a.plot(*ring.T, "o-", color=c, ms=4, lw=1)
+            a.text(*P.mean(0), name, color=c)
+        a.set(xlabel="x (m)", ylabel="y (m)", zlabel="z (m)",
+              title=f"{title}: peak force {result.before['peak_force'] if k == 0 else result.after['peak_force']:.1f} N")
+        a.set_box_aspect((1, 1, 0.9))
+    fig.axes[0].legend(loc="upper left", fontsize=7)
+    return _finish(fig, path)
+
+
+def plot_force_distribution(result: DesignResult, path=None, dense=4, draws=None):
+    """How the actuator forces are distributed, start against optimised: |τ| over every leg and task sample
+    (``force_histories``), and, given ``draws`` = (peaks before, peaks after) (N) of the as-built machines of
+    a robust problem (``problem.robust_peaks``), the distribution of their peak force (matplotlib Figure)."""
+    import matplotlib.pyplot as plt
+    _, before, after = force_histories(result, dense)
+    fig, ax = plt.subplots(1, 1 if draws is None else 2, figsize=(6 if draws is None else 12, 3.8), squeeze=False)
+    bins = np.linspace(0, max(np.abs(before).max(), np.abs(after).max()), 50)
+    ax[0, 0].hist(np.abs(before).ravel(), bins, alpha=0.6, label="start design", color="C0")
+    ax[0, 0].hist(np.abs(after).ravel(), bins, alpha=0.6, label="optimised", color="C3")
+    ax[0, 0].set(xlabel="|actuator force| (N), every leg and task sample", ylabel="count",
+                 title=f"forces along the task ({result.problem['model']} model)")
+    ax[0, 0].legend()
+    if draws is not None:
+        b, a = (np.asarray(d, float) for d in draws)
+        bins = np.linspace(min(b.min(), a.min()), max(b.max(), a.max()), 40)
+        for d, c, label in ((b, "C0", "start design"), (a, "C3", "optimised")):
+            ax[0, 1].hist(d, bins, alpha=0.6, color=c, label=f"{label}: 95th percentile {np.quantile(d, 0.95):.1f} N")
+        ax[0, 1].set(xlabel="peak actuator force of one as-built machine (N, soft peak)", ylabel="machines",
+                     title=f"manufacturing tolerances: {b.size} as-built machines")
+        ax[0, 1].legend(fontsize=8)
     return _finish(fig, path)

@@ -1,8 +1,9 @@
 """Forward simulation of a saved design on the task it was optimised for: the hand-over from the optimiser
 to the simulator (``mrds-jax simulate --design``).
 
-Each path of the task is flown by the MRDS multibody plant (``multibody.simulate_tracking``) under computed torque,
-starting on the path; the actuator forces the controller applies are recorded.  With an exact model and
+Each moving path of the task is flown by the MRDS multibody plant (``multibody.simulate_tracking``) under
+computed torque, starting on the path (a workspace sweep has no motion to fly; a payload range is flown with
+the design's own payload); the actuator forces the controller applies are recorded.  With an exact model and
 the plant starting on the path, these forces are the closed-chain inverse dynamics along the path, so their
 peak is a second route to the optimiser's peak force (equal when the design was optimised with the
 multibody model; the paper's model differs from the multibody one by its simplified leg kinetic energy).

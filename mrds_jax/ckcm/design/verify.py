@@ -9,6 +9,8 @@ the peak force over those dense samples (every leg's masses with per-leg designs
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import jax
 
@@ -23,7 +25,7 @@ from .task import Task
 
 def dense_task(task: Task, dense):
     """``task`` with ``dense`` times as many samples plus one, so that the samples fall off the original grid."""
-    return Task(task.paths, task.payload_mass, task.payload_inertia, task.samples_per_path * dense + 1)
+    return dataclasses.replace(task, samples_per_path=task.samples_per_path * dense + 1)
 
 
 def verify_design(params: CKCMParams, task: Task, limits: Limits, model="paper", legs="bench", dense=4):
