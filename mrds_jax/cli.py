@@ -164,7 +164,7 @@ def cmd_optimize(args):
     import numpy as np
     from mrds_jax.ckcm import design as D
     if args.resume:
-        D.optimizer.saved_run(out)                 # a missing or damaged saved run is named before compiling
+        D.checkpoint.saved_run(out)                # a missing or damaged saved run is named before compiling
 
     free = tuple(args.free.split(","))
     if args.optimize_radii:

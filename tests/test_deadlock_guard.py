@@ -40,9 +40,9 @@ def batched_paths(batch):
     system = MB.build_ckcm_system(params)
     return {
         "forward kinematics (Newton solve) and cond(C) (Jacobi)":
-            (jax.vmap(lambda l: K.forward_kinematics(params, l)), (lengths,)),
+            (jax.vmap(lambda l: K.newton_forward_kinematics(params, l)), (lengths,)),
         "FK gradient (implicit solve)":
-            (jax.vmap(jax.grad(lambda l: jnp.sum(K.forward_kinematics(params, l).pose))), (lengths,)),
+            (jax.vmap(jax.grad(lambda l: jnp.sum(K.newton_forward_kinematics(params, l).pose))), (lengths,)),
         "Lagrangian actuator forces (C^-T solve)":
             (jax.vmap(lambda q, qd, qdd: L.actuator_forces(params, q, qd, qdd).total), (poses, rates, accs)),
         "multibody inverse dynamics (system.inverse_dynamics)":

@@ -173,6 +173,15 @@ integrate_configuration = GENERICS["integrate_configuration"]
 normalize_configuration = GENERICS["normalize_configuration"]
 
 
+@functools.singledispatch
+def with_loop_points(module, n_points):
+    """``module`` as the system layer should hold it when ``n_points`` contact points sit on it (Bonaventura's
+    operational points of a closed chain): a module type may answer with a form that suits looped use (the rigid
+    tree takes the level-scan recursion for mid-size trees: :func:`mrds_jax.dynamics.levels.loop_recursion`). By
+    default the module itself. Optional: not one of :data:`METHODS`, so a new module type need not answer it."""
+    return module
+
+
 def missing_methods(implementation):
     """The contract methods that the class ``implementation`` leaves unimplemented (sorted names)."""
     if not (isinstance(implementation, type) and issubclass(implementation, ModuleContract)):

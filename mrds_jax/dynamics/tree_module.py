@@ -10,6 +10,7 @@ from ..spatial.linalg import matmul, spd_solve
 from . import energy, interface
 from .aba import aba
 from .crba import mass_matrix, mass_matrix_from_kinematics
+from .levels import loop_recursion
 from .kinematics import (forward_kinematics, frame_acceleration, frame_jacobian, frame_placement, frame_velocity,
                          link_accelerations, task_jacobian)
 from .operational import cross_space_inertia
@@ -102,3 +103,4 @@ class RigidTree(interface.ModuleContract):
 
 
 interface.implement(Module, RigidTree)
+interface.with_loop_points.register(Module)(loop_recursion)

@@ -14,8 +14,7 @@ import numpy as np
 from ..console import check_precision
 from ..contacts.coupling import COUPLED_KINDS, CouplingError, JointCoupling
 from ..contacts.model import Contact, ContactError, validate_contact
-from ..dynamics.interface import implements_interface, missing_attributes
-from ..dynamics.levels import loop_recursion
+from ..dynamics.interface import implements_interface, missing_attributes, with_loop_points
 from ..pytree import pytree_dataclass, static
 from ..validation import InputError
 
@@ -194,7 +193,7 @@ def build_system(modules, contacts, names=None, couplings=()):
         sides.append(tuple(side))
     sides = tuple(sides)
     points = tuple(tuple(p) for p in points)
-    modules = tuple(loop_recursion(m, len(p)) for m, p in zip(modules, points))   # large looped trees: level scan
+    modules = tuple(with_loop_points(m, len(p)) for m, p in zip(modules, points))   # e.g. large looped trees: level scan
     conn = Connectivity(module_names=names, points=points, sides=sides,
                         n_c=tuple(c.n_c for c in contacts), dim=dim,
                         MC=modular_connectivity(sides, len(modules)), GC=global_connectivity(sides),

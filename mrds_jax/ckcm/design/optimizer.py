@@ -20,18 +20,17 @@ Safety (nothing is lost): every step records, per start, the best *feasible* des
 −feasibility_margin at the task samples) and the least-violating one; a step whose merit, gradient or update is not
 finite freezes that start at its last finite design and records the iteration (``diverged_at``).  After each
 block of steps the host updates the progress bar and the log, and — with ``out_dir`` — writes the result so
-far (``design.json``) and the optimiser's state (``state.npz``), from which ``resume=True`` continues.
+far (``design.json``) and the optimiser's state (``state.npz``, :mod:`.checkpoint`), from which ``resume=True``
+continues.
 """
 from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import jax
@@ -40,10 +39,10 @@ import optax
 
 from ...pytree import pytree_dataclass, replace
 from ... import validation as check
-from ...validation import CheckpointError
 from .constraints import GROUPS
 from . import objectives as O
 from .problem import Evaluation, Problem, ProblemData, design_inputs, design_params, evaluate, evaluate_forces
+from .checkpoint import check_resumable, load_state, read_state, run_fingerprint, save_state, saved_run  # noqa: F401
 from .results import DesignResult, start_summary
 
 
@@ -309,85 +308,6 @@ def describe_violations(problem: Problem, ev) -> str:
     return ", ".join(f"{k} (g = {x:.3g})" for k, x in sorted(v.items(), key=lambda kv: -kv[1])) or "none"
 
 
-STATE_FORMAT = 3   # 2: the multiplier update after a block is pending in the saved state (module docstring);
-                   # 3: the optimiser's own state (Adam moments, L-BFGS memory) is saved too, with a checksum
-CARRY_FIELDS = ("u", "lam", "rho", "prev_violation", "best_u", "best_objective", "best_iteration", "least_u",
-                "least_violation", "evaluations", "diverged_at", "iteration")
-
-
-def _save_state(out_dir: Path, carry: Carry, blocks_done: int, history):
-    """``state.npz``: every leaf of the carry (the optimiser's state as ``opt.<i>``, tree order), the history,
-    the blocks done and a checksum of all of them, written atomically."""
-    arrays = {f"carry.{k}": np.asarray(getattr(carry, k)) for k in CARRY_FIELDS}
-    arrays.update({f"opt.{i}": np.asarray(x) for i, x in enumerate(jax.tree_util.tree_leaves(carry.opt_state))})
-    arrays.update({f"history.{k}": np.asarray(v) for k, v in history.items()})
-    arrays["blocks_done"] = np.asarray(blocks_done)
-    arrays["checksum"] = np.asarray(check.array_checksum(arrays))
-    tmp = out_dir / "state.tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, out_dir / "state.npz")
-
-
-def _read_state(path: Path):
-    """The arrays of a ``state.npz`` whose checksum matches; :class:`~mrds_jax.validation.CheckpointError`
-    naming the file when it is truncated, damaged or not ours."""
-    z = check.read_npz(path, "optimiser state file")
-    checksum = str(z.pop("checksum", ""))
-    if check.array_checksum(z) != checksum:
-        raise CheckpointError(f"optimiser state file {str(path)!r} is damaged (its checksum does not match its "
-                              "contents); delete the folder or run without --resume")
-    return z
-
-
-def _load_state(path: Path, z, carry: Carry):
-    """The saved carry (optimiser state included, so the run continues bit for bit), blocks done and history
-    from the arrays ``z`` of ``state.npz`` (``_read_state``); CheckpointError when they do not fit this run."""
-    opt_leaves, opt_tree = jax.tree_util.tree_flatten(carry.opt_state)
-    wanted = {f"carry.{k}": np.shape(getattr(carry, k)) for k in CARRY_FIELDS}
-    wanted.update({f"opt.{i}": np.shape(x) for i, x in enumerate(opt_leaves)})
-    bad = {k: (z[k].shape if k in z else None, shape) for k, shape in wanted.items()
-           if k not in z or z[k].shape != shape}
-    if bad:
-        raise CheckpointError(f"cannot resume from {str(path)!r}: it does not fit this run (saved vs needed "
-                              f"shapes: {bad})")
-    fields = {k: jnp.asarray(z[f"carry.{k}"]) for k in CARRY_FIELDS}
-    opt_state = jax.tree_util.tree_unflatten(opt_tree, [jnp.asarray(z[f"opt.{i}"]) for i in range(len(opt_leaves))])
-    carry = replace(carry, **fields, opt_state=opt_state)
-    history = {k.split(".", 1)[1]: list(z[k]) for k in z if k.startswith("history.")}
-    return carry, int(z["blocks_done"]), history
-
-
-def _fingerprint(problem, settings, data, task_json):
-    d = {"state": STATE_FORMAT, "problem": repr(problem), "settings": asdict(settings), "task": task_json,
-         "base": {k: np.asarray(v).tolist() for k, v in vars(data.base).items()},
-         "limits": asdict(jax.tree_util.tree_map(float, data.limits))}
-    return json.dumps(d, sort_keys=True, default=str)
-
-
-def saved_run(out):
-    """(fingerprint, arrays of ``state.npz``) of the run saved in the folder ``out``, both files checked (they
-    exist, are intact, and the state's checksum matches); raises :class:`~mrds_jax.validation.CheckpointError`
-    naming the folder or file otherwise. Cheap (no compilation): the command line calls it before building the
-    problem."""
-    if out is None:
-        raise check.ArgumentError("optimize: resume=True needs out_dir (the folder of the run to continue)")
-    out = Path(out)
-    if not (out / "state.npz").exists():
-        raise CheckpointError(f"cannot resume: {str(out)!r} holds no saved run (no state.npz); run without "
-                              "resume to start one")
-    return check.read_json(out / "fingerprint.json", "optimiser fingerprint file"), _read_state(out / "state.npz")
-
-
-def _check_resumable(out, fingerprint):
-    """The arrays of the saved run in ``out`` (:func:`saved_run`) when it was written by this problem and these
-    settings; CheckpointError otherwise."""
-    saved_fingerprint, arrays = saved_run(out)
-    if saved_fingerprint != fingerprint:
-        raise CheckpointError(f"cannot resume from {out}: it was written by a different problem or settings "
-                              "(delete the directory or pass resume=False)")
-    return arrays
-
-
 def optimize(problem: Problem, data: ProblemData, settings: Settings | None = None, task=None, x0=None,
              out_dir=None, resume=False, progress=True, log=None, on_block=None) -> DesignResult:
     """Optimise the design of ``problem`` (module docstring) and return a ``DesignResult``: the best feasible
@@ -405,8 +325,8 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
     settings = Settings() if settings is None else settings
     task_json = None if task is None else task.to_json()
     out = None if out_dir is None else check.output_dir(out_dir, "out_dir")
-    fp = None if out is None else _fingerprint(problem, settings, data, task_json)
-    saved = _check_resumable(out, fp) if resume else None     # before anything is compiled
+    fp = None if out is None else run_fingerprint(problem, settings, data, task_json)
+    saved = check_resumable(out, fp) if resume else None     # before anything is compiled
     xs = start_designs(problem, data, int(settings.starts), settings.seed, x0)
     evaluate_j = compiled_evaluate(problem)
     ev0 = evaluate_j(data, jnp.asarray(xs[0]))
@@ -421,7 +341,7 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
     history, done = {}, 0
     if out is not None:
         if saved is not None:
-            carry, done, history = _load_state(out / "state.npz", saved, carry)
+            carry, done, history = load_state(out / "state.npz", saved, carry)
         (out / "fingerprint.json").write_text(json.dumps(fp))
     block = compiled_block(problem, settings)
     # compilation is its own phase: the progress bar and its ETA count only the optimiser's steps
@@ -459,7 +379,7 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
             if on_block is not None:
                 on_block(done * int(settings.update_every), best)
             if out is not None:
-                _save_state(out, carry, done, history)
+                save_state(out, carry, done, history)
                 result = finish(problem, data, settings, carry, history, xs, task_json, done)
                 result.save(out / "design.json")
     finally:
