@@ -75,6 +75,9 @@ FULL_MODE_ONLY = {
     "tests/test_system_files.py::test_simulate_writes_trajectory_plots_and_animation[quadruped]",
     "tests/test_biped.py::test_biped_constrained_acceleration_equals_pinocchio_constraint_dynamics",
     "tests/test_module_interface.py::test_energy_module_on_lilly_path_as_chain_and_as_reference",
+    # several design tasks at once: worst case = max and weighted = weighted sum, on the peak measure (48 s in the
+    # clean-clone run of 2026-11-26; the same property on the RMS measure stays)
+    "tests/test_ckcm_design_tasks.py::test_worst_case_is_the_max_and_weighted_the_weighted_sum_of_the_paths_alone[peak]",
 }
 # Studies: full-size runs that are jobs rather than checks, run with MRDS_SLOW=2 only (the full mode skips them).
 # The Monte Carlo notebook at full size draws 10⁵ scenarios: a GPU-sized job, past pytest's 900 s on 2 shared CPU
@@ -85,7 +88,8 @@ STUDY_ONLY = {"tests/test_notebooks.py::test_notebook_executes[ckcm_monte_carlo.
 # measured time), so that no heavy file starts last and leaves one worker running alone; other files follow
 # in collection order.
 HEAVY_FIRST = [
-    "tests/test_ckcm_design.py", "tests/test_tree_vs_pinocchio.py", "tests/test_cli.py", "tests/test_lilly.py",
+    "tests/test_ckcm_design.py", "tests/test_ckcm_design_tasks.py", "tests/test_tree_vs_pinocchio.py", "tests/test_cli.py",
+    "tests/test_lilly.py",
     "tests/test_robot_files.py", "tests/test_joint_couplings.py", "tests/test_biped.py", "tests/test_tree_properties.py",
     "tests/test_system_simulation.py",
     "tests/test_module_contract.py", "tests/test_system_files.py", "tests/test_integration_module.py",
