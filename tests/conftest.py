@@ -80,10 +80,12 @@ FULL_MODE_ONLY = {
     "tests/test_ckcm_design_tasks.py::test_worst_case_is_the_max_and_weighted_the_weighted_sum_of_the_paths_alone[peak]",
 }
 # Studies: full-size runs that are jobs rather than checks, run with MRDS_SLOW=2 only (the full mode skips them).
-# The Monte Carlo notebook at full size draws 10⁵ scenarios: a GPU-sized job, past pytest's 900 s on 2 shared CPU
-# cores (2026-11-25); its fast mode (the same code, 128 scenarios) runs in the full mode.
+# The Monte Carlo notebook at full size draws 10⁵ scenarios, and the design notebook at full size optimises the
+# robust full-space design over 256 as-built machines for 200 steps: GPU-sized jobs, each past pytest's 900 s on 2
+# CPU cores (2026-11-25/26). Their fast modes (the same code at small sizes) run in the full and default modes.
 STUDY_MODE = os.environ.get("MRDS_SLOW", "") == "2"
-STUDY_ONLY = {"tests/test_notebooks.py::test_notebook_executes[ckcm_monte_carlo.ipynb-full]"}
+STUDY_ONLY = {"tests/test_notebooks.py::test_notebook_executes[ckcm_monte_carlo.ipynb-full]",
+              "tests/test_notebooks.py::test_notebook_executes[ckcm_design_optimisation.ipynb-full]"}
 # --dist loadfile hands whole files to the two workers in this order (heaviest first, by the default run's
 # measured time), so that no heavy file starts last and leaves one worker running alone; other files follow
 # in collection order.
