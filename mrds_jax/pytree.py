@@ -3,6 +3,7 @@ jit cache key), all others are array leaves."""
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 
 
 def static(**kw):
@@ -19,3 +20,14 @@ def pytree_dataclass(cls):
 
 def replace(obj, **changes):
     return dataclasses.replace(obj, **changes)
+
+
+def float_leaves_as(tree, dtype):
+    """``tree`` with its concrete floating-point leaves as arrays of ``dtype`` and its other concrete leaves as
+    arrays (so Python floats and arrays share one jit cache entry); traced leaves pass unchanged."""
+    def convert(x):
+        if isinstance(x, jax.core.Tracer):
+            return x
+        a = jnp.asarray(x)
+        return a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a
+    return jax.tree.map(convert, tree)

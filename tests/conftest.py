@@ -113,7 +113,7 @@ def pytest_collection_modifyitems(config, items):
     files = {nid.split("::")[0] for nid in ids}
     stale = sorted(n for n in FULL_MODE_ONLY | STUDY_ONLY if n.split("::")[0] in files and n not in ids)
     if stale and not any("::" in str(arg) for arg in config.args):     # whole files were collected
-        raise pytest.UsageError(f"tests/conftest.py FULL_MODE_ONLY names tests that do not exist: {stale}")
+        raise pytest.UsageError(f"tests/conftest.py FULL_MODE_ONLY or STUDY_ONLY names tests that do not exist: {stale}")
     rank = {f: i for i, f in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
     skip = pytest.mark.skip(reason="full mode: set MRDS_SLOW=1")
@@ -139,8 +139,8 @@ _release_above = [4 << 30]        # 4 GiB, then 2 GiB above what a release left 
 
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
-    """After a test file, when this worker holds more than 4 GiB (or 2 GiB more than after the last release), drop every compiled program and staged jaxpr
-    (``jax.clear_caches``) and collect.
+    """After a test file, when this worker holds more than 4 GiB (or 2 GiB more than after the last release), drop
+    every compiled program and staged jaxpr (``jax.clear_caches``) and collect.
 
     A worker runs dozens of files and would otherwise keep every executable it ever compiled: measured in a
     clean-clone run of the README's command, the two workers grew past 6-7 GB each, and in CI a worker died of a
@@ -151,6 +151,17 @@ def _release_compiled_programs():
         jax.clear_caches()
         gc.collect()
         _release_above[0] = max(4 << 30, _resident_bytes() + (2 << 30))
+
+
+@pytest.fixture
+def no_design_dynamics(monkeypatch):
+    """The CKCM design's dynamics raises if it is reached: a bad design or task specification must be refused
+    before anything compiles (tests/test_ckcm_design_bad_input.py, tests/test_ckcm_design_tasks.py)."""
+    from mrds_jax.ckcm.design import objectives
+
+    def compiled(*a, **k):
+        raise AssertionError("the dynamics was compiled before the bad input was refused")
+    monkeypatch.setattr(objectives, "jitted_forces_and_speeds", compiled)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from mrds_jax.ckcm import design as D, nominal
-from mrds_jax.ckcm.design import objectives as O
 from mrds_jax.ckcm.params import per_leg_geometry
 from mrds_jax.validation import InputError
 
@@ -66,21 +65,14 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def no_dynamics(monkeypatch):
-    def compiled(*a, **k):
-        raise AssertionError("the dynamics was compiled before the bad input was refused")
-    monkeypatch.setattr(O, "jitted_forces_and_speeds", compiled)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_design_specification_is_named_before_compiling(case, no_dynamics):
+def test_bad_design_specification_is_named_before_compiling(case, no_design_dynamics):
     _, make, error, message = case
     with pytest.raises(error, match=message):
         make()
 
 
-def test_good_full_space_specification_reaches_the_dynamics(no_dynamics):
+def test_good_full_space_specification_reaches_the_dynamics(no_design_dynamics):
     """The same entry point with a good specification gets as far as the dynamics (so the cases above fail
     in the checks, not by accident)."""
     with pytest.raises(AssertionError, match="dynamics was compiled"):
@@ -100,7 +92,7 @@ CLI_CASES = [
 
 
 @pytest.mark.parametrize("case", CLI_CASES, ids=[c[0] for c in CLI_CASES])
-def test_command_line_bad_design_specification_is_one_line(case, tmp_path, capsys, no_dynamics):
+def test_command_line_bad_design_specification_is_one_line(case, tmp_path, capsys, no_design_dynamics):
     import re
     from mrds_jax.cli import main
     _, argv, pattern = case

@@ -195,21 +195,14 @@ BAD = [
 ]
 
 
-@pytest.fixture
-def no_dynamics(monkeypatch):
-    def compiled(*a, **k):
-        raise AssertionError("the dynamics was compiled before the bad input was refused")
-    monkeypatch.setattr(O, "jitted_forces_and_speeds", compiled)
-
-
 @pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
-def test_bad_task_specification_is_named_before_compiling(case, no_dynamics):
+def test_bad_task_specification_is_named_before_compiling(case, no_design_dynamics):
     _, make, error, message = case
     with pytest.raises(error, match=message):
         make()
 
 
-def test_good_task_specification_reaches_the_dynamics(no_dynamics):
+def test_good_task_specification_reaches_the_dynamics(no_design_dynamics):
     with pytest.raises(AssertionError, match="dynamics was compiled"):
         D.make_problem(tasks("weighted", WEIGHTS), free=SMALL_FREE)
 
@@ -248,7 +241,7 @@ CLI_BAD = [
 
 
 @pytest.mark.parametrize("case", CLI_BAD, ids=[" ".join(c[0]) for c in CLI_BAD])
-def test_command_line_bad_task_is_one_line(case, tmp_path, capsys, no_dynamics):
+def test_command_line_bad_task_is_one_line(case, tmp_path, capsys, no_design_dynamics):
     import re
     from mrds_jax.cli import main
     argv, pattern = case

@@ -42,6 +42,7 @@ def check_built(built):
     The rank of the constraints is that of Bᶜ = J H⁻¹ Jᵀ (H positive definite: rank Bᶜ = rank J); joint couplings
     count as one constraint each (their rows border Bᶜ), and their residuals |g|, |G v| join the errors by name.
     The joints with position limits are listed with their initial value (kept, not enforced: ``joint_limits``)."""
+    from ..system.couplings import constraint_rows
     from ..system.limits import joint_limits_at
     system, state = built.system, built.state
     nv = sum(m.nv for m in system.modules)
@@ -49,7 +50,7 @@ def check_built(built):
     pos, vel, rank, cond = {}, {}, 0, 1.0
     if n_C:
         errors, (g, Gv), Bc = compiled_check()(system, state)
-        names = [c.name for c in system.contacts] + [c.name for c in system.couplings]
+        names, _ = constraint_rows(system)          # contacts, then couplings
         pos = {n: float(np.abs(np.asarray(e)).max(initial=0.0)) for n, e in zip(names, tuple(errors.position) + tuple(g))}
         vel = {n: float(np.abs(np.asarray(e)).max(initial=0.0)) for n, e in zip(names, tuple(errors.velocity) + tuple(Gv))}
         w = np.linalg.eigvalsh(0.5 * (np.asarray(Bc) + np.asarray(Bc).T))

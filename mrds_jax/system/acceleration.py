@@ -6,7 +6,6 @@
 Split out of :mod:`.simulate` (one concern per file); :mod:`.simulate` integrates what this module returns.
 """
 
-import jax
 import jax.numpy as jnp
 
 from .. import validation
@@ -130,13 +129,3 @@ def solve_info(system, out):
 def baumgarte_gains(stabilisation):
     """(α, β) of a stabilisation, or None when it is None."""
     return None if stabilisation is None else (stabilisation.baumgarte_alpha, stabilisation.baumgarte_beta)
-
-
-def _as_float(tree, dtype):
-    """Float leaves as arrays of ``dtype`` (so Python floats and arrays share one jit cache entry)."""
-    def conv(x):
-        if isinstance(x, jax.core.Tracer):
-            return x
-        a = jnp.asarray(x)
-        return a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a
-    return jax.tree.map(conv, tree)

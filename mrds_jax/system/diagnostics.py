@@ -11,7 +11,7 @@ import numpy as np
 
 from ..dynamics.interface import kinetic_energy, potential_energy, spatial_momentum
 from ..validation.arguments import is_traced
-from .acceleration import _as_float
+from ..pytree import float_leaves_as
 from .build import SystemState
 from .couplings import coupling_errors
 from .forces import applied_power, dissipated_power, force_potential_energy
@@ -130,7 +130,7 @@ def trajectory_diagnostics(system, traj, forces=(), stabilisation=None):
     (:class:`Diagnostics`); ``stabilisation`` only supplies position targets of excited contacts."""
     forces = tuple(forces)
     dtype = traj.q[0].dtype
-    E, P, W, pe, ve = _diagnostics_core(system, _as_float(forces, dtype), stabilisation, tuple(traj.q),
+    E, P, W, pe, ve = _diagnostics_core(system, float_leaves_as(forces, dtype), stabilisation, tuple(traj.q),
                                         tuple(traj.v), jnp.asarray(traj.t, dtype))
     return Diagnostics(traj.t, E, P, W, pe, ve, system.contact_names, system.connectivity.n_c,
                        limit_exits(system, traj) if not is_traced(traj.q) else (),

@@ -15,7 +15,7 @@ from .. import validation
 from ..integrate import (
     SimulationError,
 )
-from .acceleration import _as_float
+from ..pytree import float_leaves_as
 from .build import SystemError
 from .couplings import constraint_rows, coupled_constraint_system, coupling_errors
 from .dynamics import _taus, constraint_system
@@ -68,7 +68,7 @@ def check_initial_state(system, state, t=0.0, tol=1e-6, tol_velocity=None, cond_
     tol_velocity = tol if tol_velocity is None else tol_velocity
     dtype = jnp.asarray(state.q[0]).dtype
     holder = Stabilisation(position_targets=tuple(position_targets))
-    errs, (g, Gv), Bc = _report_core(system, _as_float(state, dtype), jnp.asarray(t, dtype), holder)
+    errs, (g, Gv), Bc = _report_core(system, float_leaves_as(state, dtype), jnp.asarray(t, dtype), holder)
     names, slices = constraint_rows(system)
     kind = {n: "contact" if i < len(system.contacts) else "joint coupling" for i, n in enumerate(names)}
     pos = {n: float(np.max(np.abs(np.asarray(e)))) if np.size(e) else 0.0

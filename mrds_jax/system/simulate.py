@@ -19,25 +19,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import validation
-from ..validation import SingularConfigurationWarning  # noqa: F401  (raised here; public in mrds_jax.system)
-from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
-from ..integrate.rollout import nonfinite_description
 from ..integrate.adaptive import dopri5
-from .build import SystemState
-from .limits import report_limits
-from .forces import validate_forces
-from .solve import SolverSettings
-
+from ..integrate.rollout import nonfinite_description
+from ..pytree import float_leaves_as
 from ..validation.arguments import is_traced
-from .acceleration import (BAUMGARTE_STEPS, PATHS, _as_float, baumgarte_gains,  # noqa: F401
-                           default_stabilisation, dynamics_path, resolve_stabilisation, solve_info,
-                           system_acceleration)
+from .build import SystemState
+from .forces import validate_forces
+from .limits import report_limits
+from .solve import SolverSettings
+from .acceleration import resolve_stabilisation, system_acceleration
+from .solve_report import _last_finite_state, _state_at, _weak_contacts
+
+# the public names of the run-time files, importable from here as before the split (module docstring)
+from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
+from ..validation import SingularConfigurationWarning  # noqa: F401
+from .acceleration import BAUMGARTE_STEPS, PATHS, default_stabilisation, dynamics_path  # noqa: F401
 from .diagnostics import (Diagnostics, Energies, all_constraint_errors, system_energy,  # noqa: F401
                           total_momentum, trajectory_diagnostics)
 from .initial_state import InconsistentStateError, StateReport, check_initial_state, constraint_matrix  # noqa: F401
 from .projection import make_consistent, project_positions, project_velocities  # noqa: F401
-from .solve_report import (SingularConfigurationError, _last_finite_state, _state_at,  # noqa: F401
-                           _weak_contacts, report_solve)
+from .solve_report import SingularConfigurationError, report_solve  # noqa: F401
 
 
 @functools.partial(jax.jit, static_argnames=("n_steps", "decimation", "integrator", "solver", "method", "path"))
@@ -52,8 +53,6 @@ def _simulate_adaptive_core(system, q0, v0, dt, t0, forces, stabilisation, tau, 
                             solver, method, path):
     acc = system_acceleration(system, forces, stabilisation, solver, method, tau, path)
     return dopri5(system.modules, acc, q0, v0, t_end, n_out, t0, rtol, atol, dt, max_steps)
-
-
 
 
 def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_compact", forces=(),
@@ -123,13 +122,13 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
         validate_forces(system, forces)
         targets = stabilisation.position_targets if stabilisation is not None else ()
         check_initial_state(system, state0, t=t0, tol=tol, cond_warn=cond_warn, position_targets=targets)
-    args = _as_float((tuple(state0.q), tuple(state0.v), dt, t0, forces, stabilisation, tau), dtype)
+    args = float_leaves_as((tuple(state0.q), tuple(state0.v), dt, t0, forces, stabilisation, tau), dtype)
     if integrator == "dopri5":
         if t_end is None:
             raise validation.ArgumentError("simulate: integrator='dopri5' integrates to an end time: give t_end")
 
         def adaptive(path):
-            return _simulate_adaptive_core(system, *args, *_as_float((t_end, rtol, atol), dtype), n_out=n_out,
+            return _simulate_adaptive_core(system, *args, *float_leaves_as((t_end, rtol, atol), dtype), n_out=n_out,
                                            max_steps=max_steps, solver=solver, method=method, path=path)
 
         def finite(tr):
