@@ -33,7 +33,7 @@ Layers, bottom to top (each imports only from itself and those below; ``docs/gui
 (rollouts of any state) → ``system`` (global level, Steps 3-4) → applications (``flexible``, ``ckcm``,
 ``montecarlo``) → front doors (``loaders``, ``sysfile``, ``export``, ``viz``, ``examples``, the CLI). The documentation site is built from the repository's ``docs/``
 folder (``mkdocs build``; getting started, a guide per layer, the API reference from these docstrings); the
-design document is ``DESIGN.md`` in the ``shared/docs`` folder beside the repository, and
+design is described on the site's pages, and
 ``docs/algorithm_notes.md`` digests the papers' algorithms with the errata found.
 """
 # before anything starts JAX's CPU backend: the XLA:CPU flag the engine's speed depends on (backend_flags)

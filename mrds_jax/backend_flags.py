@@ -4,7 +4,7 @@ From jaxlib 0.10, XLA:CPU sends ``reduce`` operations (and some elementwise ones
 "library fusions" by default. For the tiny reduced axes of a closed-chain step (sums over 3 to 36 elements,
 batched by ``vmap``) those fusions are very slow: a vmapped 6x6 mat-vec takes 634 µs at a batch of 4096
 against 47 µs without them, and the Stewart platform's Euler step runs at 27k steps/s on jaxlib 0.10.2 against
-425k with them off (``../shared/bench/stewart_speed.py``, this 2-core machine; upstream openxla/xla#40677,
+425k with them off (the project's Stewart speed benchmark on a 2-core machine; upstream openxla/xla#40677,
 jax-ml/jax#37465). XLA reads ``XLA_FLAGS`` once, when JAX starts its CPU backend, so the setting has to be in
 place before the first computation of the process — which is why it is applied on import, process-wide, and
 why it reaches a user's own ``jax.jit(jax.vmap(mrds_jax.simulate))`` as well as the library's own jits.

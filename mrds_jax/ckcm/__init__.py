@@ -1,4 +1,4 @@
-"""The 6-DOF CKCM robot end-effector of Nguyen & Pooran (1989, seed 002): a modified Stewart platform.
+"""The 6-DOF CKCM robot end-effector of Nguyen & Pooran (1989): a modified Stewart platform.
 
 - ``params``      design/inertial parameters as a pytree (Nguyen & Pooran eq. 2-4, 40-42, 58), validation
 - ``kinematics``  inverse kinematics (Nguyen & Pooran eq. 18-19), Jacobians (Nguyen & Pooran eq. 26-36),
@@ -13,7 +13,7 @@
 - ``design``      design optimisation of the parameters on a task
 - ``errors``      the exceptions and the warning of bad input
 
-Parameters the paper leaves open follow ``shared/bench/README.md`` (the MJCF model of the same mechanism).
+Parameters the paper leaves open follow the MJCF model of the same mechanism that the speed benchmarks use (``params``).
 """
 from . import (controllers, inverse, kinematics, lagrangian, legs, mechanism, multibody, params, paths, states,
                tracking)

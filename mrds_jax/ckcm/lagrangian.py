@@ -45,12 +45,12 @@ Departures from the printed equations, and why:
   with I_1 = I_2 it misses the tilt coupling), each leg is a point mass (no rotational inertia of its own),
   and the leg's azimuthal rotation about the vertical is ignored (only θ̇_i appears).  ``EnergyModel``
   switches on the body-frame payload inertia (``payload_rotation="body"``) and the azimuthal leg term
-  (``leg_azimuth=True``) for comparison with the full multibody model (issue 4, item 3b).
+  (``leg_azimuth=True``) for comparison with the full multibody model (``experiments/ckcm_model_gap.py``).
 
 Accuracy: float64 to round-off (power balance to ~1e-14 W of ~50 W); float32 gives actuator forces to ~3e-7
 relative (measured at a random state).
 
-Parameters the paper leaves open (l_s, l_m, I_k, height of the path) follow ``shared/bench/README.md``; see
+Parameters the paper leaves open (l_s, l_m, I_k, height of the path) follow the benchmarks' MJCF model of the same mechanism; see
 ``params.py``.  Path of Section 4 (Nguyen & Pooran eq. 55): ``ellipse_path``; its timing is ours (constant angular rate,
 period from the maximum actuator speed; the paper's Tables 1-2 give only "V_max" and the durations).
 Reading the tables (``experiments/ckcm_reproduction.py``): their gravity column is the Cartesian force F_x of
@@ -234,7 +234,7 @@ def ellipse_path(t, period, params: CKCMParams | None = None, z=None, semi_axes=
     """Pose, velocity and acceleration (Φ, Φ̇, Φ̈) at time ``t`` on the ellipse of Nguyen & Pooran eq. 55.
 
     x = a cos(2π t/T), y = b sin(2π t/T) (a = 5 cm, b = 2.5 cm), at constant height and level orientation.
-    The height z defaults to ``params.z_nominal`` (1.0 m, bench/README.md): the paper only says "a
+    The height z defaults to ``params.z_nominal`` (1.0 m, as in the benchmarks' MJCF model): the paper only says "a
     horizontal plane" (printed: "below the base platform"), and its frames put the payload above the base.
     The timing law (constant angular rate, period ``period`` = T, starting at (a, 0)) is our choice; use
     ``period_for_max_actuator_speed`` to set T from a maximum actuator speed as the paper's tables do.

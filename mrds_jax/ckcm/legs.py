@@ -1,7 +1,7 @@
 """Leg mass models of the CKCM multibody model (``mechanism``): ``LegInertia``, a pytree, so its numbers can be
 differentiated or randomised too.
 
-- ``bench_legs`` (default, physical): ``shared/bench/README.md``.  The stationary part, mass m − m1, is a
+- ``bench_legs`` (default, physical): the benchmarks' MJCF model.  The stationary part, mass m − m1, is a
   solid cylinder of length l_s and radius 0.03 m hinged at B_i, centroid l_s/2 from B_i; the moving part,
   mass m1, a solid cylinder of length 0.5 m and radius 0.02 m ending at the tip, centroid 0.25 m below it.
   Inertia of a solid cylinder about its centroid: I_t = m(3r² + L²)/12 across, I_a = m r²/2 along the axis.
@@ -62,7 +62,7 @@ def _cylinder(m, r, L):
 
 
 def bench_legs(params: CKCMParams, r_lower=0.03, r_upper=0.02, upper_length=0.5) -> LegInertia:
-    """The physical legs of ``shared/bench/README.md`` (module docstring): a cylinder of mass m − m1, length
+    """The physical legs of the benchmarks' MJCF model (module docstring): a cylinder of mass m − m1, length
     l_s, radius ``r_lower`` hinged at B_i; a cylinder of mass m1, length ``upper_length``, radius ``r_upper``
     ending at the tip.  Differentiable in ``params`` (m, m1, l_s) and the three numbers."""
     f = jnp.result_type(params.m)

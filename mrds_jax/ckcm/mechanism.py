@@ -1,7 +1,7 @@
 """The CKCM end-effector as an MRDS ``System``, built from ``CKCMParams`` and differentiable with respect to
 every parameter (θA, θB, masses, l_s, ...).
 
-Mechanism (the same machine as ``shared/bench/README.md`` and ``params.nominal``): seven modules and six
+Mechanism (the same machine as the benchmarks' MJCF model and ``params.nominal``): seven modules and six
 contacts, solved by the project's closed-chain machinery (``mrds_jax.system``, Bonaventura's MRDS):
 
 - ``leg1`` ... ``leg6``: a U-P-S leg from the base: a universal joint at B_i (two revolutes, first about

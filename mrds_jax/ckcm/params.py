@@ -1,4 +1,4 @@
-"""Parameters of the CKCM end-effector (Nguyen & Pooran 1989, seed 002) as a JAX pytree.
+"""Parameters of the CKCM end-effector (Nguyen & Pooran 1989) as a JAX pytree.
 
 Every field is an array leaf, so ``jax.grad`` / ``jax.vmap`` work over the design (θA, θB, link masses, ...)
 exactly as over the state.  Units are SI, angles in **radians** (the paper prints degrees).
@@ -7,7 +7,7 @@ Values of ``nominal()``:
 
 - Nguyen & Pooran eq. 58 (printed in the paper): m = 20 kg, m1 = 4.4 kg, M = 30 kg, r_A = 0.7 m, r_B = 0.8 m, θA = 30°,
   θB = 94°.
-- Not given by the paper; taken from ``shared/bench/README.md`` (the MJCF model of the same mechanism) so
+- Not given by the paper; taken from the MJCF model of the same mechanism that the speed benchmarks use so
   that every model in the project describes one machine: stationary leg length l_s = 0.5 m, payload a
   uniform thin disc of radius r_A (I_x = I_y = M r_A²/4 = 3.675 kg m², I_z = M r_A²/2 = 7.35 kg m²),
   g = 9.81 m/s² along −z_B, nominal (home) pose: payload centroid 1.0 m above the base centroid, level.
@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from ..pytree import pytree_dataclass, replace
 from .errors import AttachmentError, CKCMInputError
 
-NOMINAL_HEIGHT = 1.0  # m, bench/README.md: payload centroid above the base centroid at the home pose
+NOMINAL_HEIGHT = 1.0  # m, the benchmarks' MJCF model: payload centroid above the base centroid at the home pose
 
 
 @pytree_dataclass
@@ -45,7 +45,7 @@ class CKCMParams:
     z_nominal          height of the home pose (default guess of the forward kinematics, centre of paths)
     leg_geometry       None (the paper's 3-fold pattern of Nguyen & Pooran eq. 2-4 from r_A, r_B, θA, θB) or a (4, 6)
                        array of per-leg attachment angles and radii (λ_i, Λ_i, r_A,i, r_B,i): Nguyen & Pooran eq. 3-4
-                       with every point free (issue 26); θA, θB, r_A, r_B then no longer place the joints
+                       with every point free (the ``full`` design space); θA, θB, r_A, r_B then no longer place the joints
     leg_masses         None (every leg m, m1) or a (2, 6) array of per-leg (m_i, m1_i)
                        (Nguyen & Pooran eq. 40-42 per leg)
     """

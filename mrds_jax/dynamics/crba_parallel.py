@@ -1,4 +1,4 @@
-"""Parallel joint-space inertia matrix by recursive doubling (Amin-Javaheri & Orin, seed 001, Table 2).
+"""Parallel joint-space inertia matrix by recursive doubling (Amin-Javaheri & Orin, Table 2).
 
 The serial CRBA (``crba.py``) walks the chain twice: outward for link placements, inward for composite
 inertias. Both walks are prefix operations with an associative operator, so each can be done in

@@ -3,7 +3,7 @@ values (one-sided Jacobi), for code that is batched by ``jax.vmap``.
 
 Why: a batched ``jnp.linalg.solve`` / ``svd`` / ``lstsq`` is a LAPACK custom call on the CPU, and jax/jaxlib
 0.10.x can deadlock in batched LAPACK factorisations inside ``jit(vmap(...))`` on 2-core CPUs
-(``../shared/bench/jax_cpu_deadlock_repro.py``; docs/known_traps.md). The functions here are ordinary JAX
+(docs/known_traps.md). The functions here are ordinary JAX
 arithmetic (``where``/``argmax`` pivoting, slices, elementwise updates), so a vmapped caller lowers to no
 custom call at all. ``spatial.linalg`` covers the symmetric positive-definite case (Cholesky).
 

@@ -6,7 +6,7 @@ Why not ``@`` and ``jax.scipy.linalg``: every function of the physics works on o
 backend (on the CPU a loop of tiny matrix products, on a GPU a cuBLAS/Triton call) that cannot fuse with its
 neighbours, and that runs at the backend's *default* precision (TF32 for float32 on NVIDIA GPUs: ~1e-3
 relative). A batched Cholesky or triangular solve is a LAPACK/cuSOLVER custom call per step (and jax 0.10.x
-deadlocks in those on 2-core CPUs, ``../shared/bench/jax_cpu_deadlock_repro.py``).
+deadlocks in those on 2-core CPUs, docs/known_traps.md).
 
 * :func:`matmul` — ``a @ b`` with matmul's shape rules. Small products (the spatial algebra's 3x3 and 6x6, a
   module's Jacobians) are written as a broadcast multiply and a sum over the contracted axis: elementwise

@@ -1,5 +1,5 @@
 """Lilly & Orin's simple closed chain: the fast path of the MRDS machinery for a reference member carried
-by m chains (seed 000, Table 1, Lilly & Orin eq. 8-48; notes §8).
+by m chains (Lilly & Orin eq. 8-48 and their Table 1; docs/algorithm_notes.md §8).
 
 A *simple closed chain* is a reference member (body 0: the object held by several arms — Type 0 — or the
 body of a legged vehicle — Type 1) and m chains, each touching the reference member through exactly one

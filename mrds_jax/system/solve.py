@@ -31,7 +31,7 @@ Methods (``SolverSettings.method``):
     ``iterations`` times. Exact for well-conditioned Bᶜ and minimum-norm for exactly singular Bᶜ with an
     exactly consistent yᶜ, but not in between: a near-null eigenvalue λ ≪ μ is partly enforced (force
     ≈ k·y_λ/μ after k iterations), which is what moved the Bennett linkage off its reduced-coordinate
-    motion by 4e-2 rad in 2 s (issue 12). Kept for comparison.
+    motion by 4e-2 rad in 2 s (``tests/test_hard_mechanisms.py``). Kept for comparison.
 ``"cholesky"``: one plain Cholesky solve — exact for well-posed systems; NaN when Bᶜ is not numerically
     positive definite (use only when the constraints are known independent; Lilly & Orin's fast path solves
     this way).

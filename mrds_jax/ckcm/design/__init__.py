@@ -1,11 +1,11 @@
-"""Gradient-based design optimisation of the CKCM end-effector (issue 5).
+"""Gradient-based design optimisation of the CKCM end-effector.
 
 Nguyen & Pooran (1989) change one parameter at a time (Figs. 8-11); here all of them move at once, by
 gradient, through either dynamic model (the paper's Lagrangian one or the MRDS multibody one), subject to
 what a designer insists on.  One file per concern:
 
 - ``space``        free variables (θA, θB, m, m1; optionally r_A, r_B, l_s, z_nominal, M; per leg: the
-                   38-variable ``full`` space of issue 26) and their box; named spaces ``SPACES``
+                   38-variable ``full`` space) and their box; named spaces ``SPACES``
 - ``geometry``     eager numpy leg lengths and leg-to-leg distances (start checks, independent verification)
 - ``task``         payload paths with their timing, workspace sweeps of static poses, payload ranges, and
                    how several of them combine (pooled, worst case, weighted), sampled into arrays
@@ -27,7 +27,7 @@ Typical use::
                         task=D.ellipse_task(period=0.5), out_dir="runs/ckcm")
     params = D.load_design("runs/ckcm/design.json").params
 
-    # issue 26: every leg its own (38 variables), the plant's model, the 95th percentile under tolerances
+    # the full space: every leg its own (38 variables), the plant's model, the 95th percentile under tolerances
     problem, data = D.make_problem(D.ellipse_task(period=0.5), space="full", model="multibody",
                                    robust="quantile", robust_samples=256, tolerances=D.Tolerances(1e-3, 0.02))
 """

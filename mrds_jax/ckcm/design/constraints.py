@@ -13,7 +13,7 @@
 - ``strength``    the legs strong enough for the peak force F they carry (``StrengthRule``):
                   g = 1 − m1 / m1_required and 1 − (m − m1) / m_stationary_required (per leg with per-leg
                   masses, every leg sized for the peak force of all six).
-- ``crossing``    no two legs closer than ``min_leg_distance`` (m) at any task sample (issue 26: what a
+- ``crossing``    no two legs closer than ``min_leg_distance`` (m) at any task sample (what a
                   non-symmetric geometry needs; the legs are the segments B_i A_i, Nguyen & Pooran eq. 9-10):
                   g = 1 − d_ij / min_leg_distance for all 15 pairs at every sample (``segment_distance``).
                   Only for per-leg designs (``CKCMParams.leg_geometry``): Nguyen & Pooran eq. 2's pattern keeps its legs ~0.3 m

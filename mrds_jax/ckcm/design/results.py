@@ -26,7 +26,7 @@ class DesignFileError(InputError):
     """A file that is not a saved design result, or a damaged one."""
 
 
-PER_LEG_FIELDS = ("leg_geometry", "leg_masses")   # optional: per-leg designs (issue 26)
+PER_LEG_FIELDS = ("leg_geometry", "leg_masses")   # optional: per-leg designs (the full space)
 
 
 def params_to_json(p: CKCMParams):

@@ -1,4 +1,4 @@
-"""Robust design under manufacturing tolerances (issue 26, item 3): the peak actuator force as a random
+"""Robust design under manufacturing tolerances: the peak actuator force as a random
 variable of the as-built machine, and its mean or a smooth high quantile as the objective, from Monte Carlo
 samples drawn once (fixed standard normals ε, so the objective is a smooth deterministic function of the
 design and its gradient the reparameterised one: d/dx E[f(x + σε)] ≈ mean_s ∇f(x + σε_s)).

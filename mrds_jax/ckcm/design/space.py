@@ -13,7 +13,7 @@ Design variables (SI units, radians), after Nguyen & Pooran's parameter studies 
                             the home pose), optional
 - ``M``                     the payload mass (its inertia scales with it: the same shape), optional
 
-Per leg (issue 26; Nguyen & Pooran eq. 2-4 and 40-42 with every leg its own): ``lambda_i``, ``Lambda_i`` the payload and base
+Per leg (the ``full`` space; Nguyen & Pooran eq. 2-4 and 40-42 with every leg its own): ``lambda_i``, ``Lambda_i`` the payload and base
 attachment angles of leg i, ``r_A_i``, ``r_B_i`` their radii, ``m_i``, ``m1_i`` its total and moving mass
 (with m_i they place its centroid, Nguyen & Pooran eq. 40-42), i = 1..6.  A space that names any of them is *per leg*: the
 design is carried as ``CKCMParams.leg_geometry`` / ``leg_masses``, and a symmetric name moves every leg the

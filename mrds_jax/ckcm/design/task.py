@@ -1,5 +1,5 @@
 """The task a design is optimised for: one or more payload paths with their timing, and the payload; several
-tasks at once, combined as the designer says (issue 26).
+tasks at once, combined as the designer says.
 
 A task is written as a JSON-able spec (saved with every result, so a design file says what it was optimised
 for) and sampled once into fixed arrays (``TaskSamples``): the paths are Cartesian, so their samples do not
