@@ -1,14 +1,33 @@
 import gc
 import os
+import shutil
 import sysconfig
+import tempfile
 from pathlib import Path
 
 # Tests compile many small programs and run them once: cheaper XLA backend optimisation halves compile time.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
+# One persistent XLA cache per test run, fresh, shared by the run's processes: the pytest-xdist workers (which
+# inherit this environment from the controller that made it), the command-line tool's child processes and the
+# notebooks' kernels. A program compiled by one of them is read back by the others instead of compiled again,
+# and no run reads or writes the user's cache (the command line's default, ~/.cache/mrds_jax/xla), so a run's
+# time is a fresh machine's. The controller removes it when the run ends (pytest_unconfigure).
+_MADE_CACHE = "MRDS_TEST_XLA_CACHE" not in os.environ
+if _MADE_CACHE:
+    os.environ["MRDS_TEST_XLA_CACHE"] = tempfile.mkdtemp(prefix="mrds-jax-test-xla-")
+os.environ["MRDS_JAX_CACHE"] = os.environ["MRDS_TEST_XLA_CACHE"]           # the command line's --cache-dir default
+
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+
+from mrds_jax.console import compilation_cache_dir  # noqa: E402
+
+# the folder the command line itself uses under that base (console.enable_compilation_cache): in-process tests,
+# child processes and the tool share one folder
+os.environ["JAX_COMPILATION_CACHE_DIR"] = str(compilation_cache_dir(os.environ["MRDS_TEST_XLA_CACHE"]))
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -106,6 +125,11 @@ def pytest_configure(config):
     config.pluginmanager.register(crash_retry, "crash_retry")      # a worker dying in native code: tests/crash_retry.py
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False       # xdist would order files by test count; keep HEAVY_FIRST's
+
+
+def pytest_unconfigure(config):
+    if _MADE_CACHE and not hasattr(config, "workerinput"):      # the process that made the run's cache
+        shutil.rmtree(os.environ["MRDS_TEST_XLA_CACHE"], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

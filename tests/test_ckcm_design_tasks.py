@@ -61,6 +61,7 @@ def test_sweep_forces_are_the_inverse_dynamics_at_rest(sweep_forces):
     acceleration, each called directly, pose by pose."""
     for model, direct in (("multibody", lambda p, q, z: multibody.inverse_dynamics_at(p, q, z, z).tau_actuated),
                           ("paper", lambda p, q, z: lagrangian.actuator_forces_total(p, q, z, z))):
+        direct = jax.jit(direct)            # one compilation, then called pose by pose (not batched with the task's)
         params, samples, tau = sweep_forces[model]
         for k, q in enumerate(np.asarray(samples.pose)):
             ref = np.asarray(direct(params, jnp.asarray(q), jnp.zeros(6)))
