@@ -97,6 +97,14 @@ FULL_MODE_ONLY = {
     # several design tasks at once: worst case = max and weighted = weighted sum, on the peak measure (48 s in the
     # clean-clone run of 2026-11-26; the same property on the RMS measure stays)
     "tests/test_ckcm_design_tasks.py::test_worst_case_is_the_max_and_weighted_the_weighted_sum_of_the_paths_alone[peak]",
+    # 2026-11-26, the default run's slowest design checks (clean-clone --durations): each path's demand against a
+    # problem of that path alone on the RMS measure too (the combination of the reported per-path demands stays),
+    # the symmetric subspace's optimum against the four-variable one (the four-variable optimum and its independent
+    # check stay), the command line's optimise-then-simulate (the command line's several-task optimisation and the
+    # plant flying a saved design through simulate --design's route stay)
+    "tests/test_ckcm_design_tasks.py::test_worst_case_is_the_max_and_weighted_the_weighted_sum_of_the_paths_alone[rms]",
+    "tests/test_ckcm_design_symmetric.py::test_symmetric_subspace_reproduces_the_four_variable_optimum",
+    "tests/test_ckcm_design.py::test_command_line_optimize_then_simulate",
 }
 # Studies: full-size runs that are jobs rather than checks, run with MRDS_SLOW=2 only (the full mode skips them).
 # The Monte Carlo notebook at full size draws 10⁵ scenarios, and the design notebook at full size optimises the

@@ -8,6 +8,7 @@ sweep's forces; Newton's statics by hand (the legs' added forces carry an added 
 components summing to ΔM g, no net horizontal force or moment); each path's demand from a problem of that
 path alone for the combinations."""
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import jax.numpy as jnp
 
 from mrds_jax.ckcm import design as D, lagrangian, multibody, nominal
 from mrds_jax.ckcm.design import objectives as O
+from mrds_jax.ckcm.design.optimizer import compiled_evaluate
 from mrds_jax.ckcm.design.problem import design_inputs, forces_and_speeds
 from mrds_jax.ckcm.kinematics import leg_vectors
 
@@ -28,6 +30,14 @@ SMALL_FREE = ("theta_A", "theta_B", "m", "m1", "r_A")
 
 def tasks(combine, weights=None, paths=(ELLIPSE, SWEEP, PAYLOAD)):
     return D.Task(paths=paths, samples_per_path=4, combine=combine, weights=weights)
+
+
+@functools.lru_cache(maxsize=None)
+def combined(model):
+    """The worst-case and the weighted problem of the three paths (each a (Problem, ProblemData)), made once per
+    model for the tests of this file that share them."""
+    return (D.make_problem(tasks("worst"), free=SMALL_FREE, model=model),
+            D.make_problem(tasks("weighted", WEIGHTS), free=SMALL_FREE, model=model))
 
 
 # --- the sweep: static forces ---------------------------------------------------------------------------------
@@ -121,6 +131,21 @@ def _alone(spec, demand, force_scale, x):
     return float(D.evaluate(problem, dataclasses.replace(data, force_scale=force_scale), jnp.asarray(x)).demand)
 
 
+def test_worst_case_and_weighted_combine_the_demands_they_report_per_path():
+    """Worst = max_p d_p and weighted = Σ w_p d_p of the per-path demands each problem reports
+    (``demand_path_<p>``), and the two problems report the same per-path demands, at the start design and at a
+    moved one. (That each d_p is the demand of a problem of path p alone: the next test, in the full mode.)"""
+    (worst, wdata), (weighted, vdata) = combined("paper")
+    x0 = np.asarray(worst.space.from_params(wdata.base))
+    for x in (x0, x0 * np.array([1.2, 0.9, 0.8, 1.1, 0.95])):
+        a, b = compiled_evaluate(worst)(wdata, jnp.asarray(x)), compiled_evaluate(weighted)(vdata, jnp.asarray(x))
+        d = [float(a.metrics[f"demand_path_{i}"]) for i in range(3)]
+        assert [float(b.metrics[f"demand_path_{i}"]) for i in range(3)] == pytest.approx(d, rel=1e-12)
+        assert float(a.demand) == pytest.approx(max(d), rel=1e-12)
+        assert float(b.demand) == pytest.approx(float(np.dot(WEIGHTS, d)), rel=1e-12)
+        assert len(set(d)) == 3                      # three different demands: the max and the sum are not trivial
+
+
 @pytest.mark.parametrize("demand", ["peak", "rms"])
 def test_worst_case_is_the_max_and_weighted_the_weighted_sum_of_the_paths_alone(demand):
     """Worst = max over the paths of each path's demand on its own; weighted = Σ w_p d_p, at the start design
@@ -143,8 +168,7 @@ def test_combined_objective_gradients_match_central_differences(model):
     """d(worst-case and weighted objectives, and each path's demand)/d(design variables), float64: autodiff
     equals central differences to 1e-6 relative (the multibody model's compile takes ~4 min on the shared
     2-core machine: full mode, like tests/test_ckcm_design.py's multibody gradients)."""
-    worst, wdata = D.make_problem(tasks("worst"), free=SMALL_FREE, model=model)
-    weighted, vdata = D.make_problem(tasks("weighted", WEIGHTS), free=SMALL_FREE, model=model)
+    (worst, wdata), (weighted, vdata) = combined(model)
 
     def measures(x):
         a, b = D.evaluate(worst, wdata, x), D.evaluate(weighted, vdata, x)
