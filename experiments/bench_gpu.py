@@ -5,7 +5,7 @@ counts (Tables 2-3), and the float32 accuracy of the Stewart rollout.
 
 Sections (``--sections``, all by default):
 
-- ``stewart``  forward simulation of ``mrds_jax.ckcm.multibody`` with ``nominal()`` (eq. 58), dt = 1 ms, in
+- ``stewart``  forward simulation of ``mrds_jax.ckcm.multibody`` with ``nominal()`` (Nguyen & Pooran eq. 58), dt = 1 ms, in
   the scenario of ``stewart_setup`` (home pose, payload kicked with rates ``KICK``, legs pushing with the
   constant forces that hold the platform against gravity at home; MJX and MuJoCo run the same state and
   forces through ``ctrl``), integrators ``rk4_compact`` and ``euler`` (semi-implicit), float32 and float64: compile time (AOT

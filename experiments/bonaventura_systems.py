@@ -14,7 +14,7 @@ that replace the thesis' Working Model 2D.
    own rigid modules (N = 4, 8, 16, RK4 0.1 ms). The
    table gives the largest differences from the assumed-modes motion (two and three modes) over the whole
    manoeuvre, with the thesis' own MRDS-vs-Working-Model figures beside them.
-3. System 6a over its 30 s: constraint violation without and with the PD suppression of eq. 104-105
+3. System 6a over its 30 s: constraint violation without and with the PD suppression of Bonaventura eq. 104-105
    (K_p = 0.1, K_v = 0.2, the thesis' gains), and the energy balance: work of the joint torques against the
    change of kinetic + elastic energy (float64, no damping). System 6b at each of Ch. 8.1's three
    contact-kinematics linearisation levels (the thesis needed second order for 6b).
@@ -108,7 +108,7 @@ def run_assumed_modes(key, duration=None, stabilisation=None, n_modes=None, kine
     sc = bonaventura_system(key, **kw)
     n = int(round((duration or sc.duration) / dt))
     # path="general": Lilly & Orin's path (chosen by "auto" for the serial Systems 4-5) needs each chain's
-    # M_k = (ψᶜᵀ Λ_k⁻¹ ψᶜ)⁻¹ (eq. 36), singular when a module is straight (4 and 5c start fully extended)
+    # M_k = (ψᶜᵀ Λ_k⁻¹ ψᶜ)⁻¹ (Bonaventura eq. 36), singular when a module is straight (4 and 5c start fully extended)
     traj = S.simulate(sc.system, sc.state, dt, n, decimation=1, forces=sc.forces, stabilisation=stabilisation,
                       path="general")
     d = S.trajectory_diagnostics(sc.system, traj, forces=sc.forces, stabilisation=stabilisation)

@@ -1,16 +1,16 @@
 """Why `mrds-jax optimize` reports 298.7 N and `mrds-jax simulate --design` of the same design applies 328.8 N
-(issue 26): the paper's Lagrangian model (Nguyen & Pooran 1989, eq. 39-45) that designs, against the MRDS
+— the paper's Lagrangian model (Nguyen & Pooran eq. 39-45, 1989) that designs, against the MRDS
 multibody plant (``ckcm.multibody``, bench legs) that flies, measured term by term on the optimised design.
 
 From the paper's model to the plant, one modelling difference at a time, each a model of its own:
 
-  1. paper       eq. 39 as printed: each leg a point mass m at l_c = l_s/2 + (m1/2m) l, kinetic energy
+  1. paper       Nguyen & Pooran eq. 39 as printed: each leg a point mass m at l_c = l_s/2 + (m1/2m) l, kinetic energy
                  ½ m (l_c² θ̇² + l̇_c²), no azimuthal swing; payload ½ Σ I_k ω_k² with the base-frame ω
   2. + azimuth   the legs' swing about the vertical through B_i (½ m l_c² cos²θ ψ̇², ``EnergyModel``)
   3. + body ω    the payload's rotational energy with the body-frame ω (exact rigid body; zero on a level path)
-  4. multibody, eq. 40 point masses  the same first moment as eq. 40 (so the same gravity) carried by two
+  4. multibody, Nguyen & Pooran eq. 40 point masses  the same first moment as Nguyen & Pooran eq. 40 (so the same gravity) carried by two
                  point masses, m − m1/2 on the housing and m1/2 at the tip: the moving part's full axial
-                 kinetic energy and the spread of the two parts along the leg (what eq. 39's one point mass
+                 kinetic energy and the spread of the two parts along the leg (what Nguyen & Pooran eq. 39's one point mass
                  at l_c cannot hold)
   5. multibody, bench masses as points  the bench's mass distribution (housing centroid l_s/2, rod centroid
                  0.25 m below the tip): a different first moment, so different gravity and inertial forces
@@ -54,10 +54,10 @@ def point_mass_bench_legs(params):
 
 
 STAGES = [
-    ("paper (eq. 39 as printed)", "paper", L.EnergyModel()),
+    ("paper (Nguyen & Pooran eq. 39 as printed)", "paper", L.EnergyModel()),
     ("+ leg azimuthal swing", "paper", L.EnergyModel(leg_azimuth=True)),
     ("+ payload body-frame rotation", "paper", L.EnergyModel("body", True)),
-    ("multibody, eq. 40 point masses", "multibody", MB.paper_legs),
+    ("multibody, Nguyen & Pooran eq. 40 point masses", "multibody", MB.paper_legs),
     ("multibody, bench masses as points", "multibody", point_mass_bench_legs),
     ("multibody, bench legs (the plant)", "multibody", MB.bench_legs),
 ]

@@ -111,8 +111,8 @@ def period_for(params, v_max):
 # --- Tables 1-2 -----------------------------------------------------------------------------------------
 def fit_height(params):
     """Height z of the ellipse that best reproduces the printed gravity column if the tables list F_x (the
-    generalized force along x, eq. 45 j = 1) with the periods of T_PRINTED: least max-error over a grid.
-    Also for the printed eq. 53 (m g c_ij sin θ_i without d1)."""
+    generalized force along x, Nguyen & Pooran eq. 45 j = 1) with the periods of T_PRINTED: least max-error over a grid.
+    Also for the printed Nguyen & Pooran eq. 53 (m g c_ij sin θ_i without d1)."""
     poses_t = np.concatenate([PAPER_T1[:, 0] / T_PRINTED[V_SLOW], PAPER_T2[:, 0] / T_PRINTED[V_FAST]])
     g_paper = np.concatenate([PAPER_T1[:, 3], PAPER_T2[:, 3]])
 
@@ -149,25 +149,25 @@ def tables(P, lines):
         choices[("B", v)] = (Pz, T_PRINTED[v], zfit)
     lines.append(
         "The paper lists one number per time and column and does not say which force (an actuator force? a "
-        "Cartesian force of eq. 45?), at what height the ellipse lies, or how it is timed. Two readings:\n\n"
-        f"- **A (our defaults)**: the actuator force of leg 1 (τ₁ = (C⁻ᵀF)₁, eq. 56 corrected), the ellipse at "
+        "Cartesian force of Nguyen & Pooran eq. 45?), at what height the ellipse lies, or how it is timed. Two readings:\n\n"
+        f"- **A (our defaults)**: the actuator force of leg 1 (τ₁ = (C⁻ᵀF)₁, Nguyen & Pooran eq. 56 corrected), the ellipse at "
         f"z = {float(P.z_nominal):.2f} m above the base (`shared/bench/README.md`), constant angular rate with the "
         f"period that makes the largest actuator speed equal V_max: T = {choices[('A', V_SLOW)][1]:.3g} s at "
         f"0.7 cm/s and T = {choices[('A', V_FAST)][1]:.3g} s at 17 cm/s (the tables' times are used as printed).\n"
         "- **B (best match to the printed gravity column)**: the printed gravity column varies like the x "
         "position (20.96 N at x = 5 cm, ≈ 0 at x = 0, symmetric): it is not an actuator force (those carry the "
-        "payload's weight at x = 0) but the Cartesian force F_x (eq. 45, j = 1). The periods follow from the "
+        "payload's weight at x = 0) but the Cartesian force F_x (Nguyen & Pooran eq. 45, j = 1). The periods follow from the "
         "column itself: Table 1 at t = 2.0 s and Table 2 at t = 0.1 s list the same 5.973 N, and Table 2 is back "
         "at 20.96 N at t = 0.5 s, so one loop takes **10 s** in Table 1 and **0.5 s** in Table 2 (Table 1 shows "
         "only the first 30 % of a loop). A height scan of F_x's gravity part over the 13 printed poses gives "
         f"the best fit at **z = {zfit:.3f} m, below the base** (as the paper's text says: \"a horizontal plane "
         f"below the base platform\"), max error {zerr:.2f} N of 21 N. Above the base the best is z = "
-        f"{best[('derived', 1)][0]:.2f} m (max error {best[('derived', 1)][1]:.2f} N). With the printed eq. 53 "
+        f"{best[('derived', 1)][0]:.2f} m (max error {best[('derived', 1)][1]:.2f} N). With the printed Nguyen & Pooran eq. 53 "
         f"(no factor d₁) the best heights are z = {best[('printed', 1)][0]:.2f} m (error "
         f"{best[('printed', 1)][1]:.2f} N) and z = {best[('printed', -1)][0]:.2f} m (error "
         f"{best[('printed', -1)][1]:.2f} N).\n")
     lines.append("Columns: I = inertial D Φ̈, VP = velocity products H Φ̇Φ̇, G = gravity, Tot = total (N). "
-                 "\"Lagrangian\" = the paper's energies (eq. 39-43, derived by autodiff); \"multibody\" = the MRDS "
+                 "\"Lagrangian\" = the paper's energies (Nguyen & Pooran eq. 39-43, derived by autodiff); \"multibody\" = the MRDS "
                  "model (reading A: bench legs; reading B: the paper's leg mass distribution, so G is shared). "
                  "Our timing starts on the moving ellipse, so I and VP at t = 0 are not zero; the paper's zeros "
                  "suggest its simulation started from rest.\n")
@@ -184,7 +184,7 @@ def tables(P, lines):
             else:
                 lag, mb = r["lag_cart"], r["mb_cart"]
                 pick = lambda s: (s.inertial[:, 0], s.velocity_product[:, 0], s.gravity[:, 0], s.total[:, 0])  # noqa
-                what = "F_x (eq. 45, j = 1)"
+                what = "F_x (Nguyen & Pooran eq. 45, j = 1)"
             a, b = pick(lag), pick(mb)
             results[(reading, v)] = (a, b)
             rows = []
@@ -206,7 +206,7 @@ def tables(P, lines):
         f"inertial column does not match under any reading: at the end of Table 2 the print has "
         f"{i_paper:.4g} N where the Lagrangian model gives {i_ours:.4g} N. The printed column implies an "
         f"effective mass of |{i_paper:.4g}| / (a ω²) = {abs(i_paper) / (0.05 * (2 * np.pi / 0.5) ** 2):.1f} kg "
-        f"along x, but eq. 46 has D₁₁ ≥ M = 30 kg (the payload alone); the legs add more. The printed velocity "
+        f"along x, but Nguyen & Pooran eq. 46 has D₁₁ ≥ M = 30 kg (the payload alone); the legs add more. The printed velocity "
         "products are 10-40× smaller than the Lagrangian model's and of the size the multibody model gives.\n")
     return choices, results, (zfit, zerr, i_paper, i_ours)
 
@@ -244,7 +244,7 @@ def claims(choices, lines):
     b_fast = out[("B", V_FAST, "lag")]
     lines.append(
         f"**Verdict.** The qualitative claim holds: velocity products are a small fraction of the force in every "
-        f"reading and both models, and neglecting them (eq. 57) is safe for slow assembly motions. The \"≈ 1 %\" "
+        f"reading and both models, and neglecting them (Nguyen & Pooran eq. 57) is safe for slow assembly motions. The \"≈ 1 %\" "
         f"is reading-dependent: with the Lagrangian model at 17 cm/s they reach {100 * a_fast[0]:.2g} % (A) and "
         f"{100 * b_fast[0]:.2g} % (B) of the peak force; the multibody model's are smaller still. The inertial "
         f"share grows from ≈ {100 * out[('A', V_SLOW, 'lag')][1]:.2g} % (A) at 0.7 cm/s to "
@@ -280,13 +280,13 @@ def model_comparison(P, lines):
                          f"{100 * np.abs(s.total - lag.total).max() / scale:.3g} %",
                          f"{100 * np.abs(s.inertial - lag.inertial).max() / max(np.abs(lag.inertial).max(), 1e-300):.3g} %",
                          fmt(np.abs(s.total).max())])
-        rows.append([f"{v * 100:.3g}", "Lagrangian (eq. 39-43)", "—", "—", "—", fmt(scale)])
+        rows.append([f"{v * 100:.3g}", "Lagrangian (Nguyen & Pooran eq. 39-43)", "—", "—", "—", fmt(scale)])
     lines.append(
         f"**Gravity (static poses).** With the paper's leg mass distribution (point masses m − m₁/2 at "
-        f"m l_s/(2m − m₁) and m₁/2 at the tip, whose first moment is eq. 40's for every leg length) the multibody "
+        f"m l_s/(2m − m₁) and m₁/2 at the tip, whose first moment is Nguyen & Pooran eq. 40's for every leg length) the multibody "
         f"model's static actuator forces equal the Lagrangian model's to {dg_paper:.1e} N (of {g_scale:.0f} N) at 8 "
         f"poses: the potential energies are the same function. With the physical bench legs (the moving rod's "
-        f"centroid fixed 0.25 m below the tip) they differ by up to {dg_bench:.3g} N: eq. 40 places the moving "
+        f"centroid fixed 0.25 m below the tip) they differ by up to {dg_bench:.3g} N: Nguyen & Pooran eq. 40 places the moving "
         f"part's centroid at (l_s + l)/2, i.e. moving at half the leg's extension rate, which no rigid rod does; "
         f"the two agree only for l = 1 m (legs 1, 3, 5 at home).\n")
     lines.append("**Along the ellipse** (actuator forces, peak over one loop, all legs; reading A timing):\n")
@@ -295,9 +295,9 @@ def model_comparison(P, lines):
     lines.append(
         "At 0.7 cm/s every model gives the same forces to a fraction of a percent (the difference is the "
         "inertial/velocity part, which scales as 1/T², and, for the bench legs, the gravity difference above). At "
-        "17 cm/s the inertial forces differ by tens of percent. What eq. 39 leaves out: (1) the leg is one point "
-        "mass m at l_c: the moving part really translates with the full l̇ (kinetic energy ½ m₁ l̇², eq. 39 has "
-        "½ m d₁² l̇² = ½ (m₁²/4m) l̇², 18× less with eq. 58) and the spread of the two parts along the leg adds to "
+        "17 cm/s the inertial forces differ by tens of percent. What Nguyen & Pooran eq. 39 leaves out: (1) the leg is one point "
+        "mass m at l_c: the moving part really translates with the full l̇ (kinetic energy ½ m₁ l̇², Nguyen & Pooran eq. 39 has "
+        "½ m d₁² l̇² = ½ (m₁²/4m) l̇², 18× less with Nguyen & Pooran eq. 58) and the spread of the two parts along the leg adds to "
         "its moment of inertia; (2) the legs' rotational inertia about their own centroids (cylinders); (3) the "
         "legs' azimuthal swing about the vertical through B_i (only θ̇ appears; `EnergyModel(leg_azimuth=True)` "
         "adds it); (4) the payload's rotational energy with base-frame ω (no effect on the level ellipse).\n")
@@ -330,7 +330,7 @@ def trends(P, lines, quick=False):
     lines.append("## Trends of Figs. 8-11\n")
     T = period_for(P, V_FAST)
     lines.append(
-        f"Peak |actuator force| over one loop of the ellipse for each leg, sweeping one parameter of eq. 58 at a "
+        f"Peak |actuator force| over one loop of the ellipse for each leg, sweeping one parameter of Nguyen & Pooran eq. 58 at a "
         f"time (Figs. 8-11 show the paper's curves per pair of links; their axes are not in our copy). Timing: "
         f"the nominal design's period at V_max = 17 cm/s, T = {T:.3g} s, kept fixed across designs (the paper "
         f"does not say; fixing V_max instead changes T with θ_A, θ_B). Solid: Lagrangian model; dashed: multibody "
@@ -363,7 +363,7 @@ def trends(P, lines, quick=False):
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
         axes[0].set_ylabel("peak |τ_i| over the loop (N)")
-        fig.suptitle(f"{key.replace('_', ' ')}: peak actuator forces on the ellipse of eq. 55, V_max = 17 cm/s "
+        fig.suptitle(f"{key.replace('_', ' ')}: peak actuator forces on the ellipse of Nguyen & Pooran eq. 55, V_max = 17 cm/s "
                      f"(nominal design)")
         fig.tight_layout()
         fig.savefig(OUT / f"ckcm_{key}.png", dpi=110)
@@ -443,7 +443,7 @@ def tracking(P, lines, quick=False):
         axes[0].semilogy(r.t, np.maximum(np.asarray(r.position_error), 1e-16), label=name)
         axes[1].plot(np.asarray(r.pose[:, 0]) * 100, np.asarray(r.pose[:, 1]) * 100, label=name)
     pd_ = np.asarray(results["open loop (from the path)"].pose_desired)
-    axes[1].plot(pd_[:, 0] * 100, pd_[:, 1] * 100, "k:", label="ellipse (eq. 55)")
+    axes[1].plot(pd_[:, 0] * 100, pd_[:, 1] * 100, "k:", label="ellipse (Nguyen & Pooran eq. 55)")
     ct = results["computed torque, ω = 20 rad/s"]
     for i in range(6):
         axes[2].plot(ct.t, ct.forces[:, i], label=f"leg {i + 1}")
@@ -478,20 +478,20 @@ def main(argv=None):
     P = ckcm.nominal()
     lines = ["# CKCM end-effector: reproduction of Nguyen & Pooran (1989), Section 4\n",
              "Generated by `experiments/ckcm_reproduction.py` (float64, CPU). Models: the paper's Lagrangian model "
-             "(`mrds_jax.ckcm.lagrangian`: eq. 39-56 derived by autodiff; departures from the print in its "
+             "(`mrds_jax.ckcm.lagrangian`: Nguyen & Pooran eq. 39-56 derived by autodiff; departures from the print in its "
              "docstring) and the full MRDS multibody model (`mrds_jax.ckcm.multibody`: six U-P-S legs and a free "
              "payload, closed-chain inverse dynamics; verified against Pinocchio in `tests/test_ckcm_multibody.py`).\n",
              "## Choices the paper leaves open\n",
              md_table(["quantity", "our choice", "source / effect"], [
-                 ["l_s (stationary leg length)", "0.5 m", "`shared/bench/README.md`; enters d₀ = l_s/2 (eq. 41)"],
+                 ["l_s (stationary leg length)", "0.5 m", "`shared/bench/README.md`; enters d₀ = l_s/2 (Nguyen & Pooran eq. 41)"],
                  ["leg stroke", "[0.9, 1.4] m (l_m = 0.9 m)", "ours (`params.py`); only for workspace checks"],
                  ["payload inertia", "disc of radius r_A: (3.675, 3.675, 7.35) kg m²", "bench; irrelevant on the level ellipse"],
                  ["leg mass distribution (multibody)", "bench: cylinders (r = 3 cm, 2 cm), rod 0.5 m; or the paper's "
-                  "first moment", "bench / eq. 40; changes gravity forces (below)"],
+                  "first moment", "bench / Nguyen & Pooran eq. 40; changes gravity forces (below)"],
                  ["platform height", "z = 1.0 m above the base (A); fitted z (B)", "bench; the print says \"below the base\""],
                  ["ellipse timing", "constant angular rate, start at (5, 0) cm", "T from V_max (A) or from the printed gravity column (B)"],
                  ["which force the tables list", "τ₁ (A); F_x (B)", "see Tables 1-2"],
-                 ["eq. 56", "τ = C⁻ᵀ F", "the print's τ = Jᵀ F holds only for J = C⁻¹"],
+                 ["Nguyen & Pooran eq. 56", "τ = C⁻ᵀ F", "the print's τ = Jᵀ F holds only for J = C⁻¹"],
              ]) + "\n"]
     with tqdm(total=5, desc="ckcm reproduction") as bar:
         choices, _, fit = tables(P, lines)
@@ -514,7 +514,7 @@ def main(argv=None):
         f"- **Tables 1-2, gravity column: reproduced** (to {zerr:.2f} N of 21 N) once read as the Cartesian force "
         f"F_x, with loop periods of 10 s and 0.5 s read off the table itself and the ellipse {abs(zfit):.3f} m "
         f"below the base. **Inertial column: not reproduced** ({i_paper:.4g} N printed vs {i_ours:.4g} N; the print "
-        "implies 15 kg of effective mass where eq. 46 has at least the payload's 30 kg).",
+        "implies 15 kg of effective mass where Nguyen & Pooran eq. 46 has at least the payload's 30 kg).",
         f"- **Velocity products ≈ 1 %: holds qualitatively** (printed {100 * np.max(np.abs(PAPER_T2[:, 2])) / np.max(np.abs(PAPER_T2[:, 4])):.2g} %; "
         f"ours {100 * share[('A', V_FAST, 'lag')][0]:.2g} % (actuator forces) to {100 * share[('B', V_FAST, 'lag')][0]:.2g} % (F_x) "
         f"with the Lagrangian model at 17 cm/s, {100 * share[('A', V_FAST, 'mb')][0]:.2g} % with the multibody model). "
@@ -526,7 +526,7 @@ def main(argv=None):
            "slow-speed forces of the long legs 2, 4, 6." if fails else "."),
         f"- **The two models**: identical gravity terms with the paper's leg mass distribution "
         f"({cmp_['dg_paper']:.0e} N); the physical legs change static forces by up to {cmp_['dg_bench']:.3g} N; at "
-        "17 cm/s the multibody inertial forces are 40-50 % larger (eq. 39 under-counts the legs' kinetic energy), "
+        "17 cm/s the multibody inertial forces are 40-50 % larger (Nguyen & Pooran eq. 39 under-counts the legs' kinetic energy), "
         "so the paper's inertia matrix D, not its neglect of velocity products, is the weak point.",
         f"- **Gradients** of the RMS actuator force through the multibody model equal finite differences to "
         f"{np.max(np.abs(grad - fd) / np.abs(fd)):.0e}.",
