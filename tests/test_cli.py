@@ -29,8 +29,8 @@ SCRIPT = shutil.which("mrds-jax", path=str(Path(sys.executable).parent)) or shut
 def mrds_jax(args, cwd, timeout=300):
     """Run the console script (or ``python -m mrds_jax.cli`` where it is not installed) in ``cwd``."""
     cmd = [SCRIPT] if SCRIPT else [sys.executable, "-m", "mrds_jax.cli"]
-    env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0"}
-    return subprocess.run(cmd + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(cmd + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ))       # the test run's XLA flags and XLA cache (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
