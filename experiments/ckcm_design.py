@@ -982,7 +982,8 @@ def render_compare(name, quick):
             count = f"{r['steps']} steps ({r['evaluations']} evaluations)" if grad else f"{r['evaluations']}"
             comp = (f"{r['compile_s']:.1f} (block; first block done at {r['first_block_s']:.1f})" if grad
                     else f"first batch of {BATCH} done at {r['first_batch_s']:.1f}")
-            per = f"{r['per_step_s']:.3f}" if grad else f"{r['per_evaluation_s']:.4f}"
+            per = (("– (one block)" if r["per_step_s"] == 0 else f"{r['per_step_s']:.3f}") if grad
+                   else f"{r['per_evaluation_s']:.4f}")
             lines.append(f"| {seed} | {r['method']} | {r['wall_s']:.1f} | {count} | {comp} | {per} | "
                          f"{fmt(best_by(r['trace'], B))} | {fmt(r['objective'])} | "
                          f"{sec(time_to(r['trace'], s['cma_at_B']) if np.isfinite(s['cma_at_B']) else None)} "
