@@ -108,6 +108,25 @@ def test_lbfgs_reaches_the_adam_optimum(optimum, paper_problem):
     assert result.evaluations > 40          # line-search trials are counted
 
 
+def test_on_block_returning_true_stops_the_run(optimum, paper_problem):
+    """A wall-time budget (``experiments/ckcm_design.py --compare``): ``on_block`` returning true after the
+    second block ends the run there, with the steps done so far and the same designs as the full run's first
+    two blocks (the compiled block of ``optimum`` is reused)."""
+    problem, data = paper_problem
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", D.DesignWarning)
+        result = D.optimize(problem, data, SETTINGS, task=TASK, progress=False,
+                            on_block=lambda steps, best: seen.append((steps, best)) or steps >= 40)
+    assert [s for s, _ in seen] == [20, 40]
+    full = optimum[0]
+    assert len(result.history["objective"]) == 40
+    assert np.allclose(result.history["objective"], full.history["objective"][:40], rtol=0, atol=1e-12)
+    assert seen[-1][1] == pytest.approx(min(np.where(np.asarray(full.history["violation"][:40]).ravel()
+                                                     <= -SETTINGS.feasibility_margin,
+                                                     np.asarray(full.history["objective"][:40]).ravel(), np.inf)))
+
+
 def test_saved_design_loads_and_resumes(optimum, paper_problem):
     problem, data = paper_problem
     result, out = optimum

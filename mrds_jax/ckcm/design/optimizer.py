@@ -11,8 +11,9 @@ minimised over the unconstrained coordinates u of the design box (``space.py``) 
 optimiser steps, then λ_j ← max(0, λ_j + ρ g_j(u)); ρ ← min(ρ · growth, ρ_max) when the largest violation has
 not fallen below a quarter of its previous value.  L-BFGS restarts its memory at every multiplier update
 (the merit function changed).  The update after a block is made at the first step of the next block, from
-that step's evaluation of the same design u: every step evaluates f, g and their Jacobians in one
-forward-mode pass (``forward_jacobian``), updates λ, ρ when due, then forms L_ρ and its gradient, so the
+that step's evaluation of the same design u: every step evaluates f and g with their pull-back in one pass
+(forward mode, ``forward_jacobian``, for a few variables; reverse mode, ``jax.vjp``, for many:
+``Settings.derivatives``), updates λ, ρ when due, then pulls L_ρ's cotangents back to its gradient, so the
 design is evaluated once per step and the compiled block holds one copy of the dynamics.  A saved state
 (``state.npz``) therefore holds the multipliers of the block just finished, with their update pending.
 
@@ -50,6 +51,13 @@ class DesignWarning(UserWarning):
     """An optimisation that did not end cleanly: infeasible start, no feasible design, diverged starts."""
 
 
+DERIVATIVES = ("auto", "forward", "reverse")
+# Above this many design variables a step differentiates in reverse mode: on the 37-variable robust problem
+# (paper model, 4 path samples, 4 draws) the forward Jacobian made an Adam step cost 45 evaluations
+# (143 ms against 15.5 ms per step, block compilation 19 s against 38 s: docs/guide/optimize.md).
+FORWARD_MAX_VARIABLES = 8
+
+
 @dataclass(frozen=True)
 class Settings:
     """optimizer: "adam" or "lbfgs"; iterations: optimiser steps per start; learning_rate: Adam's step (in
@@ -71,10 +79,14 @@ class Settings:
     feasibility_margin: float = 1e-3
     starts: int = 1
     seed: int = 0
+    derivatives: str = "auto"
 
     def __post_init__(self):
         if self.optimizer not in ("adam", "lbfgs"):
             raise check.ArgumentError(f"Settings: unknown optimizer {self.optimizer!r}; use 'adam' or 'lbfgs'")
+        if self.derivatives not in DERIVATIVES:
+            raise check.ArgumentError(f"Settings: unknown derivatives {self.derivatives!r}; use one of "
+                                      f"{list(DERIVATIVES)}")
         for name in ("iterations", "update_every", "starts"):
             if int(getattr(self, name)) < 1:
                 raise check.ArgumentError(f"Settings.{name} must be >= 1, got {getattr(self, name)}")
@@ -161,6 +173,26 @@ def forward_jacobian(f, u):
     return jax.vmap(lambda t: jax.jvp(f, (u,), (t,), has_aux=True), out_axes=(None, 0, None))(basis)
 
 
+def reverse_pullback(f, u):
+    """(f(u), pull-back, aux) of a function with auxiliary output, by reverse mode: the pull-back maps the
+    outputs' cotangents to ∂/∂u of their inner product with f, at the cost of a few evaluations whatever the
+    size of u (``jax.vjp``)."""
+    out, vjp, aux = jax.vjp(f, u, has_aux=True)
+    return out, (lambda ct: vjp(ct)[0]), aux
+
+
+def forward_pullback(f, u):
+    """``reverse_pullback``'s result from the forward Jacobian (``forward_jacobian``): ct ↦ Σ ct · ∂f/∂u."""
+    out, jac, aux = forward_jacobian(f, u)
+    return out, (lambda ct: sum(jnp.tensordot(j, c, axes=c.ndim) for j, c in
+                                zip(jax.tree_util.tree_leaves(jac), jax.tree_util.tree_leaves(ct)))), aux
+
+
+def uses_reverse_mode(settings, size):
+    """Whether a step of ``settings`` on a design of ``size`` variables differentiates in reverse mode."""
+    return settings.derivatives == "reverse" or (settings.derivatives == "auto" and size > FORWARD_MAX_VARIABLES)
+
+
 def _update_multipliers(settings, opt, c: Carry, g, due):
     """Where ``due``: λ ← max(0, λ + ρ g), ρ ← min(ρ · growth, ρ_max) unless the largest violation fell below a
     quarter of its previous one (module docstring), and L-BFGS's memory restarts."""
@@ -176,13 +208,14 @@ def _update_multipliers(settings, opt, c: Carry, g, due):
 def _inner_step(problem, settings, opt, data, c: Carry, _):
     """One optimiser step at c.u.  At the first step of every block but the very first, the design's
     constraints first update the multipliers (the update due after the previous block, module docstring):
-    f, g and their Jacobians come from one forward-mode pass, and the merit's gradient follows by the chain
-    rule with the updated λ, ρ."""
-    (f, g), (df, dg), ev = forward_jacobian(
+    f, g and their pull-back come from one pass (forward or reverse mode, ``uses_reverse_mode``), and the
+    merit's gradient is the pull-back of its cotangents with the updated λ, ρ."""
+    pullback = reverse_pullback if uses_reverse_mode(settings, c.u.shape[-1]) else forward_pullback
+    (f, g), pull, ev = pullback(
         functools.partial(_objective_and_constraints, problem, settings, data), c.u)   # ev: the design at c.u
     c = _update_multipliers(settings, opt, c, g, (c.iteration > 0) & (c.iteration % settings.update_every == 0))
     val, (ct_f, ct_g) = jax.value_and_grad(augmented_lagrangian, argnums=(0, 1))(f, g, c.lam, c.rho)
-    grad = ct_f * df + dg @ ct_g
+    grad = pull((ct_f, ct_g))
 
     def merit(u):
         return _merit(problem, settings, data, u, c.lam, c.rho)[0]
@@ -319,7 +352,8 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
     ``resume=True`` continues from them (same problem and settings, checked).  ``log``: a callable receiving a
     line of text per block (default: none; the progress bar shows the same).  ``on_block``: a callable
     receiving (steps done, best feasible objective so far over the starts, ``inf`` while none) after every
-    block (``experiments/ckcm_design.py --compare`` times the optimisers' traces with it).
+    block (``experiments/ckcm_design.py --compare`` times the optimisers' traces with it); a true return value
+    stops the run after that block (a wall-time budget).
     Warns (``DesignWarning``) on an infeasible start, on diverged starts and when no feasible design was found.
     """
     settings = Settings() if settings is None else settings
@@ -376,12 +410,13 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
                 bar.set_postfix_str(line.split(": ", 1)[1])
             if log is not None:
                 log(line)
-            if on_block is not None:
-                on_block(done * int(settings.update_every), best)
+            stop = on_block is not None and bool(on_block(done * int(settings.update_every), best))
             if out is not None:
                 save_state(out, carry, done, history)
                 result = finish(problem, data, settings, carry, history, xs, task_json, done)
                 result.save(out / "design.json")
+            if stop:
+                break
     finally:
         if bar is not None:
             bar.close()
