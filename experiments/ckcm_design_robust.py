@@ -9,7 +9,7 @@ resumable) of the best robust design against today's four-variable optimum, with
     python experiments/ckcm_design_robust.py --model multibody
     python experiments/ckcm_design_robust.py --free-payload    # 38 variables: the payload mass M free too
 
-Writes experiments/out/ckcm_design_robust{_quick}.md / .json / _hist.png.  Every number is computed here.
+Writes experiments/out/ckcm_design_robust{_quick}{_multibody}.md / .json / _hist.png.  Every number is computed here.
 
 Equal wall time: each gradient run's wall time (compilation included) is the budget the gradient-free methods
 get, on the same objective (the robust statistic relative to the start design) and the same constraints (a
@@ -160,7 +160,7 @@ def main():
     ap.add_argument("--verify-only", action="store_true", help="only the independent check of a finished run")
     args = ap.parse_args()
     cfg = config(args)
-    suffix = "_quick" if args.quick else ""
+    suffix = ("_quick" if args.quick else "") + ("" if args.model == "paper" else f"_{args.model}")
     if args.verify_only:
         return verify_best(cfg, args.model, args.free_payload, suffix)
     t_all = time.perf_counter()
@@ -186,7 +186,7 @@ def main():
     grads = [r for r in runs if r["method"] in ("adam", "lbfgs") and r["status"] == "converged"]
     best = min(grads, key=lambda r: r["objective"]) if grads else None
     lines = [f"# Robust full-space design (issue 26){' — quick' if args.quick else ''}", "",
-             f"Model: {model_description(args.model)}; ellipse of eq. 55, period 0.5 s, {cfg['samples']} samples; "
+             f"Model: {model_description(args.model)}; ellipse of Nguyen & Pooran eq. 55, period 0.5 s, {cfg['samples']} samples; "
              f"objective: smooth 95th percentile of the soft peak force over {cfg['mc']} as-built machines "
              f"(attachment points 1 mm, leg part masses 2 %, 1 sd), relative to the paper's design; "
              f"{problem.space.size} variables ({payload}). Today's four-variable optimum scores {four_robust:.4f} on it "
