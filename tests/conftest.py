@@ -117,6 +117,14 @@ FULL_MODE_ONLY = {
     "tests/test_ckcm_design_robust.py::test_robust_objective_gradient_matches_central_differences[mean]",
     "tests/test_ckcm_design_robust.py::test_robust_peak_exceeds_the_nominal_one[mean]",
     "tests/test_ckcm_design_tasks.py::test_payload_range_forces_balance_the_added_payload_weight_by_hand[multibody]",
+    # the Panda against Pinocchio (the UR5 from its URDF and the three random trees with every joint type stay);
+    # the dual-arm system file's plots and animation (the four-bar's and the Stewart platform's stay)
+    "tests/test_tree_vs_pinocchio.py::test_mass_matrix[panda]",
+    "tests/test_tree_vs_pinocchio.py::test_rnea_and_nonlinear_effects[panda]",
+    "tests/test_tree_vs_pinocchio.py::test_aba_and_inverse_mass_matrix[panda]",
+    "tests/test_tree_vs_pinocchio.py::test_frame_jacobians_and_bias_acceleration[panda]",
+    "tests/test_tree_vs_pinocchio.py::test_inverse_osim_and_cross_space_inertia[panda]",
+    "tests/test_system_files.py::test_simulate_writes_trajectory_plots_and_animation[dual_arm_grasp]",
 }
 # Studies: full-size runs that are jobs rather than checks, run with MRDS_SLOW=2 only (the full mode skips them).
 # The Monte Carlo notebook at full size draws 10⁵ scenarios, and the design notebook at full size optimises the
