@@ -28,12 +28,10 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from mrds_jax.console import compilation_cache_dir  # noqa: E402
+from mrds_jax.console import enable_compilation_cache  # noqa: E402
 
-# the folder the command line itself uses under that base (console.enable_compilation_cache): in-process tests,
-# child processes and the tool share one folder
-os.environ["JAX_COMPILATION_CACHE_DIR"] = str(compilation_cache_dir(os.environ["MRDS_TEST_XLA_CACHE"]))
-jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+# the folder the command line itself uses under that base: in-process tests, child processes and the tool share it
+os.environ["JAX_COMPILATION_CACHE_DIR"] = str(enable_compilation_cache(os.environ["MRDS_TEST_XLA_CACHE"]))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -107,7 +105,7 @@ FULL_MODE_ONLY = {
     # problem of that path alone on the RMS measure too (the combination of the reported per-path demands stays),
     # the symmetric subspace's optimum against the four-variable one (the four-variable optimum and its independent
     # check stay), the command line's optimise-then-simulate (the command line's several-task optimisation and the
-    # plant flying a saved design through simulate --design's route stay)
+    # plant flying the nominal design open loop, test_ckcm_multibody.py, stay)
     "tests/test_ckcm_design_tasks.py::test_worst_case_is_the_max_and_weighted_the_weighted_sum_of_the_paths_alone[rms]",
     "tests/test_ckcm_design_symmetric.py::test_symmetric_subspace_reproduces_the_four_variable_optimum",
     "tests/test_ckcm_design.py::test_command_line_optimize_then_simulate",
