@@ -40,8 +40,9 @@ import time
 import warnings
 from pathlib import Path
 
-# compile time dominates (few evaluations of big programs): cheaper XLA backend optimisation
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# compile time dominates (few evaluations of big programs): cheaper XLA:CPU code generation, the same
+# arithmetic (docs/known_traps.md, "Compile time: XLA:CPU's fusion emitters"); a GPU run sets its own XLA_FLAGS
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
 
 import jax  # noqa: E402
 
