@@ -673,7 +673,6 @@ def findings(state):
                  "the stroke allows.")
     if "b_symmetry" in state:
         sy = state["b_symmetry"]
-        md_ = max(abs(r["peak_force"][0] / r["peak_force"][1] - 1) for r in sy["mirror"])
         mdm = {m: max(max(abs(r[k][0] / r[k][1] - 1) for k in ("peak_force", "rms_force", "mean_power"))
                       for r in sy["mirror"] if r["model"] == m) for m in MODELS}
         sh = sy["shift"]
@@ -787,7 +786,7 @@ def compare_config(args):
     if args.seeds:
         cfg["seeds"] = tuple(int(v) for v in args.seeds.split(","))
     cfg.update(model=args.model, space=args.space, robust=None if args.robust == "none" else args.robust,
-               target=args.target)
+               target=args.target, batch_size=args.batch_size)
     return cfg
 
 
@@ -798,7 +797,7 @@ def compare_problem(cfg):
     space = (D.make_space(tuple(n for n in D.FULL_FREE if n != "M"), per_leg=True) if cfg["space"] == "full"
              else D.named_space(cfg["space"]))
     robust = {} if cfg["robust"] is None else dict(robust=cfg["robust"], robust_samples=cfg["mc"])
-    problem, data = D.make_problem(task, space=space, model=cfg["model"], **robust)
+    problem, data = D.make_problem(task, space=space, model=cfg["model"], batch_size=cfg["batch_size"], **robust)
     return task, problem, data
 
 
@@ -1024,6 +1023,8 @@ def main():
     ap.add_argument("--model", default="paper", choices=list(MODELS), help="--compare: dynamic model")
     ap.add_argument("--samples", type=int, help="--compare: path samples (quick 4, default 64)")
     ap.add_argument("--mc-samples", type=int, help="--compare: Monte Carlo draws (quick 4, default 256)")
+    ap.add_argument("--batch-size", type=int, default=16, help="--compare: samples and draws vectorised together "
+                    "(16 suits a CPU; on a GPU, the number of draws)")
     ap.add_argument("--budget-s", type=float, help="--compare: every run's wall time per seed, compilation "
                     "included (quick 60, default 600)")
     ap.add_argument("--free-factor", type=float, help="--compare: CMA-ES runs this many budgets (quick 2, default 3)")

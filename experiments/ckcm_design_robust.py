@@ -1,4 +1,5 @@
-"""Design at scale (issue 26, items 3-4): the robust full-space problem — 38 per-leg variables, the smooth 95th
+"""Design at scale (issue 26, items 3-4): the robust full-space problem — 37 per-leg variables (38 with the
+payload mass free), the smooth 95th
 percentile of the peak actuator force over Monte Carlo draws of manufacturing tolerances — optimised by
 gradient (Adam, L-BFGS: ``mrds_jax.ckcm.design.optimize``) and, at equal wall time with compilation included,
 by CMA-ES (``cmaes``) and random search; then a tolerance study (the Monte Carlo runner, chunked and
@@ -17,7 +18,10 @@ The multibody model at the issue's sizes (256 draws x 64 path samples per object
         # four-variable optimum, the 10^4 tolerance studies, the independent check and the flight
 
 ``--design-only`` runs Adam (seed 0) from the paper's design, checkpointing every block in DIR (``--resume``
-continues), and writes DIR/timing.json (device, jax version, compile and per-block wall times).
+continues), and writes DIR/timing.json (device, jax version, compile and per-block wall times).  The design in
+experiments/out/ckcm_design_robust_multibody_design.json (and its _timing.json) came from
+``XLA_FLAGS= python experiments/ckcm_design_robust.py --model multibody --design-only --design-out DIR
+--deadline-s 420`` on an NVIDIA H100 (jax 0.11.2; the deadline was not reached).
 
 Writes experiments/out/ckcm_design_robust{_quick}{_multibody}.md / .json / _hist.png.  Every number is computed here.
 
@@ -30,6 +34,7 @@ method's best feasible design first reaches the value the CMA-ES run ends with.
 import argparse
 import json
 import os
+import sys
 import time
 import warnings
 from dataclasses import asdict
@@ -65,7 +70,7 @@ def robust_problem(cfg, model, free_payload=False):
     task = D.ellipse_task(period=0.5, samples_per_path=cfg["samples"])
     free = D.FULL_FREE if free_payload else tuple(n for n in D.FULL_FREE if n != "M")
     problem, data = D.make_problem(task, space=D.make_space(free, per_leg=True), model=model, robust="quantile",
-                                   robust_samples=cfg["mc"])
+                                   robust_samples=cfg["mc"], batch_size=cfg.get("batch_size", 16))
     return task, problem, data
 
 
@@ -86,7 +91,8 @@ def design_only(cfg, task, problem, data, out, deadline_s=None, resume=False):
         result = D.optimize(problem, data, settings, task=task, out_dir=out, resume=resume, progress=False,
                             log=lambda line: (lines.append((time.perf_counter() - t0, line)), print(line, flush=True)),
                             on_block=on_block)
-    timing = {"device": str(jax.devices()[0].device_kind), "platform": jax.default_backend(),
+    timing = {"command": " ".join(["python", *sys.argv]), "xla_flags": os.environ.get("XLA_FLAGS", ""),
+              "device": str(jax.devices()[0].device_kind), "platform": jax.default_backend(),
               "jax": jax.__version__, "variables": problem.space.size, "path_samples": cfg["samples"],
               "mc_samples": cfg["mc"], "iterations": cfg["iterations"], "wall_s": time.perf_counter() - t0,
               "blocks": blocks, "log": lines, "status": result.status, "objective": result.after["objective"],
@@ -247,9 +253,12 @@ def main():
     ap.add_argument("--iterations", type=int, default=None, help="override the size's Adam iterations")
     ap.add_argument("--mc", type=int, default=None, help="override the size's Monte Carlo draws")
     ap.add_argument("--samples", type=int, default=None, help="override the size's path samples")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="samples and draws vectorised together (default 16; the H100 run used 16)")
     args = ap.parse_args()
     cfg = config(args)
-    cfg.update({k: getattr(args, k) for k in ("iterations", "mc", "samples") if getattr(args, k) is not None})
+    cfg.update({k: getattr(args, k) for k in ("iterations", "mc", "samples", "batch_size")
+                if getattr(args, k) is not None})
     suffix = ("_quick" if args.quick else "") + ("" if args.model == "paper" else f"_{args.model}")
     if args.four_only:
         return print(four_variable_optimum(cfg, args.model)[1].message)

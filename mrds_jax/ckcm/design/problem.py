@@ -37,6 +37,9 @@ class Problem:
     model      "paper" or "multibody" (``objectives.MODELS``); legs: "bench" or "paper" (multibody only)
     demand     "peak", "rms", "power" (``objectives.DEMANDS``) or a callable (tau, speed, weight) -> scalar
     sharpness  β of the soft peak
+    batch_size task samples (and Monte Carlo draws) evaluated as one vectorised batch; more run in sequence
+               (``jax.lax.map``).  It changes the schedule, not the numbers: 16 suits a CPU; on a GPU a batch of
+               all the draws runs them at once (more memory)
     robust     None (the nominal machine), "mean" or "quantile": the objective is that statistic of the soft
                peak force over the Monte Carlo draws of ``ProblemData.noise`` (``robust.py``; α = ``quantile``,
                kernel bandwidth ``quantile_width`` × the start design's peak force)
@@ -65,6 +68,13 @@ class Problem:
                              "or a callable (tau, speed, weight) -> scalar")
         if not self.sharpness > 0:
             raise ValueError(f"sharpness must be > 0, got {self.sharpness}")
+        try:
+            whole = not isinstance(self.batch_size, bool) and int(self.batch_size) == self.batch_size >= 1
+        except (TypeError, ValueError):
+            whole = False
+        if not whole:
+            raise ValueError(f"batch_size must be a whole number >= 1, got {self.batch_size!r}")
+        object.__setattr__(self, "batch_size", int(self.batch_size))
         if self.robust is not None and self.robust not in R.STATISTICS:
             raise ValueError(f"unknown robust statistic {self.robust!r}; use one of {list(R.STATISTICS)} or None")
         if not 0 < self.quantile < 1:
@@ -308,7 +318,7 @@ def make_problem(task: Task | None = None, free=DEFAULT_FREE, bounds=None, limit
     if isinstance(space, str):
         space = named_space(space, bounds)
     problem = Problem(space if isinstance(space, DesignSpace) else make_space(free, bounds), model, legs, demand,
-                      float(sharpness), int(batch_size), robust, float(quantile), combine=task.combine)
+                      float(sharpness), batch_size, robust, float(quantile), combine=task.combine)
     if task.has_payload_range and "M" in problem.space.free:
         raise DesignSpaceError("the task has a payload range (payload_masses of path(s) "
                                f"{[i for i, p in enumerate(task.paths) if 'payload_masses' in p]}), which fixes the "
