@@ -32,6 +32,7 @@ evaluator's compilation counts against their budget too.  Time to a value: the w
 method's best feasible design first reaches the value the CMA-ES run ends with.
 """
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -174,7 +175,11 @@ def gradient_free_run(problem, data, method, seed, budget_s):
 
 def tolerance_study(cfg, task, params, model, tag):
     """Exact peak |τ| of ``cfg['study']`` as-built machines of ``params`` (the Monte Carlo runner, chunked,
-    resumable in experiments/out/ckcm_design_robust_mc/<tag>)."""
+    resumable in experiments/out/ckcm_design_robust_mc/<tag>_<path samples>_<digest of the design>: another
+    design or sampling starts its own study instead of meeting the runner's refusal of a foreign checkpoint)."""
+    digest = hashlib.sha1(b"".join(np.asarray(v, np.float64).tobytes()
+                                   for v in jax.tree_util.tree_leaves(params))).hexdigest()[:10]
+    tag = f"{tag}_{task.samples_per_path}_{digest}"
     samples = task.samples(params)
     tol = R.Tolerances()
 
