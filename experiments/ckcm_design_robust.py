@@ -196,7 +196,8 @@ def independent_check(cfg, result, model, label):
     """The independent check of a robust optimum (a ``DesignResult``), as markdown lines:
     ``verify_design`` (4x denser path sampling, off the optimiser's grid; non-smoothed constraints), and the
     MRDS multibody plant flying the design under computed torque (``simulate_design``, the route of
-    `mrds-jax simulate --design`, RK4 at 4 steps per task sample): the forces it applies against the
+    `mrds-jax simulate --design`, RK4 with at least 256 steps a period and a whole number, at least 4, per
+    task sample, so that the sample instants are plant instants): the forces it applies against the
     closed-chain inverse dynamics (multibody model) at the plant's instants, and its peak at the task's sample
     instants against the optimiser's reported peak (equal for a design optimised with the multibody model)."""
     task = result.task_object()
@@ -205,7 +206,8 @@ def independent_check(cfg, result, model, label):
     assert jax.tree_util.tree_map(float, asdict(limits)) == saved, ("the design was optimised under other limits", saved)
     report = D.verify_design(result.params, task, limits, model)
     T = task.paths[0]["period"]
-    run, = D.simulate_design(result, dt=T / (4 * cfg["samples"]))
+    per_sample = max(4, -(-256 // cfg["samples"]))
+    run, = D.simulate_design(result, dt=T / (per_sample * cfg["samples"]))
     r = run["result"]
     path, _ = task.path_objects(result.params)[0]
     q, qd, qdd = jax.vmap(path)(r.t)
