@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from ...pytree import pytree_dataclass, replace
+from ... import validation as check
 from ..params import CKCMParams, nominal, validate_params
 from . import objectives as O
 from . import robust as R
@@ -68,13 +69,7 @@ class Problem:
                              "or a callable (tau, speed, weight) -> scalar")
         if not self.sharpness > 0:
             raise ValueError(f"sharpness must be > 0, got {self.sharpness}")
-        try:
-            whole = not isinstance(self.batch_size, bool) and int(self.batch_size) == self.batch_size >= 1
-        except (TypeError, ValueError):
-            whole = False
-        if not whole:
-            raise ValueError(f"batch_size must be a whole number >= 1, got {self.batch_size!r}")
-        object.__setattr__(self, "batch_size", int(self.batch_size))
+        object.__setattr__(self, "batch_size", check.count(self.batch_size, "batch_size", "Problem"))
         if self.robust is not None and self.robust not in R.STATISTICS:
             raise ValueError(f"unknown robust statistic {self.robust!r}; use one of {list(R.STATISTICS)} or None")
         if not 0 < self.quantile < 1:
