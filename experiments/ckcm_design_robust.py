@@ -105,15 +105,17 @@ def design_only(cfg, task, problem, data, out, deadline_s=None, resume=False):
 
 def four_variable_optimum(cfg, model):
     """Today's optimum: the four-variable nominal problem with the CLI's defaults (Adam, 200 steps), on the
-    ellipse at ``cfg['samples']`` samples; saved in experiments/out and taken from there when its settings
-    match.  Returns (task, DesignResult)."""
+    ellipse at ``cfg['samples']`` samples; saved in experiments/out and taken from there when its model,
+    settings and task match these.  Returns (task, DesignResult)."""
     task = D.ellipse_task(period=0.5, samples_per_path=cfg["samples"])
+    settings = D.Settings(optimizer="adam", iterations=200, starts=1)
     path = OUT / f"ckcm_design_four_{model}_{cfg['samples']}.json"
     if path.exists():
-        return task, D.load_design(path)
+        saved = D.load_design(path)
+        if (saved.problem["model"], saved.settings, saved.task) == (model, asdict(settings), task.to_json()):
+            return task, saved
     problem, data = D.make_problem(task, model=model)
-    result = D.optimize(problem, data, D.Settings(optimizer="adam", iterations=200, starts=1), task=task,
-                        progress=False)
+    result = D.optimize(problem, data, settings, task=task, progress=False)
     OUT.mkdir(exist_ok=True)
     result.save(path)
     return task, result
