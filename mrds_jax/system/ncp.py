@@ -1,0 +1,326 @@
+"""The constraint problem of one velocity-level time step: a nonlinear complementarity problem (NCP) over one
+Delassus matrix, solved by ADMM with the De Saxcé correction, and its derivative at the solution.
+
+Unknowns are the impulses λ of all rows of the step (:mod:`.timestepping` builds them); the post-step constraint
+velocities are σ = G λ + g, with G = J H⁻¹ Jᵀ the Delassus matrix (Bonaventura's Bᶜ of Table 17 is its block of
+loop rows) and g the constraint velocities at the free velocity plus drift terms. The rows come in a static
+order, :class:`RowLayout`:
+
+* ``n_bilateral`` rows of equalities (loops, joint couplings, grasps that are switched on): λ free, σ = 0;
+* ``n_unilateral`` one-sided rows (joint limits): 0 ≤ λ ⊥ σ ≥ 0;
+* ``n_contacts`` frictional contacts of three rows each, [n, t₁, t₂] (normal first): Coulomb's law as the
+  De Saxcé-Feng complementarity (De Saxcé & Feng 1998; Acary & Brogliato 2008, eq. 3.88),
+  K_μ ∋ λ ⊥ σ̃ ∈ K_μ*,  σ̃ = σ + μ‖σ_t‖ e_n,  K_μ = {‖λ_t‖ ≤ μ λ_n},  K_μ* = {μ‖σ_t‖ ≤ σ_n}.
+  It gives λ = 0 when the contact opens (σ_n > 0), σ = 0 when it sticks and λ on the cone's boundary opposite to a
+  sliding velocity when it slides — exact Coulomb friction, not a convex relaxation (σ_n = 0 while sliding: no
+  spurious lift-off).
+
+Rows can be switched off per step (``active``): an inactive row's impulse is 0 and it takes no part in the solve
+(separated contact slots far from touching, grasps switched off, unreached limits), without changing any shape.
+
+**Solver** (:func:`solve_ncp`): ADMM on min ½λᵀGλ + (g + s)ᵀλ over λ ∈ K with the De Saxcé shift s = μ‖σ_t‖e_n
+updated at every iteration (the fixed point of Carpentier et al., "From Compliant to Rigid Contact Simulation: a
+Unified and Efficient Approach", RSS 2024, the scheme of Pinocchio's ``ADMMConstraintSolver``):
+
+    x ← (G + R + ηI)⁻¹ (−(g + s) + R (z − u) + η x),   z ← Π_K(x + u),   u ← u + x − z,
+
+R = ρ on the one-sided and contact rows and 0 on the bilateral ones (which the linear step solves exactly, up to
+the proximal weight η that keeps redundant loops solvable), Π_K the projection onto the product of the cones.
+A fixed number of stages (``SolverSettings``-like :class:`NCPSettings`), each one Cholesky factorisation and a
+fixed number of iterations; between stages ρ is rebalanced by the ratio of the primal and dual residuals (Boyd et
+al. 2011, §3.4.1). Fixed shapes and iteration counts: the solve batches under ``vmap`` and runs on a GPU; no
+LAPACK call (:mod:`mrds_jax.spatial.linalg`). Warm start from the previous step's λ.
+
+**Residuals** (:func:`ncp_residuals`), in impulse-velocity units, reported per step: primal = the largest
+violation of σ's constraints (|σ| on bilateral rows, max(−σ, 0) on one-sided rows, the distance of σ̃ from K_μ*
+on contacts), dual = the distance of λ from K (0 for the returned λ, which is projected; before projection it
+measures ADMM's consensus), complementarity = max over rows/cones of |λᵀσ̃|.
+
+**Derivative** (:func:`solve_ncp` is a ``jax.custom_jvp``): implicit differentiation at the solution with each
+row's mode fixed: inactive or separated rows keep dλ = 0, sticking contacts and active bilateral and one-sided
+rows keep dσ = 0, and a sliding contact keeps dσ_n = 0 and λ_t = −μ λ_n σ_t/‖σ_t‖ linearised. That is one masked
+linear system (:func:`_mode_jacobian_system`), solved with a small Tikhonov term so that redundant rows
+(four feet, redundant loops) give the minimum-norm dλ. At a mode switch (λ_n = 0 = σ_n, or ‖σ_t‖ = 0 on the
+cone's boundary) the derivative is the one-sided derivative of the mode the solver's tolerances pick (never NaN):
+the rollout is piecewise smooth and its derivative jumps there.
+"""
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..spatial.dense import solve as lu_solve_dense
+from ..spatial.linalg import cho_solve, cholesky, matmul
+
+
+class RowLayout(NamedTuple):
+    """Static row structure of a step's constraint problem (module docstring); hashable."""
+    n_bilateral: int = 0
+    n_unilateral: int = 0
+    n_contacts: int = 0
+
+    @property
+    def size(self):
+        return self.n_bilateral + self.n_unilateral + 3 * self.n_contacts
+
+    @property
+    def contact_start(self):
+        return self.n_bilateral + self.n_unilateral
+
+
+class NCPSettings(NamedTuple):
+    """ADMM of :func:`solve_ncp`: ``stages`` factorisations × ``iterations`` each; ``rho`` the initial penalty
+    relative to the largest diagonal entry of G; ``prox`` the proximal weight η relative to it; ``tikhonov`` the
+    relative regularisation of the derivative's linear system; ``mode_tol`` the relative tolerance that decides
+    the modes (separated, sticking, sliding) for the derivative."""
+    stages: int = 4
+    iterations: int = 25
+    rho: float = 0.1
+    prox: float = 1e-9
+    tikhonov: float = 1e-12
+    mode_tol: float = 1e-7
+
+
+class NCPSolution(NamedTuple):
+    lam: jnp.ndarray             # (m,) impulses λ
+    sigma: jnp.ndarray           # (m,) post-step constraint velocities σ = G λ + g
+    primal: jnp.ndarray          # () largest violation of σ's constraints (module docstring)
+    dual: jnp.ndarray            # () ADMM's consensus ‖x − z‖∞ at the last iteration
+    complementarity: jnp.ndarray  # () max |λᵀσ̃| over rows and cones
+
+
+# ----------------------------------------------------------------------------- cones
+def _safe_norm(x, axis=-1):
+    sq = jnp.sum(x * x, axis=axis)
+    pos = sq > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
+
+
+def project_friction_cone(lam, mu):
+    """Π_{K_μ}: the Euclidean projection of contact impulses (k, 3) = [λ_n, λ_t1, λ_t2] onto the Coulomb cones
+    ‖λ_t‖ ≤ μ λ_n (the second-order cone projection, e.g. Acary & Brogliato 2008, §12.7): unchanged inside,
+    0 in the polar cone (μ‖λ_t‖ ≤ −λ_n), else onto the boundary, λ_n' = (λ_n + μ‖λ_t‖)/(1 + μ²),
+    λ_t' = μ λ_n' λ_t/‖λ_t‖. μ = 0 gives the normal ray (λ_n⁺, 0, 0)."""
+    ln, lt = lam[..., 0], lam[..., 1:]
+    r = _safe_norm(lt)
+    inside = r <= mu * ln
+    polar = mu * r <= -ln
+    ln_b = (ln + mu * r) / (1.0 + mu * mu)
+    scale = jnp.where(r > 0, mu * ln_b / jnp.where(r > 0, r, 1.0), 0.0)
+    boundary = jnp.concatenate([ln_b[..., None], lt * scale[..., None]], axis=-1)
+    out = jnp.where(inside[..., None], lam, boundary)
+    return jnp.where(polar[..., None] & ~inside[..., None], jnp.zeros_like(lam), out)
+
+
+def project_dual_friction_cone(sig, mu):
+    """Π_{K_μ*} with K_μ* = {μ‖σ_t‖ ≤ σ_n} = K_{1/μ} (μ > 0); for μ = 0 the half-space σ_n ≥ 0."""
+    sn, st = sig[..., 0], sig[..., 1:]
+    r = _safe_norm(st)
+    mu_safe = jnp.where(mu > 0, mu, 1.0)
+    inv = 1.0 / mu_safe
+    inside = mu * r <= sn
+    polar = r <= -mu * sn
+    sn_b = (sn + inv * r) / (1.0 + inv * inv)
+    scale = jnp.where(r > 0, inv * sn_b / jnp.where(r > 0, r, 1.0), 0.0)
+    boundary = jnp.concatenate([sn_b[..., None], st * scale[..., None]], axis=-1)
+    out = jnp.where(inside[..., None], sig, boundary)
+    out = jnp.where(polar[..., None] & ~inside[..., None], jnp.zeros_like(sig), out)
+    halfspace = jnp.concatenate([jnp.maximum(sn, 0.0)[..., None], st], axis=-1)
+    return jnp.where((mu > 0)[..., None], out, halfspace)
+
+
+def de_saxce_shift(sig_c, mu):
+    """The De Saxcé correction μ‖σ_t‖ e_n of each contact (k, 3) (De Saxcé & Feng 1998)."""
+    s = mu * _safe_norm(sig_c[..., 1:])
+    return jnp.concatenate([s[..., None], jnp.zeros_like(sig_c[..., 1:])], axis=-1)
+
+
+def _split(x, layout):
+    b, u = layout.n_bilateral, layout.n_unilateral
+    return x[:b], x[b:b + u], x[b + u:].reshape(layout.n_contacts, 3)
+
+
+def _join(xb, xu, xc):
+    return jnp.concatenate([xb, xu, xc.reshape(-1)])
+
+
+def project_impulses(lam, layout, mu):
+    """Π_K over all rows: bilateral rows free, one-sided rows onto λ ≥ 0, contacts onto K_μ."""
+    lb, lu, lc = _split(lam, layout)
+    return _join(lb, jnp.maximum(lu, 0.0), project_friction_cone(lc, mu))
+
+
+def _shift(sigma, layout, mu):
+    _, _, sc = _split(sigma, layout)
+    return _join(jnp.zeros(layout.n_bilateral, sigma.dtype), jnp.zeros(layout.n_unilateral, sigma.dtype),
+                 de_saxce_shift(sc, mu))
+
+
+def ncp_residuals(G, g, lam, layout, mu, active):
+    """(primal, dual, complementarity) of impulses ``lam`` (module docstring); inactive rows are skipped."""
+    sigma = matmul(G, lam) + g
+    act = active.astype(g.dtype)
+    sb, su, sc = _split(sigma * act, layout)
+    lb, lu, lc = _split(lam * act, layout)
+    st = sc + de_saxce_shift(sc, mu)
+    zero = jnp.zeros((), g.dtype)
+    primal = jnp.max(jnp.concatenate([jnp.abs(sb), jnp.maximum(-su, 0.0),
+                                      _safe_norm(st - project_dual_friction_cone(st, mu)), zero[None]]))
+    dual = jnp.max(jnp.concatenate([jnp.maximum(-lu, 0.0), _safe_norm(lc - project_friction_cone(lc, mu)),
+                                    zero[None]]))
+    comp = jnp.max(jnp.concatenate([jnp.abs(lu * su), jnp.abs(jnp.sum(lc * st, axis=-1)), zero[None]]))
+    return primal, dual, comp
+
+
+# ----------------------------------------------------------------------------- ADMM
+def _masked_problem(G, g, active):
+    """G and g with the inactive rows decoupled: their impulses are 0 (G's row and column replaced by the scale on
+    the diagonal, g's entry by 0)."""
+    a = active.astype(G.dtype)
+    scale = jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(G))), jnp.finfo(G.dtype).tiny)
+    Gm = G * a[:, None] * a[None, :] + jnp.diag((1.0 - a) * scale)
+    return Gm, g * a, scale
+
+
+def _admm(G, g, layout, mu, active, lam0, settings):
+    Gm, gm, scale = _masked_problem(G, g, active)
+    m = layout.size
+    eta = settings.prox * scale
+    conic = jnp.concatenate([jnp.zeros(layout.n_bilateral, G.dtype),
+                             jnp.ones(m - layout.n_bilateral, G.dtype)])
+    a = active.astype(G.dtype)
+
+    def project(w):
+        return project_impulses(w, layout, mu) * a
+
+    def stage(carry, _):
+        x, z, u, rho = carry
+        R = rho * conic
+        L = cholesky(Gm + jnp.diag(R + eta))
+
+        def iterate(_, c):
+            x, z, u, z_prev = c
+            s = _shift(matmul(Gm, x) + gm, layout, mu)
+            x = cho_solve(L, -(gm + s) + R * (z - u) + eta * x)
+            z_new = jnp.where(conic > 0, project(x + u), x * a)
+            u = u + (x - z_new) * conic
+            return x, z_new, u, z
+
+        x, z, u, z_prev = jax.lax.fori_loop(0, settings.iterations, iterate, (x, z, u, z))
+        r_primal = jnp.max(jnp.abs((x - z) * conic))
+        r_dual = jnp.max(jnp.abs(rho * (z - z_prev) * conic))
+        ratio = jnp.sqrt(jnp.maximum(r_primal, 1e-300) / jnp.maximum(r_dual, 1e-300))
+        ratio = jnp.where((r_primal > 0) & (r_dual > 0), jnp.clip(ratio, 0.1, 10.0), 1.0)
+        u = u / ratio                      # scaled dual u = y/ρ follows ρ
+        return (x, z, u, rho * ratio), r_primal
+
+    lam0 = project(lam0)
+    rho0 = jnp.asarray(settings.rho, G.dtype) * scale
+    (x, z, u, _), r = jax.lax.scan(stage, (lam0, lam0, jnp.zeros_like(lam0), rho0), None, length=settings.stages)
+    lam = jnp.where(conic > 0, z, x) * a
+    return lam, r[-1]
+
+
+# ----------------------------------------------------------------------------- the derivative
+def contact_modes(lam, sigma, layout, mu, active, tol):
+    """Per contact: (separated, sticking, sliding) booleans at a solution, with relative tolerance ``tol`` on
+    the impulse and velocity scales; per one-sided row: whether it is closed (λ > 0 or σ ≤ 0)."""
+    _, lu, lc = _split(lam, layout)
+    _, su, sc = _split(sigma, layout)
+    _, au, ac = _split(active, layout)
+    lam_scale = jnp.maximum(jnp.max(jnp.abs(lam)), jnp.finfo(lam.dtype).tiny)
+    sig_scale = jnp.maximum(jnp.max(jnp.abs(sigma)), jnp.finfo(lam.dtype).tiny)
+    on = ac[:, 0]
+    separated = ~on | (lc[:, 0] <= tol * lam_scale)
+    slip = _safe_norm(sc[:, 1:])
+    sliding = ~separated & (slip > tol * sig_scale)
+    sticking = ~separated & ~sliding
+    closed_u = au & ((lu > tol * lam_scale) | (su <= tol * sig_scale))
+    return separated, sticking, sliding, closed_u
+
+
+def _mode_jacobian_system(G, lam, sigma, layout, mu, active, tol):
+    """The linearisation of the solution's mode conditions: rows M such that M dλ = −P (dG λ + dg) + Q dμ
+    (module docstring). Returns (M, P, Qmu) with P the selector of σ-rows and Qmu the friction sensitivity."""
+    m = layout.size
+    dtype = G.dtype
+    separated, sticking, sliding, closed_u = contact_modes(lam, sigma, layout, mu, active, tol)
+    ab, _, _ = _split(active, layout)
+    eye = jnp.eye(m, dtype=dtype)
+    # which rows keep dσ = 0 (σ-rows) and which keep dλ = 0 (λ-rows)
+    k = layout.n_contacts
+    sig_c = jnp.stack([~separated, sticking, sticking], axis=-1)
+    sig_rows = _join(ab, closed_u, sig_c)
+    M = jnp.where(sig_rows[:, None], G, eye)
+    P = sig_rows.astype(dtype)
+    # sliding contacts: the normal row is a σ-row; the tangent rows linearise λ_t + μ λ_n ŝ = 0, ŝ = σ_t/‖σ_t‖:
+    # dλ_t + μ ŝ dλ_n + μ λ_n (I − ŝŝᵀ)/‖σ_t‖ (G_t dλ + dG_t λ + dg_t) + λ_n ŝ dμ = 0
+    _, _, lc = _split(lam, layout)
+    _, _, sc = _split(sigma, layout)
+    st = sc[:, 1:]
+    r = _safe_norm(st)
+    r_safe = jnp.where(r > 0, r, 1.0)
+    shat = st / r_safe[:, None]
+    Pt = (jnp.eye(2, dtype=dtype)[None] - shat[:, :, None] * shat[:, None, :]) / r_safe[:, None, None]
+    W = (mu * lc[:, 0])[:, None, None] * Pt                                   # (k, 2, 2)
+    start = layout.contact_start
+    idx_t = start + 3 * jnp.arange(k)[:, None] + jnp.array([1, 2])[None]     # (k, 2) tangent rows
+    idx_n = start + 3 * jnp.arange(k)                                          # (k,) normal rows
+    Gt = G[idx_t]                                                               # (k, 2, m)
+    slide_rows = jnp.einsum("kab,kbm->kam", W, Gt)                              # μλ_n P_t G_t
+    slide_rows = slide_rows.at[jnp.arange(k)[:, None], jnp.array([0, 1])[None], idx_t].add(1.0)
+    slide_rows = slide_rows.at[jnp.arange(k)[:, None], jnp.array([0, 1])[None], idx_n[:, None]].add(
+        mu[:, None] * shat)
+    sl = sliding[:, None]
+    M = M.at[idx_t].set(jnp.where(sl[..., None], slide_rows, M[idx_t]))
+    # the σ-part of the right-hand side of a sliding tangent row is W (dG_t λ + dg_t); of its dμ-part λ_n ŝ
+    Wfull = jnp.zeros((m, m), dtype)
+    Wfull = Wfull.at[idx_t[:, :, None], idx_t[:, None, :]].set(jnp.where(sl[..., None], W, 0.0))
+    Pmat = jnp.diag(P * ~(jnp.zeros(m, bool).at[idx_t].set(sl))) + Wfull
+    Qmu = jnp.zeros((m, k), dtype).at[idx_t, jnp.arange(k)[:, None]].set(
+        jnp.where(sl, -(lc[:, 0])[:, None] * shat, 0.0))
+    return M, Pmat, Qmu
+
+
+def _solve_fixed_modes(G, g, mu, active, lam0, layout, settings):
+    return _admm(G, g, layout, mu, active, lam0, settings)
+
+
+_solve_core = jax.custom_jvp(_solve_fixed_modes, nondiff_argnums=(5, 6))
+
+
+def _solve_core_jvp(layout, settings, primals, tangents):
+    G, g, mu, active, lam0 = primals
+    dG, dg, dmu, _, _ = tangents
+    lam, dual = _admm(G, g, layout, mu, active, lam0, settings)
+    sigma = matmul(G, lam) + g
+    M, Pmat, Qmu = _mode_jacobian_system(G, lam, sigma, layout, mu, active, settings.mode_tol)
+    scale = jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(G))), jnp.finfo(G.dtype).tiny)
+    rhs = -matmul(Pmat, matmul(dG, lam) + dg) + matmul(Qmu, dmu)
+    # Tikhonov-regularised least squares (minimum-norm dλ for redundant rows): (MᵀM + εI) dλ = Mᵀ rhs
+    eps = settings.tikhonov * scale * scale
+    A = matmul(M.T, M) + eps * jnp.eye(M.shape[0], dtype=G.dtype)
+    dlam = lu_solve_dense(A, matmul(M.T, rhs))
+    return (lam, dual), (dlam * active.astype(G.dtype), jnp.zeros_like(dual))
+
+
+_solve_core.defjvp(_solve_core_jvp)
+
+
+def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
+    """Solve the step's NCP (module docstring) for impulses λ: ``G`` (m, m) the Delassus matrix, ``g`` (m,) the
+    free constraint velocities with drift terms, ``layout`` a :class:`RowLayout`, ``mu`` (n_contacts,) friction
+    coefficients, ``active`` (m,) bool (default all), ``lam0`` a warm start (default 0). Returns
+    :class:`NCPSolution`; differentiable (forward and reverse) by implicit differentiation at the solution."""
+    m = layout.size
+    if G.shape != (m, m) or g.shape != (m,):
+        raise ValueError(f"solve_ncp: G {G.shape} and g {g.shape} do not match the layout's {m} rows")
+    dtype = g.dtype
+    mu = jnp.asarray(mu, dtype).reshape(layout.n_contacts)
+    active = jnp.ones(m, bool) if active is None else jnp.asarray(active, bool)
+    lam0 = jnp.zeros(m, dtype) if lam0 is None else jnp.asarray(lam0, dtype)
+    G = 0.5 * (G + G.T)
+    lam, dual = _solve_core(G, g, mu, active, jax.lax.stop_gradient(lam0), layout, settings)
+    sigma = matmul(G, lam) + g
+    primal, _, comp = ncp_residuals(G, g, lam, layout, mu, active)
+    return NCPSolution(lam, sigma * active.astype(dtype), primal, dual, comp)
