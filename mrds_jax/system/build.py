@@ -72,6 +72,8 @@ class System:
     contacts: tuple
     connectivity: Connectivity = static()
     couplings: tuple = ()
+    collision: object = None    # None or a mrds_jax.collision.CollisionModel: geoms and candidate pairs, whose
+                                # contacts (with the joint limits) the velocity-level step enforces (.timestepping)
 
     @property
     def module_names(self):
@@ -122,7 +124,7 @@ def identical_module_groups(modules, points):
     return tuple(tuple(g) for g in groups.values())
 
 
-def build_system(modules, contacts, names=None, couplings=()):
+def build_system(modules, contacts, names=None, couplings=(), collision=None):
     """Build a :class:`System`.
 
     ``modules``: a dict ``name -> Module`` or a sequence of modules (then named by ``names`` or by their
@@ -130,7 +132,8 @@ def build_system(modules, contacts, names=None, couplings=()):
     ``(module, operational point)`` (module by name or index) or ``None`` for the ground. ``couplings``:
     sequence of :class:`~mrds_jax.contacts.coupling.JointCoupling` (joint equalities, fixed-tendon equalities)
     whose joints name ``(module, joint)``; a :class:`~mrds_jax.contacts.coupling.CouplingError` names an unknown
-    module or joint.
+    module or joint. ``collision``: None, a :class:`~mrds_jax.collision.CollisionModel`, or a sequence of
+    :class:`~mrds_jax.collision.Geom` (then paired and filtered by :func:`~mrds_jax.collision.collision_model`).
     Raises :class:`SystemError` naming the contact for a missing module or operational point, a task
     dimension that does not match the modules' (planar vs spatial), or bases that are not dual.
     Warns once (:class:`~mrds_jax.console.Float32Warning`) when ``jax_enable_x64`` is off and float32 was not
@@ -199,7 +202,11 @@ def build_system(modules, contacts, names=None, couplings=()):
                         MC=modular_connectivity(sides, len(modules)), GC=global_connectivity(sides),
                         groups=identical_module_groups(modules, points),
                         coupling_dofs=_coupling_dofs(names, modules, contacts, couplings))
-    return System(modules=modules, contacts=contacts, connectivity=conn, couplings=tuple(couplings))
+    if collision is not None and not hasattr(collision, "n_slots"):
+        from ..collision import collision_model
+        collision = collision_model(tuple(collision), dict(zip(names, modules)))
+    return System(modules=modules, contacts=contacts, connectivity=conn, couplings=tuple(couplings),
+                  collision=collision)
 
 
 def joint_dof(module_names, modules, module, joint, where):

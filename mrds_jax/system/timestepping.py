@@ -1,0 +1,372 @@
+"""Velocity-level time stepping for systems with unilateral constraints: one Moreau–Jean step solves the impulses of
+the loops (bilateral, exact), the joint limits (one-sided) and the frictional contacts (Coulomb cone, exact) as one
+problem over one Delassus matrix (:mod:`.ncp`).
+
+One step from (q, v) at time t (Moreau 1988; Jean 1999; Acary & Brogliato 2008, §10.1, the "θ = 1" scheme):
+
+1. free velocity  v_free = v + dt H⁻¹(τ + Q − C v − G)  per module (its open-chain acceleration, Bonaventura eq. 68);
+2. rows at q: J (m × Σnv) and the free constraint velocities g = J v_free + drift terms —
+   * loops and joint couplings (:func:`~.stabilisation.constraint_jacobian`, :func:`~.couplings.coupling_jacobian`):
+     g = Φ_v(q, v_free, t + dt) + (β/dt) Φ_p(q), the velocity error with a Baumgarte fraction β of the position
+     error (Bonaventura eq. 104-105 at the velocity level); the rows of a switched-off contact are inactive;
+   * joint limits of one-coordinate joints (``Topology.joint_limits``): a lower row (J = +e_j, gap q − q_lo) and an
+     upper row (J = −e_j, gap q_hi − q);
+   * contact slots of the collision model (:mod:`mrds_jax.collision`): three rows [n, t₁, t₂] of the relative velocity
+     of the material points of the two geoms at the contact point, in the contact frame;
+   for one-sided rows and contact normals the gap d enters as g ← g + d/dt when d > 0 (the row only stops the
+   bodies from crossing into each other within this step: a "speculative" contact, so that touching down needs no
+   event detection and lifting off no mode switch) and g ← g + β d/dt when d < 0 (drift correction of penetration);
+   a restitution e adds e·min(ẋ_n⁻, 0) for a closing contact that touches (Newton's impact law);
+3. G = J H⁻¹ Jᵀ (block by module; its block of loop rows is Bᶜ of Bonaventura Table 17, tests/test_contact_step.py),
+   and the NCP of :mod:`.ncp` for λ, warm-started from the previous step's impulses;
+4. v⁺ = v_free + H⁻¹ Jᵀ λ, q⁺ = q ⊕ dt v⁺.
+
+Systems without unilateral rows keep the exact acceleration-level path of :mod:`.simulate`; as dt → 0 the two
+give the same motion (tests/test_contact_step.py). Everything is shape-static (inactive rows are masked), pure, and
+jit/vmap/grad-able; gradients go through :func:`~.ncp.solve_ncp`'s implicit derivative.
+"""
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..dynamics.interface import (integrate_configuration, mass_matrix, normalize_configuration,
+                                  open_chain_acceleration, point_jacobians, point_motion)
+from ..spatial import skew
+from ..spatial.linalg import cho_solve, cholesky, matmul
+from .build import SystemState
+from .couplings import coupling_errors, coupling_jacobian, constraint_rows
+from .forces import generalized_forces
+from .ncp import NCPSettings, RowLayout, solve_ncp
+from .stabilisation import constraint_errors, constraint_jacobian
+
+
+class ContactSettings(NamedTuple):
+    """Settings of the velocity-level step: ``ncp`` the solver's (:class:`~.ncp.NCPSettings`); ``baumgarte`` β,
+    the fraction of a loop's position error and of a penetration removed per step (0 ≤ β ≤ 1); ``restitution_velocity``
+    the closing speed below which restitution is not applied (avoids chatter at rest); ``margin``: a one-sided row
+    or contact slot takes part in the step's problem when its gap, advanced by the free velocity over the step,
+    is below ``margin`` (m, or rad for limits of revolute joints): d + dt min(ẋ_n,free, 0) < margin. Farther rows
+    cannot touch within the step and are masked (which keeps the problem well scaled)."""
+    ncp: NCPSettings = NCPSettings()
+    baumgarte: float = 0.2
+    restitution_velocity: float = 1e-3
+    margin: float = 1e-3
+
+
+class StepReport(NamedTuple):
+    """What one step reports (arrays; per slot/row in the static order of :func:`row_layout`)."""
+    impulses: jnp.ndarray          # (m,) λ of every row (N s or N m s)
+    velocities: jnp.ndarray        # (m,) σ = G λ + g, post-step constraint velocities with drift terms
+    gaps: jnp.ndarray              # (n_limit_rows + n_slots,) gaps of one-sided rows and contact slots (m or rad)
+    points: jnp.ndarray            # (n_slots, 3) contact points
+    frames: jnp.ndarray            # (n_slots, 3, 3) contact frames, rows [n, t1, t2]
+    primal: jnp.ndarray            # () solver residuals (:func:`~.ncp.ncp_residuals`)
+    dual: jnp.ndarray
+    complementarity: jnp.ndarray
+
+
+# ----------------------------------------------------------------------------- the rows' static structure
+class LimitRows(NamedTuple):
+    """Static: per limited one-coordinate joint (module index, q index, v index, lower, upper, name)."""
+    joints: tuple
+
+    @property
+    def n_rows(self):
+        return 2 * len(self.joints)
+
+
+def limit_rows(system):
+    """The joint limits the modules keep (``Topology.joint_limits``) as one-sided rows (:class:`LimitRows`); joints
+    with more than one coordinate (spherical, free) have no scalar limit and are skipped."""
+    out = []
+    for k, (name, module) in enumerate(zip(system.module_names, system.modules)):
+        topology = getattr(module, "topology", None)
+        for j, lim in enumerate(getattr(topology, "joint_limits", ()) or ()):
+            if lim is None:
+                continue
+            qs, vs = topology.q_slices[j], topology.v_slices[j]
+            if qs.stop - qs.start != 1 or vs.stop - vs.start != 1:
+                continue
+            out.append((k, qs.start, vs.start, float(lim[0]), float(lim[1]), f"{name}.{topology.joint_names[j]}"))
+    return LimitRows(tuple(out))
+
+
+def collision_model_of(system):
+    return getattr(system, "collision", None)
+
+
+def n_contact_slots(system):
+    model = collision_model_of(system)
+    return 0 if model is None else int(model.n_slots)
+
+
+def row_layout(system):
+    """The :class:`~.ncp.RowLayout` of ``system``'s step: loops' and couplings' rows, then the limits' two rows per
+    limited joint, then the collision model's slots."""
+    names, slices = constraint_rows(system)
+    n_b = slices[-1].stop if slices else 0
+    return RowLayout(n_b, limit_rows(system).n_rows, n_contact_slots(system))
+
+
+def has_unilateral_rows(system):
+    """Whether ``system`` has joint limits or collision geometry: then :func:`~.simulate.simulate` steps at the
+    velocity level (module docstring)."""
+    layout = row_layout(system)
+    return layout.n_unilateral + layout.n_contacts > 0
+
+
+# ----------------------------------------------------------------------------- rows at a state
+def _flat_v(system, vs):
+    return jnp.concatenate([jnp.asarray(v) for v in vs])
+
+
+def _split_v(system, v):
+    out, s = [], 0
+    for m in system.modules:
+        out.append(v[s:s + m.nv])
+        s += m.nv
+    return tuple(out)
+
+
+def bilateral_rows(system, state, v_free, t, dt, beta):
+    """(J, g) of the loops and joint couplings (module docstring, step 2)."""
+    dtype = state.q[0].dtype
+    free = SystemState(state.q, v_free)
+    J = jnp.concatenate([constraint_jacobian(system, state, t + dt), coupling_jacobian(system, state)])
+    err = constraint_errors(system, free, t + dt)
+    pos = constraint_errors(system, state, t + dt).position
+    phi_v = jnp.concatenate(err.velocity) if err.velocity else jnp.zeros(0, dtype)
+    phi_p = jnp.concatenate(pos) if pos else jnp.zeros(0, dtype)
+    cp, _ = coupling_errors(system, state)
+    _, cv = coupling_errors(system, free)
+    g = jnp.concatenate([phi_v, cv]) + (beta / dt) * jnp.concatenate([phi_p, cp])
+    return J, g
+
+
+def _gap_term(gap, dt, beta):
+    """Speculative contact for d > 0, Baumgarte fraction β of a penetration for d < 0 (module docstring)."""
+    return jnp.where(gap > 0, gap, beta * gap) / dt
+
+
+def _near(gap, v_free_n, dt, margin):
+    """Whether a one-sided row can close within the step (:class:`ContactSettings` ``margin``)."""
+    return gap + dt * jnp.minimum(v_free_n, 0.0) < margin
+
+
+def limit_rows_at(system, limits, state, v_free, dt, beta):
+    """(J, g, gaps, free normal velocities) of the joint limits (module docstring, step 2)."""
+    dtype = state.q[0].dtype
+    nv = sum(m.nv for m in system.modules)
+    offsets = np.cumsum([0] + [m.nv for m in system.modules])
+    J = np.zeros((limits.n_rows, nv))
+    gaps, vels = [], []
+    for r, (k, iq, iv, lo, hi, _) in enumerate(limits.joints):
+        J[2 * r, offsets[k] + iv], J[2 * r + 1, offsets[k] + iv] = 1.0, -1.0
+        q = state.q[k][iq]
+        gaps += [q - lo, hi - q]
+        vels += [v_free[k][iv], -v_free[k][iv]]
+    if not limits.joints:
+        empty = jnp.zeros(0, dtype)
+        return jnp.zeros((0, nv), dtype), empty, empty, empty
+    gaps, vels = jnp.stack(gaps), jnp.stack(vels)
+    return jnp.asarray(J, dtype), vels + _gap_term(gaps, dt, beta), gaps, vels
+
+
+class SlotKinematics(NamedTuple):
+    gap: jnp.ndarray       # (n,)
+    point: jnp.ndarray     # (n, 3)
+    frame: jnp.ndarray     # (n, 3, 3) rows [n, t1, t2]
+    valid: jnp.ndarray     # (n,) bool
+    friction: jnp.ndarray  # (n,)
+    restitution: jnp.ndarray  # (n,)
+    J: jnp.ndarray         # (3n, Σnv) rows [n, t1, t2] of the relative velocity of geom 2's point w.r.t. geom 1's
+
+
+def _geom_frames(system, model, state):
+    """Per geom: (R, p) of its frame in the world and its frame's world-aligned Jacobian (6, Σnv) (zeros on the
+    ground), through the module interface (:func:`point_motion`, :func:`point_jacobians`)."""
+    from ..collision import geom_world_pose
+    dtype = state.q[0].dtype
+    nv = sum(m.nv for m in system.modules)
+    offsets = np.cumsum([0] + [m.nv for m in system.modules])
+    per_module = {}
+    for gi, geom in enumerate(model.geoms):
+        if geom.module is not None:
+            per_module.setdefault(system.module_index(geom.module), []).append(gi)
+    frames = [None] * len(model.geoms)
+    for k, gis in per_module.items():
+        module = system.modules[k]
+        names = tuple(dict.fromkeys(model.geoms[gi].frame for gi in gis))
+        zero_v = jnp.zeros(module.nv, dtype)
+        pm = point_motion(module, state.q[k], zero_v, names)
+        Jp = point_jacobians(module, state.q[k], names)
+        for gi in gis:
+            i = names.index(model.geoms[gi].frame)
+            Jfull = jnp.zeros((6, nv), dtype).at[:, offsets[k]:offsets[k + 1]].set(Jp[i])
+            R, p = geom_world_pose(model.geoms[gi], pm.R[i], pm.p[i])
+            frames[gi] = (R, p, Jfull)
+    for gi, geom in enumerate(model.geoms):
+        if geom.module is None:
+            R, p = geom_world_pose(geom, jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype))
+            frames[gi] = (R, p, jnp.zeros((6, nv), dtype))
+    return frames
+
+
+def slot_kinematics(system, state):
+    """:class:`SlotKinematics` of every contact slot of ``system``'s collision model at ``state``."""
+    from ..collision import contact_slots
+    model = collision_model_of(system)
+    frames = _geom_frames(system, model, state)
+    slots = contact_slots(model, tuple((R, p) for R, p, _ in frames))
+    rows = []
+    start = 0
+    for (i, j), n in zip(model.pairs, model.slots):
+        for s in range(start, start + n):
+            x = slots.point[s]
+
+            def point_jacobian(gi):
+                _, p, Jf = frames[gi]
+                return Jf[3:] - matmul(skew(x - p), Jf[:3])   # v_x = v_p + ω × (x − p)
+
+            rows.append(matmul(slots.frame[s], point_jacobian(j) - point_jacobian(i)))
+        start += n
+    J = jnp.concatenate(rows) if rows else jnp.zeros((0, sum(m.nv for m in system.modules)), state.q[0].dtype)
+    return SlotKinematics(slots.gap, slots.point, slots.frame, slots.valid, slots.friction, slots.restitution, J)
+
+
+def contact_rows_at(system, state, v, v_free, dt, settings):
+    """(J, g, kinematics) of the contact slots (module docstring, step 2)."""
+    kin = slot_kinematics(system, state)
+    n = kin.gap.shape[0]
+    vf = matmul(kin.J, _flat_v(system, v_free)).reshape(n, 3)
+    v_before = matmul(kin.J, _flat_v(system, v)).reshape(n, 3)[:, 0]
+    closing = (v_before < -settings.restitution_velocity) & (kin.gap <= 0)
+    bounce = jnp.where(closing, kin.restitution * v_before, 0.0)
+    gn = vf[:, 0] + _gap_term(kin.gap, dt, settings.baumgarte) + bounce
+    g = jnp.concatenate([gn[:, None], vf[:, 1:]], axis=1).reshape(-1)
+    return kin.J, g, kin, vf[:, 0]
+
+
+# ----------------------------------------------------------------------------- one step
+def _module_factors(system, q):
+    return [cholesky(mass_matrix(m, qk)) for m, qk in zip(system.modules, q)]
+
+
+def _minv_times(system, factors, X):
+    """H⁻¹ X for the block-diagonal H of the modules (X: (Σnv,) or (Σnv, m))."""
+    out, s = [], 0
+    for m, L in zip(system.modules, factors):
+        out.append(cho_solve(L, X[s:s + m.nv]))
+        s += m.nv
+    return jnp.concatenate(out)
+
+
+def delassus(system, factors, J):
+    """G = J H⁻¹ Jᵀ (the Delassus matrix; its loop block is Bᶜ, Bonaventura eq. 88) and H⁻¹ Jᵀ."""
+    Psi = _minv_times(system, factors, J.T)
+    return matmul(J, Psi), Psi
+
+
+def _bilateral_active(system, active_contacts, dtype):
+    """Row mask of the loops and couplings from a per-contact switch (None: all on)."""
+    names, slices = constraint_rows(system)
+    n_b = slices[-1].stop if slices else 0
+    if active_contacts is None:
+        return jnp.ones(n_b, bool)
+    a = jnp.asarray(active_contacts, bool)
+    parts = [jnp.broadcast_to(a[i], (sl.stop - sl.start,)) for i, sl in enumerate(slices[:len(system.contacts)])]
+    parts += [jnp.ones(sl.stop - sl.start, bool) for sl in slices[len(system.contacts):]]
+    return jnp.concatenate(parts) if parts else jnp.zeros(0, bool)
+
+
+def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_contacts=None,
+                 settings=ContactSettings()):
+    """One velocity-level step (module docstring): returns (q⁺, v⁺, :class:`StepReport`). ``lam_prev``: the
+    previous step's impulses (warm start), zeros at the first step; ``active_contacts``: None or a (n_contacts,)
+    boolean switch of the system's (bilateral) contacts — grasps, welds — at this step."""
+    dtype = q[0].dtype
+    state = SystemState(tuple(q), tuple(v))
+    Q = generalized_forces(system, forces, state, t)
+    taus = [jnp.zeros(m.nv, dtype) for m in system.modules] if tau is None else [jnp.asarray(x, dtype) for x in tau]
+    v_free = tuple(vk + dt * open_chain_acceleration(m, qk, vk, tk + Qk)
+                   for m, qk, vk, tk, Qk in zip(system.modules, q, v, taus, Q))
+    beta = settings.baumgarte
+    layout = row_layout(system)
+    Jb, gb = bilateral_rows(system, state, v_free, t, dt, beta)
+    Jl, gl, gaps_l, vn_l = limit_rows_at(system, limit_rows(system), state, v_free, dt, beta)
+    parts_J, parts_g = [Jb, Jl], [gb, gl]
+    active = [_bilateral_active(system, active_contacts, dtype), _near(gaps_l, vn_l, dt, settings.margin)]
+    if layout.n_contacts:
+        Jc, gc, kin, vn_c = contact_rows_at(system, state, v, v_free, dt, settings)
+        parts_J.append(Jc)
+        parts_g.append(gc)
+        active.append(jnp.repeat(kin.valid & _near(kin.gap, vn_c, dt, settings.margin), 3))
+        mu, gaps_c, points, frames = kin.friction, kin.gap, kin.point, kin.frame
+    else:
+        mu, gaps_c = jnp.zeros(0, dtype), jnp.zeros(0, dtype)
+        points, frames = jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype)
+    J, g, active = jnp.concatenate(parts_J), jnp.concatenate(parts_g), jnp.concatenate(active)
+    factors = _module_factors(system, q)
+    G, Psi = delassus(system, factors, J)
+    sol = solve_ncp(G, g, layout, mu, active, lam_prev, settings.ncp)
+    v_new = _split_v(system, _flat_v(system, v_free) + matmul(Psi, sol.lam))
+    q_new = tuple(normalize_configuration(m, integrate_configuration(m, qk, vk, dt))
+                  for m, qk, vk in zip(system.modules, q, v_new))
+    report = StepReport(sol.lam, sol.sigma, jnp.concatenate([gaps_l, gaps_c]), points, frames, sol.primal, sol.dual,
+                        sol.complementarity)
+    return q_new, v_new, report
+
+
+# ----------------------------------------------------------------------------- rollouts
+class ContactTrajectory(NamedTuple):
+    """A velocity-level rollout: stored states and, per stored state, the step that produced it."""
+    t: jnp.ndarray
+    q: tuple
+    v: tuple
+    impulses: jnp.ndarray      # (n_out, m)
+    gaps: jnp.ndarray          # (n_out, n_limit_rows + n_slots)
+    points: jnp.ndarray        # (n_out, n_slots, 3)
+    frames: jnp.ndarray        # (n_out, n_slots, 3, 3)
+    primal: jnp.ndarray        # (n_out,) worst over the steps since the previous stored state
+    dual: jnp.ndarray
+    complementarity: jnp.ndarray
+    first_nonfinite: jnp.ndarray   # step index where the state first became non-finite, −1 if never
+
+
+def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=(), tau=None,
+                    contact_modes: Optional[Callable] = None, settings=ContactSettings()):
+    """``n_steps`` velocity-level steps (:func:`contact_step`) in a ``lax.scan``, storing every ``decimation``-th
+    state (the initial one first). ``contact_modes``: None or a function (t, q, v) → (n_contacts,) booleans that
+    switches the system's bilateral contacts on and off (traced: a schedule or a state-dependent grasp/release
+    recompiles nothing)."""
+    dtype = q0[0].dtype
+    layout = row_layout(system)
+    n_gaps = layout.n_unilateral + layout.n_contacts
+    zeros = StepReport(jnp.zeros(layout.size, dtype), jnp.zeros(layout.size, dtype), jnp.zeros(n_gaps, dtype),
+                       jnp.zeros((layout.n_contacts, 3), dtype), jnp.zeros((layout.n_contacts, 3, 3), dtype),
+                       *(jnp.zeros((), dtype) for _ in range(3)))
+
+    def step(carry, _):
+        q, v, lam, k, bad = carry
+        t = t0 + k * dt
+        active = None if contact_modes is None else contact_modes(t, q, v)
+        q1, v1, rep = contact_step(system, q, v, t, dt, lam, forces, tau, active, settings)
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves((q1, v1))]))
+        bad = jnp.where((bad < 0) & ~finite, k, bad)
+        return (q1, v1, rep.impulses, k + 1, bad), rep
+
+    def block(carry, _):
+        carry, reps = jax.lax.scan(step, carry, None, length=decimation)
+        last = jax.tree.map(lambda x: x[-1], reps)
+        worst = [jnp.max(x) for x in (reps.primal, reps.dual, reps.complementarity)]
+        return carry, (carry[0], carry[1], last._replace(primal=worst[0], dual=worst[1], complementarity=worst[2]))
+
+    init = (tuple(q0), tuple(v0), jnp.zeros(layout.size, dtype), jnp.zeros((), jnp.int32), -jnp.ones((), jnp.int32))
+    carry, (qs, vs, reps) = jax.lax.scan(block, init, None, length=n_steps // decimation)
+    cat = lambda first, rest: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)  # noqa: E731
+    t = t0 + dt * decimation * jnp.arange(n_steps // decimation + 1, dtype=dtype)
+    reps = cat(zeros, reps)
+    return ContactTrajectory(t, cat(tuple(q0), qs), cat(tuple(v0), vs), reps.impulses, reps.gaps, reps.points,
+                             reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4])
