@@ -56,6 +56,7 @@ from .geoms import KINDS
 from ..spatial import cross
 
 PARALLEL_TOL = 1e-10     # capsule axes (and box edges) with sin² of their angle below this are parallel
+EDGE_TIE = 1e-9          # box–box: an edge axis must out-separate every face axis by this × the sizes' sum
 FACE_BIAS = 0.1          # box–box: a corner's face choice prefers the face toward the other box by this × min h
 
 
@@ -208,7 +209,8 @@ def _edge_edge(R1, p1, h1, R2, p2, h2):
     s = (cosine * f - c) / jnp.where(parallel[k], 1.0, 1.0 - cosine ** 2)
     t = cosine * s + f
     point = 0.5 * (e1 + s * ai + e2 + t * bj)
-    valid = (~parallel[k] & (candidate[k] > jnp.maximum(jnp.max(face1), jnp.max(face2)))
+    face_first = EDGE_TIE * (jnp.sum(h1) + jnp.sum(h2))   # a tie goes to the faces (the corner slots hold it)
+    valid = (~parallel[k] & (candidate[k] > jnp.maximum(jnp.max(face1), jnp.max(face2)) + face_first)
              & (jnp.abs(s) <= h1[i]) & (jnp.abs(t) <= h2[j]))
     return separation[k], point, nk, valid
 
