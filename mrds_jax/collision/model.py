@@ -8,11 +8,13 @@ elements), decided once, before anything compiles:
    joints (MuJoCo's *weld body*); a module link welded to its support (the world) by fixed joints all the way is
    the ground. A module type without ``topology`` has one body per operational point.
 2. Two geoms on the same body never collide (ground–ground included: MuJoCo collides no two static geoms).
-3. Parent–child: two bodies of one module where one is the other's parent (weld parent) do not collide; as in
-   MuJoCo (``filterparent`` on, its default) this rule never applies when one side is the world, so ground geoms
-   collide with the geoms of a module's root link.
+3. Parent–child (``filter_parent=True``, MuJoCo's ``filterparent`` flag, on by default): two bodies of one
+   module where one is the other's parent (weld parent) do not collide; as in MuJoCo this rule never applies
+   when one side is the world, so ground geoms collide with the geoms of a module's root link.
 4. contype/conaffinity: a pair is a candidate when ``(contype1 & conaffinity2) or (contype2 & conaffinity1)``.
-5. ``excludes``: body pairs ((module, link) or None for the ground) that never collide (MuJoCo ``<exclude>``).
+5. ``excludes``: body pairs ((module, link) or None for the ground) that never collide (MuJoCo ``<exclude>``),
+   or geom-name pairs (the MJCF loader's translation of an ``<exclude>`` between MuJoCo bodies that were merged
+   into one link: MuJoCo excludes by its own body ids, not by welded bodies).
 6. ``pairs``: explicit geom pairs added whatever 2-5 say (MuJoCo ``<pair>``), with their own friction and
    restitution when given; an explicit pair replaces the automatic one of the same two geoms.
 
@@ -175,12 +177,12 @@ def _ordered(i, j, geoms):
 
 
 # ----------------------------------------------------------------------------- the model
-def collision_model(geoms, modules, pairs=(), excludes=(), warn=True):
+def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_parent=True):
     """The :class:`CollisionModel` of ``geoms`` (a sequence of :class:`~.geoms.Geom`, unique names) on
     ``modules`` (dict name -> module; the names geoms' ``module`` fields refer to), filtered as the module
     docstring says. ``pairs``: explicit pairs ``(name1, name2)`` or ``(name1, name2, {"friction": μ,
     "restitution": e})``; ``excludes``: body pairs ``(body_a, body_b)``, a body ``(module, link)`` or None for
-    the ground. ``warn``: name left-out unsupported pairs in a :class:`~.geoms.CollisionWarning` (with False
+    the ground, or geom-name pairs ``(name1, name2)``; ``filter_parent``: MuJoCo's parent–child filter. ``warn``: name left-out unsupported pairs in a :class:`~.geoms.CollisionWarning` (with False
     they are still left out, silently: for callers that warned already).
 
     Raises :class:`~.geoms.CollisionError` naming the geom, pair or body for a non-Geom entry, a duplicate geom
@@ -209,12 +211,18 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True):
         bodies.append(body)
         parents.append(parent)
 
-    excluded = set()
+    excluded, excluded_geoms = set(), set()
     for entry in excludes:
         where = f"collision_model: exclude {entry!r}"
         if not isinstance(entry, (tuple, list)) or len(entry) != 2:
-            raise CollisionError(f"{where}: each exclude is (body_a, body_b)")
-        excluded.add(frozenset([_body_spec(entry[0], modules, where), _body_spec(entry[1], modules, where)]))
+            raise CollisionError(f"{where}: each exclude is (body_a, body_b) or (geom_a, geom_b)")
+        if all(isinstance(x, str) for x in entry):
+            unknown = [x for x in entry if x not in index]
+            if unknown:
+                raise CollisionError(f"{where}: no geom named {unknown[0]!r}; the geoms are {names}")
+            excluded_geoms.add(frozenset(index[x] for x in entry))
+        else:
+            excluded.add(frozenset([_body_spec(entry[0], modules, where), _body_spec(entry[1], modules, where)]))
 
     explicit = _explicit_pairs(pairs, index)
 
@@ -227,12 +235,12 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True):
                 continue
             if bodies[i] == bodies[j]:
                 continue
-            if bodies[i] is not None and bodies[j] is not None and (
+            if filter_parent and bodies[i] is not None and bodies[j] is not None and (
                     parents[i] == bodies[j] or parents[j] == bodies[i]):
                 continue
             if not ((g1.contype & g2.conaffinity) or (g2.contype & g1.conaffinity)):
                 continue
-            if frozenset([bodies[i], bodies[j]]) in excluded:
+            if frozenset([bodies[i], bodies[j]]) in excluded or frozenset([i, j]) in excluded_geoms:
                 continue
             key = _ordered(i, j, geoms)
             if not supports(g1.kind, g2.kind):
