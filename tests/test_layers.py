@@ -20,7 +20,7 @@ LAYERS = {
     1: ("mrds_jax.spatial",),
     2: ("mrds_jax.model",),
     3: ("mrds_jax.dynamics",),
-    4: ("mrds_jax.contacts",),
+    4: ("mrds_jax.contacts", "mrds_jax.collision"),
     5: ("mrds_jax.integrate",),
     6: ("mrds_jax.system",),
     7: ("mrds_jax.flexible", "mrds_jax.ckcm", "mrds_jax.montecarlo"),
@@ -28,7 +28,7 @@ LAYERS = {
         "mrds_jax.cli", "mrds_jax"),
 }
 # the packages layers.md names in its headings, in this order (layer 0 is the foundation paragraph)
-DOCUMENTED = ["spatial", "model", "dynamics", "contacts", "integrate", "system", "flexible", "ckcm", "montecarlo",
+DOCUMENTED = ["spatial", "model", "dynamics", "contacts", "collision", "integrate", "system", "flexible", "ckcm", "montecarlo",
               "loaders", "sysfile", "export", "viz", "examples"]
 
 

@@ -48,12 +48,25 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   :class:`~mrds_jax.system.Actuators` (``gear``, ``ctrlrange`` clamping unless disabled, ``forcerange``;
   MuJoCo's ``qfrc_actuator``). Without ``return_forces`` they are warned about, as not applied.
 
+* **Collision geometry** (``return_collision=True``: a :class:`~mrds_jax.collision.CollisionModel` comes
+  last): geoms of type plane, sphere, capsule, cylinder and box (``geom_type``, ``geom_size``; ``geom_pos``/
+  ``geom_quat`` relative to their body, whose operational point they ride on; on bodies welded to the world they
+  are ground geoms at their world pose), ``geom_contype``/``geom_conaffinity``, sliding friction
+  ``geom_friction[0]`` and ``geom_priority`` (MuJoCo's mixing), explicit ``<pair>``s (``pair_geom1/2``,
+  ``pair_friction[0]``), ``<exclude>``s (``exclude_signature``: MuJoCo's bodies, so an exclude of a body merged
+  into a link excludes only that body's geoms), the ``filterparent`` flag, and ``<option><flag
+  contact="disable"/>`` (no pairs). Geoms with contype = conaffinity = 0 that no ``<pair>`` names are visual
+  only and skipped silently; meshes, height fields, ellipsoids and SDFs are named in a
+  :class:`~mrds_jax.collision.CollisionWarning` and left out (with the pairs that name them), as are pairs of
+  kinds the narrow phase does not collide. MuJoCo's ``margin``/``gap``, ``solref``/``solimp``, torsional and
+  rolling friction have no counterpart (the contacts are hard) and are not read. Restitution is 0.
+
 * **Joint limits** of lone hinges and slides (``jnt_range`` where ``limited``) → ``Topology.joint_limits``: kept,
   not enforced; ``simulate`` reports where a trajectory leaves them.
 
 Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons not used by a tendon
 equality (and the stiffness, damping, friction loss and limits of those that are), other joint limits,
-friction loss, contacts between geoms and explicit contact pairs, sensors,
+friction loss, contacts between geoms and explicit contact pairs (unless ``return_collision=True``), sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
 equalities on joints other than lone hinges and slides, ``tendon`` equalities on spatial tendons, equality
@@ -192,9 +205,12 @@ def _name(model, mujoco, obj, i, fallback):
     return n if n else f"{fallback}{i}"
 
 
+_GEOM_KINDS = {0: "plane", 2: "sphere", 3: "capsule", 5: "cylinder", 6: "box"}   # mjtGeom -> collision kind
+
+
 class _Importer:
-    def __init__(self, model, where, forces=False):
-        self.m, self.where, self.forces = model, where, forces
+    def __init__(self, model, where, forces=False, collision=False):
+        self.m, self.where, self.forces, self.collision = model, where, forces, collision
         self.mj = _mujoco()
         m, mj = model, self.mj
         self.body_names = [_name(m, mj, mj.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
@@ -350,6 +366,58 @@ class _Importer:
         inertia = sum(I + mi * (np.dot(c - com, c - com) * np.eye(3) - np.outer(c - com, c - com))
                       for mi, c, I in parts)
         return mass, com, 0.5 * (inertia + inertia.T)
+
+    # ---------------------------------------------------------------------------------------- collision
+    def build_collision(self, modules):
+        """The :class:`~mrds_jax.collision.CollisionModel` of the file's geoms (module docstring)."""
+        from .. import collision as C
+        m, mj = self.m, self.mj
+        names = [_name(m, mj, mj.mjtObj.mjOBJ_GEOM, g, "geom") for g in range(m.ngeom)]
+        if m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CONTACT:
+            return C.collision_model((), modules)
+        paired = set(int(g) for g in np.r_[m.pair_geom1, m.pair_geom2])
+        kept, left_out = {}, []
+        for g in range(m.ngeom):
+            if not (m.geom_contype[g] or m.geom_conaffinity[g] or g in paired):
+                continue                                       # visual only
+            kind = _GEOM_KINDS.get(int(m.geom_type[g]))
+            if kind is None:
+                left_out.append(g)
+                continue
+            b = int(m.geom_bodyid[g])
+            owner, local = int(m.body_weldid[b]), _Pose(_quat_to_matrix(m.geom_quat[g]), m.geom_pos[g])
+            module, frame, T = ((None, None, self.in_link(b, local)[1]) if owner == 0
+                                else (self.module_of[owner], self.body_names[b], local))
+            common = dict(position=T.p, rotation=T.R, friction=float(m.geom_friction[g, 0]),
+                          contype=int(m.geom_contype[g]), conaffinity=int(m.geom_conaffinity[g]),
+                          priority=int(m.geom_priority[g]))
+            size = np.array(m.geom_size[g], dtype=float)
+            dims = {"plane": (), "sphere": (size[0],), "capsule": (size[0], size[1]),
+                    "cylinder": (size[0], size[1]), "box": (size,)}[kind]
+            kept[g] = getattr(C, kind)(names[g], module, frame, *dims, **common)
+        if left_out:
+            kinds = [mj.mjtGeom(int(m.geom_type[g])).name.removeprefix("mjGEOM_").lower() for g in left_out]
+            listed = ", ".join(f"{names[g]!r} ({k})" for g, k in zip(left_out, kinds))
+            warnings.warn(f"{self.where}: collision geoms left out, the narrow phase has no such primitive: {listed}",
+                          C.CollisionWarning, stacklevel=3)
+        pairs, lost = [], []
+        for k in range(m.npair):
+            g1, g2 = int(m.pair_geom1[k]), int(m.pair_geom2[k])
+            if g1 in kept and g2 in kept:
+                pairs.append((names[g1], names[g2], {"friction": float(m.pair_friction[k, 0])}))
+            else:
+                lost.append(f"({names[g1]!r}, {names[g2]!r})")
+        if lost:
+            warnings.warn(f"{self.where}: contact pairs left out with their geoms: {', '.join(lost)}",
+                          C.CollisionWarning, stacklevel=3)
+        excludes = []
+        for signature in m.exclude_signature:
+            b1, b2 = int(signature) >> 16, int(signature) & 0xFFFF
+            excludes += [(names[g], names[h]) for g in kept for h in kept
+                         if m.geom_bodyid[g] == b1 and m.geom_bodyid[h] == b2]
+        filter_parent = not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_FILTERPARENT
+        return C.collision_model(tuple(kept.values()), modules, pairs=pairs, excludes=excludes,
+                                 filter_parent=filter_parent)
 
     # ---------------------------------------------------------------------------------------- contacts
     def side(self, eq_name, label, b, T):
@@ -590,11 +658,11 @@ class _Importer:
         if joints:
             self.warn(f"joint friction loss of {names(J, joints, 'joint')} is ignored (non-smooth)")
         collide = np.flatnonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0))
-        if not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CONTACT:
+        if not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CONTACT and not self.collision:
             if len(set(int(m.body_weldid[m.geom_bodyid[g]]) for g in collide)) > 1:
                 self.warn(f"contacts between geoms are ignored (collidable geoms: "
                           f"{names(mj.mjtObj.mjOBJ_GEOM, collide, 'geom')}); set contype=\"0\" conaffinity=\"0\" "
-                          "to silence this")
+                          "to silence this, or read them with load_mjcf(..., return_collision=True)")
             if m.npair:
                 self.warn(f"{m.npair} explicit contact pairs are ignored")
         if m.nsensor:
@@ -610,7 +678,7 @@ class _Importer:
                       "puts them")
 
 
-def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto"):
+def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto", return_collision=False):
     """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
     (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
     mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
@@ -618,6 +686,11 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     the force elements the file describes come last: a tuple with the joints' passive forces
     (:class:`~mrds_jax.system.JointSpringDamper`) and the actuators (:class:`~mrds_jax.system.Actuators`, control
     zero until :func:`~mrds_jax.system.with_control`), for ``simulate(..., forces=...)``.
+
+    With ``return_collision=True`` the :class:`~mrds_jax.collision.CollisionModel` of the file's geoms, pairs and
+    excludes comes last (``(system, collision)``, ``(system, mapping, forces, collision)``, ...); its geoms ride
+    on the modules' body operational points (``geom_world_pose`` of the points' placements gives their world
+    poses).
 
     ``recursion``: how the modules' tree recursions run (``Topology.recursion``: "auto", "unrolled" or
     "level_scan"; :mod:`mrds_jax.dynamics.levels`) — e.g. "level_scan" for the four-bar biped of
@@ -629,7 +702,7 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     (``UserWarning``) for each kind of element that is ignored."""
     from ..system import build_system
     model, where = compile_mjcf(source)
-    imp = _Importer(model, where, forces=return_forces)
+    imp = _Importer(model, where, forces=return_forces, collision=return_collision)
     imp.report_unmodelled()
     if not any(model.body_weldid[b] == b for b in range(1, model.nbody)):
         imp.fail("the model has no moving body")
@@ -643,9 +716,10 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
                 builder.add_frame(fname, link, position=T.p, rotation=T.R)
             modules[name] = builder.build().with_recursion(recursion)
         forces = imp.build_forces() if return_forces else ()
+        collision = (imp.build_collision(modules),) if return_collision else ()
     system = build_system(modules, contacts, couplings=imp.couplings)
     if not return_mapping:
-        return (system, forces) if return_forces else system
+        return (system, *((forces,) if return_forces else ()), *collision) if return_forces or collision else system
     qi, di, free = [], [], []
     for name in imp.names:
         bodies = [b for b in imp.links if imp.module_of[b] == name]
@@ -661,7 +735,7 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
         di.append(np.concatenate(d_))
         free.append(tuple(offs))
     mapping = MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0))
-    return (system, mapping, forces) if return_forces else (system, mapping)
+    return (system, mapping, *((forces,) if return_forces else ()), *collision)
 
 
 _NQ = {0: 7, 1: 4, 2: 1, 3: 1}   # mjJNT_FREE, BALL, SLIDE, HINGE

@@ -1,0 +1,291 @@
+"""The collision model: the geoms, the static list of candidate pairs (filtered as MuJoCo filters them), per-pair
+friction and restitution, and the concatenated contact slots of all pairs at a configuration.
+
+Filtering (MuJoCo's documentation, "Computation → Collision detection", and its ``<pair>``/``<exclude>``
+elements), decided once, before anything compiles:
+
+1. Bodies. A geom's body is the link its operational point sits on, merged with its ancestors across ``fixed``
+   joints (MuJoCo's *weld body*); a module link welded to its support (the world) by fixed joints all the way is
+   the ground. A module type without ``topology`` has one body per operational point.
+2. Two geoms on the same body never collide (ground–ground included: MuJoCo collides no two static geoms).
+3. Parent–child (``filter_parent=True``, MuJoCo's ``filterparent`` flag, on by default): two bodies of one
+   module where one is the other's parent (weld parent) do not collide; as in MuJoCo this rule never applies
+   when one side is the world, so ground geoms collide with the geoms of a module's root link.
+4. contype/conaffinity: a pair is a candidate when ``(contype1 & conaffinity2) or (contype2 & conaffinity1)``.
+5. ``excludes``: body pairs ((module, link) or None for the ground) that never collide (MuJoCo ``<exclude>``),
+   or geom-name pairs (the MJCF loader's translation of an ``<exclude>`` between MuJoCo bodies that were merged
+   into one link: MuJoCo excludes by its own body ids, not by welded bodies).
+6. ``pairs``: explicit geom pairs added whatever 2-5 say (MuJoCo ``<pair>``), with their own friction and
+   restitution when given; an explicit pair replaces the automatic one of the same two geoms.
+
+A pair whose kinds the narrow phase does not handle (:func:`~.narrowphase.supports`) is named in a
+:class:`~.geoms.CollisionWarning` and left out.
+
+Friction of a pair (MuJoCo's contact-parameter mixing, "Contact parameters"): the friction of the geom with the
+higher ``priority``; at equal priority the larger of the two. Restitution: the larger of the two.
+"""
+import warnings
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..pytree import pytree_dataclass, static
+from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range
+from .narrowphase import SLOTS, canonical, collide, supports
+
+
+class SlotSet(NamedTuple):
+    """Every slot of a collision model at one configuration (S = ``model.n_slots``): the
+    :class:`~.narrowphase.ContactSlots` fields (gap, point, frame, valid) and per slot the pair's friction and
+    restitution and the pair index (into ``model.pairs``)."""
+    gap: jax.Array
+    point: jax.Array
+    frame: jax.Array
+    valid: jax.Array
+    friction: jax.Array
+    restitution: jax.Array
+    pair: jax.Array
+
+
+@pytree_dataclass
+class CollisionModel:
+    """``geoms`` (a tuple of :class:`~.geoms.Geom`, leaves), per-pair ``friction`` and ``restitution``
+    (n_pairs,), and static ``pairs`` ((i, j) geom indices, i's kind not after j's in KINDS) and ``slots`` (slot
+    count per pair)."""
+    geoms: tuple
+    friction: jax.Array
+    restitution: jax.Array
+    pairs: tuple = static()
+    slots: tuple = static()
+
+    @property
+    def n_pairs(self):
+        return len(self.pairs)
+
+    @property
+    def n_slots(self):
+        return sum(self.slots)
+
+    @property
+    def slot_pair(self):
+        """The pair index of every slot (static tuple of length n_slots)."""
+        return tuple(k for k, n in enumerate(self.slots) for _ in range(n))
+
+    @property
+    def geom_names(self):
+        return tuple(g.name for g in self.geoms)
+
+    def pair_names(self):
+        return tuple((self.geoms[i].name, self.geoms[j].name) for i, j in self.pairs)
+
+
+# ----------------------------------------------------------------------------- bodies
+def _weld(topology, link):
+    """The link's weld body: the first ancestor (itself included) not attached to its parent by a fixed joint;
+    -1 when fixed joints reach the support (the world)."""
+    while link >= 0 and topology.joint_kinds[link] == "fixed":
+        link = topology.parents[link]
+    return link
+
+
+def _frame_body(module_name, module, frame, where):
+    """(body, parent body) of an operational point: body = (module, weld link) or None (welded to the world);
+    parent = the body of the weld link's parent (None: the world)."""
+    try:
+        index = module.frame_index(frame)
+    except (KeyError, IndexError) as e:
+        raise CollisionError(f"{where}: module {module_name!r} has no operational point {frame!r} "
+                             f"({e.args[0] if e.args else e})") from None
+    topology = getattr(module, "topology", None)
+    if topology is None or not hasattr(topology, "frame_links"):
+        return (module_name, ("frame", module.frame_names[index])), None
+    link = _weld(topology, topology.frame_links[index])
+    if link < 0:
+        return None, None
+    parent = _weld(topology, topology.parents[link])
+    return (module_name, link), (None if parent < 0 else (module_name, parent))
+
+
+def _body_spec(spec, modules, where):
+    """An ``excludes`` body: None (the ground) or (module, link name or index) -> (module, link index)."""
+    if spec is None:
+        return None
+    try:
+        module_name, link = spec
+    except (TypeError, ValueError):
+        raise CollisionError(f"{where}: a body is (module, link) or None for the ground, got {spec!r}") from None
+    if module_name not in modules:
+        raise CollisionError(f"{where}: no module named {module_name!r}; modules are {list(modules)}")
+    topology = getattr(modules[module_name], "topology", None)
+    if topology is None:
+        raise CollisionError(f"{where}: module {module_name!r} has no links to exclude by")
+    try:
+        index = topology.link_index(link)
+    except (KeyError, IndexError) as e:
+        raise CollisionError(f"{where}: module {module_name!r} has no link {link!r} "
+                             f"({e.args[0] if e.args else e})") from None
+    welded = _weld(topology, index)
+    return None if welded < 0 else (module_name, welded)
+
+
+# ----------------------------------------------------------------------------- pair parameters
+def _mixed_friction(g1, g2):
+    """MuJoCo's mixing: the higher priority's friction, else the larger."""
+    if g1.priority != g2.priority:
+        return (g1 if g1.priority > g2.priority else g2).friction
+    return jnp.maximum(g1.friction, g2.friction)
+
+
+_PAIR_OPTIONS = ("friction", "restitution")
+
+
+def _explicit_pairs(pairs, index, where="collision_model: pairs"):
+    """{(i, j) in KINDS order: options} from the user's (name1, name2[, options]) entries."""
+    out = {}
+    for entry in pairs:
+        if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3):
+            raise CollisionError(f"{where}: each pair is (geom1, geom2) or (geom1, geom2, {{options}}), got "
+                                 f"{entry!r}")
+        name1, name2 = entry[0], entry[1]
+        options = dict(entry[2]) if len(entry) == 3 and entry[2] is not None else {}
+        label = f"{where}: pair ({name1!r}, {name2!r})"
+        for name in (name1, name2):
+            if name not in index:
+                raise CollisionError(f"{label}: no geom named {name!r}; the geoms are {list(index)}")
+        if name1 == name2:
+            raise CollisionError(f"{label}: a geom cannot collide with itself")
+        unknown = sorted(set(options) - set(_PAIR_OPTIONS))
+        if unknown:
+            raise CollisionError(f"{label}: unknown option(s) {unknown}; use {list(_PAIR_OPTIONS)}")
+        if "friction" in options:
+            options["friction"] = _in_range(options["friction"], "friction", label, 0.0)
+        if "restitution" in options:
+            options["restitution"] = _in_range(options["restitution"], "restitution", label, 0.0, 1.0)
+        out[_ordered(index[name1], index[name2], None)] = (options, label)
+    return out
+
+
+def _ordered(i, j, geoms):
+    """(i, j) with i's kind not after j's in KINDS (ties: lower index first); ``geoms`` None: by index only
+    (re-ordered once kinds are known)."""
+    if geoms is None:
+        return (min(i, j), max(i, j))
+    ki, kj = KINDS.index(geoms[i].kind), KINDS.index(geoms[j].kind)
+    return (i, j) if (ki, i) <= (kj, j) else (j, i)
+
+
+# ----------------------------------------------------------------------------- the model
+def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_parent=True):
+    """The :class:`CollisionModel` of ``geoms`` (a sequence of :class:`~.geoms.Geom`, unique names) on
+    ``modules`` (dict name -> module; the names geoms' ``module`` fields refer to), filtered as the module
+    docstring says. ``pairs``: explicit pairs ``(name1, name2)`` or ``(name1, name2, {"friction": μ,
+    "restitution": e})``; ``excludes``: body pairs ``(body_a, body_b)``, a body ``(module, link)`` or None for
+    the ground, or geom-name pairs ``(name1, name2)``; ``filter_parent``: MuJoCo's parent–child filter. ``warn``: name left-out unsupported pairs in a :class:`~.geoms.CollisionWarning` (with False
+    they are still left out, silently: for callers that warned already).
+
+    Raises :class:`~.geoms.CollisionError` naming the geom, pair or body for a non-Geom entry, a duplicate geom
+    name, an unknown module or operational point, an unknown geom in ``pairs`` or an unknown module or link in
+    ``excludes``."""
+    geoms = tuple(geoms)
+    modules = dict(modules)
+    names = []
+    for g in geoms:
+        if not isinstance(g, Geom):
+            raise CollisionError(f"collision_model: {g!r} is not a Geom (build one with plane, sphere, capsule, "
+                                 "box or cylinder)")
+        if g.name in names:
+            raise CollisionError(f"collision_model: two geoms are named {g.name!r}; geom names must be unique")
+        names.append(g.name)
+    index = {name: i for i, name in enumerate(names)}
+
+    bodies, parents = [], []
+    for g in geoms:
+        if g.is_ground:
+            body, parent = None, None
+        else:
+            if g.module not in modules:
+                raise CollisionError(f"geom {g.name!r}: no module named {g.module!r}; modules are {list(modules)}")
+            body, parent = _frame_body(g.module, modules[g.module], g.frame, f"geom {g.name!r}")
+        bodies.append(body)
+        parents.append(parent)
+
+    excluded, excluded_geoms = set(), set()
+    for entry in excludes:
+        where = f"collision_model: exclude {entry!r}"
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise CollisionError(f"{where}: each exclude is (body_a, body_b) or (geom_a, geom_b)")
+        if all(isinstance(x, str) for x in entry):
+            unknown = [x for x in entry if x not in index]
+            if unknown:
+                raise CollisionError(f"{where}: no geom named {unknown[0]!r}; the geoms are {names}")
+            excluded_geoms.add(frozenset(index[x] for x in entry))
+        else:
+            excluded.add(frozenset([_body_spec(entry[0], modules, where), _body_spec(entry[1], modules, where)]))
+
+    explicit = _explicit_pairs(pairs, index)
+
+    chosen = {}                                        # (i, j) in KINDS order -> (friction, restitution)
+    unsupported = []
+    for i in range(len(geoms)):
+        for j in range(i + 1, len(geoms)):
+            g1, g2 = geoms[i], geoms[j]
+            if (i, j) in explicit:
+                continue
+            if bodies[i] == bodies[j]:
+                continue
+            if filter_parent and bodies[i] is not None and bodies[j] is not None and (
+                    parents[i] == bodies[j] or parents[j] == bodies[i]):
+                continue
+            if not ((g1.contype & g2.conaffinity) or (g2.contype & g1.conaffinity)):
+                continue
+            if frozenset([bodies[i], bodies[j]]) in excluded or frozenset([i, j]) in excluded_geoms:
+                continue
+            key = _ordered(i, j, geoms)
+            if not supports(g1.kind, g2.kind):
+                unsupported.append((g1, g2))
+                continue
+            chosen[key] = (_mixed_friction(g1, g2), jnp.maximum(g1.restitution, g2.restitution))
+    for (i, j), (options, label) in explicit.items():
+        g1, g2 = geoms[i], geoms[j]
+        if not supports(g1.kind, g2.kind):
+            unsupported.append((g1, g2))
+            continue
+        chosen[_ordered(i, j, geoms)] = (options.get("friction", _mixed_friction(g1, g2)),
+                                         options.get("restitution", jnp.maximum(g1.restitution, g2.restitution)))
+    if unsupported and warn:
+        listed = ", ".join(f"{a.name!r} ({a.kind}) – {b.name!r} ({b.kind})" for a, b in unsupported)
+        warnings.warn(f"collision_model: {len(unsupported)} geom pair(s) left out, the narrow phase cannot collide "
+                      f"them: {listed}", CollisionWarning, stacklevel=2)
+
+    keys = tuple(sorted(chosen))
+    dtype = jnp.zeros(0).dtype
+    friction = jnp.stack([jnp.asarray(chosen[k][0], dtype=dtype) for k in keys]) if keys else jnp.zeros(0, dtype)
+    restitution = (jnp.stack([jnp.asarray(chosen[k][1], dtype=dtype) for k in keys]) if keys
+                   else jnp.zeros(0, dtype))
+    slots = tuple(SLOTS[(geoms[i].kind, geoms[j].kind)] for i, j in keys)
+    return CollisionModel(geoms=geoms, friction=friction, restitution=restitution, pairs=keys, slots=slots)
+
+
+def contact_slots(model, geom_poses):
+    """Every pair's :class:`~.narrowphase.ContactSlots` at the world poses ``geom_poses`` (a sequence of (R, p),
+    one per geom of ``model``, e.g. from :func:`~.geoms.geom_world_pose`), concatenated in pair order with
+    the pairs' friction and restitution per slot: a :class:`SlotSet` of static length ``model.n_slots``. Works
+    on one configuration; batch with ``jax.vmap``."""
+    if len(geom_poses) != len(model.geoms):
+        raise CollisionError(f"contact_slots: {len(geom_poses)} geom poses for {len(model.geoms)} geoms")
+    parts = []
+    for (i, j) in model.pairs:
+        g1, g2 = model.geoms[i], model.geoms[j]
+        (R1, p1), (R2, p2) = geom_poses[i], geom_poses[j]
+        assert canonical(g1.kind, g2.kind)
+        parts.append(collide(g1.kind, g2.kind, R1, p1, g1.size, R2, p2, g2.size))
+    slot_pair = np.asarray(model.slot_pair, dtype=np.int32)
+    if not parts:
+        dtype = jnp.zeros(0).dtype
+        return SlotSet(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
+                       jnp.zeros(0, bool), jnp.zeros(0, dtype), jnp.zeros(0, dtype), jnp.asarray(slot_pair))
+    fields = [jnp.concatenate([getattr(p, f) for p in parts]) for f in ("gap", "point", "frame", "valid")]
+    return SlotSet(*fields, friction=model.friction[slot_pair], restitution=model.restitution[slot_pair],
+                   pair=jnp.asarray(slot_pair))

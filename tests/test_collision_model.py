@@ -1,0 +1,179 @@
+"""The collision model: pair filtering as MuJoCo does it, explicit pairs and excludes, friction mixing, the
+warning for pairs the narrow phase cannot collide, every bad input's named error, and the concatenated slots."""
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mrds_jax.collision import (CollisionError, CollisionWarning, box, capsule, collide, collision_model,
+                                contact_slots, cylinder, geom_world_pose, plane, sphere)
+from mrds_jax.model import ModuleBuilder
+from mrds_jax.spatial import rot_x, rot_z
+
+
+def _arm():
+    """base (welded to the world) - l1 - l2 = l3 (fixed joint) - l4, one operational point per link."""
+    b = ModuleBuilder()
+    b.add_link("base", joint="fixed")
+    b.add_link("l1", parent="base", position=(0, 0, 0.1))
+    b.add_link("l2", parent="l1", position=(0.3, 0, 0))
+    b.add_link("l3", parent="l2", joint="fixed", position=(0.3, 0, 0))
+    b.add_link("l4", parent="l3", position=(0.1, 0, 0))
+    for link in ("base", "l1", "l2", "l3", "l4"):
+        b.add_frame(f"f_{link}", link=link, position=(0.05, 0, 0))
+    return b.build()
+
+
+def _ball():
+    b = ModuleBuilder()
+    b.add_link("body", joint="free")
+    b.add_frame("c", link="body")
+    return b.build()
+
+
+MODULES = {"arm": _arm(), "ball": _ball()}
+
+
+def _geoms(**changes):
+    g = dict(
+        floor=plane("floor"),
+        base_box=box("base_box", "arm", "f_base", (0.1, 0.1, 0.05)),
+        s1=sphere("s1", "arm", "f_l1", 0.05, friction=0.5),
+        s2=capsule("s2", "arm", "f_l2", 0.05, 0.1),
+        s3=sphere("s3", "arm", "f_l3", 0.05),
+        s4=sphere("s4", "arm", "f_l4", 0.05, restitution=0.4),
+        ball=sphere("ball", "ball", "c", 0.1, friction=0.8, restitution=0.1),
+        ball2=box("ball2", "ball", "c", (0.05, 0.05, 0.05)),
+    )
+    g.update(changes)
+    return [v for v in g.values() if v is not None]
+
+
+def _names(model):
+    return {frozenset(p) for p in model.pair_names()}
+
+
+def _pairs(*names):
+    return {frozenset(n.split("-")) for n in names}
+
+
+ALL_BALL = ["ball-floor", "ball-base_box", "ball-s1", "ball-s2", "ball-s3", "ball-s4", "ball2-floor",
+            "ball2-base_box", "ball2-s1", "ball2-s2", "ball2-s3", "ball2-s4"]
+
+
+def test_filtering_same_body_welds_parent_child_and_the_world():
+    model = collision_model(_geoms(), MODULES)
+    # floor-base_box: both on the world (the base is welded to it); s1-s2, s1-s3 (l3 welded to l2), s2-s4, s3-s4
+    # (l4's parent l3 is l2's weld): parent-child; s2-s3: one body; ball-ball2: one body. The world takes no
+    # part in the parent-child rule, so base_box (world) collides with s1 (l1, whose parent is the base).
+    assert _names(model) == _pairs("floor-s1", "floor-s2", "floor-s3", "floor-s4", "base_box-s1", "base_box-s2",
+                                   "base_box-s3", "base_box-s4", "s1-s4", *ALL_BALL)
+    for (i, j) in model.pairs:                                   # KINDS order within each pair
+        kinds = ("plane", "sphere", "capsule", "box", "cylinder")
+        assert kinds.index(model.geoms[i].kind) <= kinds.index(model.geoms[j].kind)
+    assert model.slots == tuple(
+        {"plane-sphere": 1, "plane-capsule": 2, "plane-box": 8, "sphere-box": 1, "capsule-box": 4,
+         "sphere-sphere": 1, "sphere-capsule": 1, "box-box": 17}[f"{model.geoms[i].kind}-{model.geoms[j].kind}"]
+        for i, j in model.pairs)
+    assert model.n_slots == sum(model.slots) and len(model.slot_pair) == model.n_slots
+
+
+def test_contype_conaffinity_explicit_pairs_and_excludes():
+    # ball: contype 2, conaffinity 0 -> meets only geoms whose conaffinity has bit 2 (s4 below)
+    geoms = _geoms(ball=sphere("ball", "ball", "c", 0.1, contype=2, conaffinity=0),
+                   s4=sphere("s4", "arm", "f_l4", 0.05, conaffinity=3))
+    model = collision_model(geoms, MODULES, pairs=[("s1", "s2", {"friction": 0.3, "restitution": 0.2})],
+                            excludes=[(("arm", "l1"), None), (("ball", "body"), ("arm", "l3"))])
+    names = _names(model)
+    assert frozenset(["ball", "s4"]) in names and frozenset(["ball", "floor"]) not in names
+    assert frozenset(["s1", "s2"]) in names                                  # explicit, despite parent-child
+    assert not names & _pairs("floor-s1", "base_box-s1")                     # excluded: l1 against the world
+    assert not names & _pairs("ball2-s2", "ball2-s3")                        # excluded: body against l3 = l2
+    k = model.pair_names().index(tuple(n for n in ("s1", "s2")))
+    assert float(model.friction[k]) == 0.3 and float(model.restitution[k]) == 0.2
+
+
+def test_friction_mixing_and_restitution():
+    model = collision_model(_geoms(), MODULES)
+    by_name = dict(zip(map(frozenset, model.pair_names()), zip(np.asarray(model.friction),
+                                                                np.asarray(model.restitution))))
+    assert by_name[frozenset(["ball", "s1"])] == (0.8, 0.1)                  # max of 0.5 and 0.8
+    assert by_name[frozenset(["s4", "ball"])] == (1.0, 0.4)                  # restitution: max
+    prioritised = collision_model(_geoms(ball=sphere("ball", "ball", "c", 0.1, friction=0.2, priority=1)), MODULES)
+    by_name = dict(zip(map(frozenset, prioritised.pair_names()), np.asarray(prioritised.friction)))
+    assert by_name[frozenset(["ball", "s1"])] == 0.2                         # the higher priority's friction
+
+
+def test_unsupported_pairs_are_named_in_a_warning_and_left_out():
+    geoms = _geoms(c1=cylinder("c1", "ball", "c", 0.1, 0.2), c2=cylinder("c2", "arm", "f_l4", 0.1, 0.2),
+                   tray=plane("tray", "arm", "f_l1"))
+    with pytest.warns(CollisionWarning, match=r"'c1' \(cylinder\) – 'c2' \(cylinder\)") as record:
+        model = collision_model(geoms, MODULES)
+    assert "'floor' (plane) – 'tray' (plane)" in str(record[0].message)
+    assert frozenset(["c1", "c2"]) not in _names(model) and frozenset(["c1", "floor"]) in _names(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        collision_model(geoms, MODULES, warn=False)
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: sphere("s", None, None, 0.1, friction=-0.1), "geom 's' .*friction"),
+    (lambda: sphere("s", None, None, 0.1, friction=float("inf")), "geom 's' .*friction"),
+    (lambda: sphere("s", None, None, 0.1, restitution=1.5), "geom 's' .*restitution"),
+    (lambda: sphere("s", None, None, 0.0), "geom 's' .*radius"),
+    (lambda: capsule("c", None, None, 0.1, -1.0), "geom 'c' .*half_length"),
+    (lambda: box("b", None, None, (0.1, float("nan"), 0.1)), "geom 'b' .*half_extents"),
+    (lambda: cylinder("y", None, None, float("nan"), 0.1), "geom 'y' .*radius"),
+    (lambda: plane("p", normal=(0, 0, 0)), "geom 'p' .*normal"),
+    (lambda: sphere("s", None, None, 0.1, rotation=np.diag([1.0, 1.0, -1.0])), "geom 's' .*rotation"),
+    (lambda: sphere("s", "ball", None, 0.1), "geom 's' .*module and frame"),
+    (lambda: collision_model([sphere("s", "nope", "c", 0.1)], MODULES), "geom 's'.*no module named 'nope'"),
+    (lambda: collision_model([sphere("s", "ball", "nope", 0.1)], MODULES), "geom 's'.*no operational point 'nope'"),
+    (lambda: collision_model(_geoms(), MODULES, pairs=[("s1", "ghost")]), r"pair \('s1', 'ghost'\).*ghost"),
+    (lambda: collision_model(_geoms(), MODULES, pairs=[("s1", "s2", {"friction": -1})]), r"'s2'\).*friction"),
+    (lambda: collision_model(_geoms(), MODULES, pairs=[("s1", "s2", {"mu": 1})]), "unknown option"),
+    (lambda: collision_model(_geoms(), MODULES, excludes=[(("arm", "l9"), None)]), "no link 'l9'"),
+    (lambda: collision_model(_geoms(), MODULES, excludes=[(("leg", "l1"), None)]), "no module named 'leg'"),
+    (lambda: collision_model([plane("a"), plane("a")], MODULES), "two geoms are named 'a'"),
+])
+def test_bad_input_raises_a_named_collision_error(make, match):
+    with pytest.raises(CollisionError, match=match):
+        make()
+
+
+def test_contact_slots_concatenate_the_pairs_and_batch():
+    geoms = [plane("floor", friction=0.6), sphere("ball", "ball", "c", 0.1, friction=0.9),
+             box("crate", "arm", "f_l4", (0.1, 0.2, 0.1), position=(0.0, 0.0, 0.05))]
+    model = collision_model(geoms, MODULES)
+    assert model.pair_names() == (("floor", "ball"), ("floor", "crate"), ("ball", "crate"))
+
+    def slots_at(ball_p, arm_R):
+        poses = [geom_world_pose(geoms[0]), geom_world_pose(geoms[1], jnp.eye(3), ball_p),
+                 geom_world_pose(geoms[2], arm_R, jnp.array([0.5, 0.0, 0.3]))]
+        return contact_slots(model, poses)
+
+    ball_p = jnp.array([0.1, 0.2, 0.35])
+    out = slots_at(ball_p, jnp.asarray(rot_z(0.3)))
+    assert out.gap.shape == (model.n_slots,) == (1 + 8 + 1,)
+    np.testing.assert_allclose(out.gap[0], 0.25, atol=1e-15)
+    np.testing.assert_allclose(out.friction, [0.9] + [1.0] * 8 + [1.0])          # crate: friction 1 (default)
+    assert out.pair.tolist() == list(model.slot_pair)
+    R, p = geom_world_pose(geoms[2], jnp.asarray(rot_z(0.3)), jnp.array([0.5, 0.0, 0.3]))
+    np.testing.assert_allclose(p, [0.5, 0.0, 0.35], atol=1e-15)
+    direct = collide("sphere", "box", jnp.eye(3), ball_p, geoms[1].size, R, p, geoms[2].size)
+    np.testing.assert_allclose(out.gap[-1:], direct.gap, atol=1e-15)
+    batch = jax.jit(jax.vmap(slots_at))(ball_p + jnp.zeros((4, 1)), jnp.stack([rot_x(a) for a in range(4)]))
+    assert batch.gap.shape == (4, model.n_slots) and batch.frame.shape == (4, model.n_slots, 3, 3)
+    # the geometry is a leaf: d(gap of ball on floor)/d(radius) = -1
+    grad = jax.grad(lambda m: contact_slots(m, [geom_world_pose(g) if g.is_ground else (jnp.eye(3), ball_p)
+                                                for g in m.geoms]).gap[0])(model)
+    assert float(grad.geoms[1].size[0]) == -1.0
+
+
+def test_traced_geometry_is_checked_for_shape_only():
+    size = jax.jit(lambda r, h: capsule("c", "ball", "c", r, h, friction=r).size)(0.3, 0.2)
+    np.testing.assert_allclose(size, [0.3, 0.2, 0.0])
+    with pytest.raises(CollisionError, match="geom 'b'.*position has shape"):
+        jax.jit(lambda p: box("b", None, None, (0.1, 0.1, 0.1), position=p).size)(jnp.zeros(2))
