@@ -455,15 +455,16 @@ def test_joint_limits_are_kept_from_mjcf_and_urdf():
 
 
 def test_simulate_reports_where_a_trajectory_leaves_a_joint_limit():
-    """A swinging arm whose elbow has a narrow range: simulate warns naming the elbow and the first stored time
-    outside; trajectory_diagnostics lists the same exit; the shoulder, within its range, is not named."""
+    """A swinging arm whose elbow has a narrow range, limits not enforced (unilateral=False, the acceleration-level
+    path): simulate warns naming the elbow and the first stored time outside; trajectory_diagnostics lists the same
+    exit; the shoulder, within its range, is not named. (Enforced by default: test_contact_step.py.)"""
     xml = ARM.replace('armature="0.05" damping="0.2"', 'armature="0.05" damping="0.2" range="-0.05 0.05"').replace(
         'springref="0.5"', 'springref="0.5" range="-3 3"')
     system, forces = load_mjcf(xml, return_forces=True)
     assert system.modules[0].topology.joint_limits == ((-3.0, 3.0), (-0.05, 0.05))
     state = S.SystemState((jnp.array([0.7, 0.0]),), (jnp.array([0.0, 2.0]),))
     with pytest.warns(S.JointLimitWarning, match=r"arm/elbow|upper/elbow") as record:
-        traj = S.simulate(system, state, 1e-2, 100, forces=forces)
+        traj = S.simulate(system, state, 1e-2, 100, forces=forces, unilateral=False)
     elbow = np.asarray(traj.q[0])[:, 1]
     first = int(np.flatnonzero((elbow < -0.05) | (elbow > 0.05))[0])
     assert first > 0

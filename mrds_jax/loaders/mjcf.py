@@ -662,7 +662,7 @@ class _Importer:
             if len(set(int(m.body_weldid[m.geom_bodyid[g]]) for g in collide)) > 1:
                 self.warn(f"contacts between geoms are ignored (collidable geoms: "
                           f"{names(mj.mjtObj.mjOBJ_GEOM, collide, 'geom')}); set contype=\"0\" conaffinity=\"0\" "
-                          "to silence this, or read them with load_mjcf(..., return_collision=True)")
+                          "to silence this, or read them with load_mjcf(..., collision=True)")
             if m.npair:
                 self.warn(f"{m.npair} explicit contact pairs are ignored")
         if m.nsensor:
@@ -678,7 +678,8 @@ class _Importer:
                       "puts them")
 
 
-def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto", return_collision=False):
+def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto", return_collision=False,
+              collision=True):
     """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
     (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
     mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
@@ -687,8 +688,10 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     (:class:`~mrds_jax.system.JointSpringDamper`) and the actuators (:class:`~mrds_jax.system.Actuators`, control
     zero until :func:`~mrds_jax.system.with_control`), for ``simulate(..., forces=...)``.
 
-    With ``return_collision=True`` the :class:`~mrds_jax.collision.CollisionModel` of the file's geoms, pairs and
-    excludes comes last (``(system, collision)``, ``(system, mapping, forces, collision)``, ...); its geoms ride
+    ``collision`` (default True): the file's collision geometry (geoms, ``<pair>``, ``<exclude>``, friction) becomes
+    the system's :class:`~mrds_jax.collision.CollisionModel` (``System.collision``), so that
+    :func:`~mrds_jax.system.simulate` enforces the contacts (and the joint limits the file gives) as MuJoCo would;
+    ``collision=False`` leaves it out. With ``return_collision=True`` the collision model also comes last (``(system, collision)``, ``(system, mapping, forces, collision)``, ...); its geoms ride
     on the modules' body operational points (``geom_world_pose`` of the points' placements gives their world
     poses).
 
@@ -702,7 +705,7 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     (``UserWarning``) for each kind of element that is ignored."""
     from ..system import build_system
     model, where = compile_mjcf(source)
-    imp = _Importer(model, where, forces=return_forces, collision=return_collision)
+    imp = _Importer(model, where, forces=return_forces, collision=return_collision or collision)
     imp.report_unmodelled()
     if not any(model.body_weldid[b] == b for b in range(1, model.nbody)):
         imp.fail("the model has no moving body")
@@ -716,8 +719,10 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
                 builder.add_frame(fname, link, position=T.p, rotation=T.R)
             modules[name] = builder.build().with_recursion(recursion)
         forces = imp.build_forces() if return_forces else ()
-        collision = (imp.build_collision(modules),) if return_collision else ()
-    system = build_system(modules, contacts, couplings=imp.couplings)
+        geometry = imp.build_collision(modules) if (collision or return_collision) else None
+    system = build_system(modules, contacts, couplings=imp.couplings,
+                          collision=geometry if collision and geometry.n_slots else None)
+    collision = (geometry,) if return_collision else ()
     if not return_mapping:
         return (system, *((forces,) if return_forces else ()), *collision) if return_forces or collision else system
     qi, di, free = [], [], []

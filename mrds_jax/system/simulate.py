@@ -29,6 +29,7 @@ from .limits import report_limits
 from .solve import SolverSettings
 from .acceleration import resolve_stabilisation, system_acceleration
 from .solve_report import _last_finite_state, _state_at, _weak_contacts
+from .timestepping import ContactSettings, contact_rollout, has_unilateral_rows
 
 # the public names of the run-time files, importable from here as before the split (module docstring)
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
@@ -55,10 +56,16 @@ def _simulate_adaptive_core(system, q0, v0, dt, t0, forces, stabilisation, tau, 
     return dopri5(system.modules, acc, q0, v0, t_end, n_out, t0, rtol, atol, dt, max_steps)
 
 
+@functools.partial(jax.jit, static_argnames=("n_steps", "decimation", "settings", "contact_modes"))
+def _contact_core(system, q0, v0, dt, t0, forces, tau, mode_params, n_steps, decimation, settings, contact_modes):
+    return contact_rollout(system, q0, v0, dt, n_steps, decimation, t0, forces, tau, contact_modes, settings,
+                           mode_params)
+
+
 def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_compact", forces=(),
              stabilisation="auto", tau=None, solver=SolverSettings(), method="direct", t0=0.0, check=True, tol=1e-6,
              cond_warn=1e8, path="auto", strict=False, residual_warn=1e-6, cond_jump=1e3, t_end=None, rtol=1e-6,
-             atol=1e-9, n_out=1, max_steps=100_000):
+             atol=1e-9, n_out=1, max_steps=100_000, contact_settings=None, contact_modes=None, mode_params=(), unilateral=True):
     """Integrate ``n_steps`` steps of size ``dt`` from ``state0`` (a :class:`SystemState`), storing every
     ``decimation``-th state (the first stored state is ``state0``); or up to the end time ``t_end``
     (fixed-step integrators: n_steps = round((t_end − t0)/dt), a static number, so a new end time
@@ -106,8 +113,22 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     :func:`trajectory_diagnostics`' ``limit_exits``).
     Under ``jit``/``vmap``/``grad`` the checks are skipped (use
     :func:`~mrds_jax.integrate.check_trajectory` and :func:`report_solve` on the result).
+
+    **Unilateral constraints.** A system with collision geometry (``System.collision``) or joint limits
+    (``Topology.joint_limits``, from the builder or a file) is integrated by the velocity-level step of
+    :mod:`.timestepping` (Moreau–Jean: loops, limits and frictional contacts in one problem per step), whatever
+    ``integrator`` says; ``contact_settings`` (:class:`~.timestepping.ContactSettings`) sets its solver and drift
+    correction, ``contact_modes`` (a function (t, q, v, mode_params) → one boolean per contact of the system, hashable; its
+    ``mode_params`` traced) switches bilateral contacts (grasps, welds) on and off during the run. It returns a
+    :class:`~.timestepping.ContactTrajectory` (states, impulses of every row, gaps, contact points and frames,
+    the solver's residuals per stored state) and, with ``check``, warns (:class:`ContactSolveWarning`) where the
+    solver's residuals exceed ``residual_warn`` times the impulse-velocity scale. ``unilateral=False`` ignores the
+    collision geometry and the limits (the exact acceleration-level path; limits are then only reported).
     """
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
+    if unilateral and (has_unilateral_rows(system) or contact_modes is not None):
+        return _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end,
+                                 residual_warn, contact_settings or ContactSettings(), contact_modes, mode_params)
     forces = tuple(forces)
     stabilisation = resolve_stabilisation(stabilisation, dt)
     chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
@@ -172,6 +193,42 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
                                   f"state (t = {float(traj.t[last]):g} s): {names}" if last is not None else str(e)) from None
         report_solve(system, traj, cond_warn, residual_warn, strict, cond_jump)
         report_limits(system, traj)
+    return traj
+
+
+class ContactSolveWarning(UserWarning):
+    """The velocity-level step's constraint problem was not solved to the residual asked for at some steps."""
+
+
+def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end, residual_warn,
+                      settings, contact_modes, mode_params):
+    """:func:`simulate` for systems with unilateral rows (its docstring)."""
+    forces = tuple(forces)
+    dtype = jnp.asarray(state0.q[0]).dtype
+    traced = is_traced((system, state0, dt, t0, forces, tau))
+    if check and not traced:
+        validate_forces(system, forces)
+        check_initial_state(system, state0, t=t0, tol=tol, cond_warn=np.inf)
+    if n_steps is None:
+        if is_traced((t_end, dt, t0)):
+            raise ValueError("the velocity-level step needs a concrete t_end and dt (n_steps is static)")
+        n_steps = int(round((float(t_end) - float(t0)) / float(dt)))
+        n_steps -= n_steps % decimation
+    q0, v0, dt_, t0_, forces, tau = float_leaves_as((tuple(state0.q), tuple(state0.v), dt, t0, forces, tau), dtype)
+    traj = _contact_core(system, q0, v0, dt_, t0_, forces, tau, float_leaves_as(mode_params, dtype), n_steps=n_steps, decimation=decimation,
+                         settings=settings, contact_modes=contact_modes)
+    if check and not is_traced(traj.first_nonfinite) and np.ndim(traj.first_nonfinite) == 0:
+        if int(traj.first_nonfinite) >= 0:
+            raise SimulationError(f"the state became NaN/inf at step {int(traj.first_nonfinite)} "
+                                  f"(t = {float(t0) + int(traj.first_nonfinite) * float(dt):g} s)")
+        worst = np.maximum(np.asarray(traj.primal), np.asarray(traj.complementarity))
+        scale = max(1.0, float(np.max(np.abs(np.asarray(traj.impulses)))) if traj.impulses.size else 1.0)
+        bad = np.flatnonzero(worst > residual_warn * scale)
+        if bad.size:
+            warnings.warn(f"the contact problem was not solved to {residual_warn:g} at {bad.size} stored states "
+                          f"(first t = {float(np.asarray(traj.t)[bad[0]]):g} s, worst residual {worst.max():.2e}); "
+                          "raise ContactSettings.ncp stages/iterations, or the problem is ill-posed (Painlevé, "
+                          "redundant rows): the impulses stay finite", ContactSolveWarning, stacklevel=3)
     return traj
 
 

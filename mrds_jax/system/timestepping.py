@@ -336,11 +336,12 @@ class ContactTrajectory(NamedTuple):
 
 
 def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=(), tau=None,
-                    contact_modes: Optional[Callable] = None, settings=ContactSettings()):
+                    contact_modes: Optional[Callable] = None, settings=ContactSettings(), mode_params=()):
     """``n_steps`` velocity-level steps (:func:`contact_step`) in a ``lax.scan``, storing every ``decimation``-th
-    state (the initial one first). ``contact_modes``: None or a function (t, q, v) → (n_contacts,) booleans that
-    switches the system's bilateral contacts on and off (traced: a schedule or a state-dependent grasp/release
-    recompiles nothing)."""
+    state (the initial one first). ``contact_modes``: None or a function (t, q, v, mode_params) → (n_contacts,)
+    booleans that switches the system's bilateral contacts on and off; ``mode_params`` (any pytree of arrays) is
+    traced, so a new schedule (release and regrasp times) or state-dependent rule recompiles nothing and batches
+    under ``vmap``."""
     dtype = q0[0].dtype
     layout = row_layout(system)
     n_gaps = layout.n_unilateral + layout.n_contacts
@@ -351,7 +352,7 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     def step(carry, _):
         q, v, lam, k, bad = carry
         t = t0 + k * dt
-        active = None if contact_modes is None else contact_modes(t, q, v)
+        active = None if contact_modes is None else contact_modes(t, q, v, mode_params)
         q1, v1, rep = contact_step(system, q, v, t, dt, lam, forces, tau, active, settings)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves((q1, v1))]))
         bad = jnp.where((bad < 0) & ~finite, k, bad)
