@@ -3,7 +3,7 @@ candidate pairs (filtering, ``<pair>``, ``<exclude>``, merged bodies, visual-onl
 friction, and at MuJoCo's qpos0 the same gaps, points and normals as ``data.contact`` after ``mj_forward``."""
 import warnings
 
-import jax.numpy as jnp
+import jax
 import mujoco
 import numpy as np
 import pytest
@@ -50,8 +50,7 @@ def loaded():
     return system, mapping, collision, [str(w.message) for w in caught if w.category is CollisionWarning]
 
 
-def _world_poses(system, mapping, collision):
-    state = mapping.state()
+def _world_poses(system, state, collision):
     poses = []
     for g in collision.geoms:
         if g.is_ground:
@@ -83,7 +82,8 @@ def test_geoms_pairs_excludes_and_warnings_round_trip(loaded):
 
 def test_gaps_at_qpos0_equal_mujocos_contacts(loaded):
     system, mapping, collision, _ = loaded
-    slots = contact_slots(collision, _world_poses(system, mapping, collision))
+    slots = jax.jit(lambda system, state, collision: contact_slots(collision, _world_poses(system, state, collision)))(
+        system, mapping.state(), collision)
     model = mujoco.MjModel.from_xml_string(SCENE)
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)

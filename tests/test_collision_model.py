@@ -155,20 +155,21 @@ def test_contact_slots_concatenate_the_pairs_and_batch():
         return contact_slots(model, poses)
 
     ball_p = jnp.array([0.1, 0.2, 0.35])
-    out = slots_at(ball_p, jnp.asarray(rot_z(0.3)))
+    out = jax.jit(slots_at)(ball_p, jnp.asarray(rot_z(0.3)))
     assert out.gap.shape == (model.n_slots,) == (1 + 8 + 1,)
     np.testing.assert_allclose(out.gap[0], 0.25, atol=1e-15)
     np.testing.assert_allclose(out.friction, [0.9] + [1.0] * 8 + [1.0])          # crate: friction 1 (default)
     assert out.pair.tolist() == list(model.slot_pair)
     R, p = geom_world_pose(geoms[2], jnp.asarray(rot_z(0.3)), jnp.array([0.5, 0.0, 0.3]))
     np.testing.assert_allclose(p, [0.5, 0.0, 0.35], atol=1e-15)
-    direct = collide("sphere", "box", jnp.eye(3), ball_p, geoms[1].size, R, p, geoms[2].size)
+    direct = jax.jit(collide, static_argnums=(0, 1))("sphere", "box", jnp.eye(3), ball_p, geoms[1].size, R, p,
+                                                      geoms[2].size)
     np.testing.assert_allclose(out.gap[-1:], direct.gap, atol=1e-15)
     batch = jax.jit(jax.vmap(slots_at))(ball_p + jnp.zeros((4, 1)), jnp.stack([rot_x(a) for a in range(4)]))
     assert batch.gap.shape == (4, model.n_slots) and batch.frame.shape == (4, model.n_slots, 3, 3)
     # the geometry is a leaf: d(gap of ball on floor)/d(radius) = -1
-    grad = jax.grad(lambda m: contact_slots(m, [geom_world_pose(g) if g.is_ground else (jnp.eye(3), ball_p)
-                                                for g in m.geoms]).gap[0])(model)
+    grad = jax.jit(jax.grad(lambda m: contact_slots(m, [geom_world_pose(g) if g.is_ground else (jnp.eye(3), ball_p)
+                                                        for g in m.geoms]).gap[0]))(model)
     assert float(grad.geoms[1].size[0]) == -1.0
 
 

@@ -1,6 +1,8 @@
 """URDF ``<collision>`` primitives (``load_urdf(..., return_collision=True)``) against MuJoCo's own URDF compiler:
 the same geoms (kinds, sizes, world poses at a configuration), the same candidate pairs, and the same gap where
 both compute the distance exactly; meshes are named in a warning."""
+import jax
+import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
@@ -54,15 +56,20 @@ def test_urdf_collision_geoms_equal_mujocos(tmp_path):
     data = mujoco.MjData(model)
     data.qpos[:] = ANGLE
     mujoco.mj_forward(model, data)
-    q, v = np.array([ANGLE]), np.zeros(1)
-    motion = point_motion(module, q, v, tuple(module.frame_index(f) for f in ("arm", "hand")))
-    frames = {"arm": (motion.R[0], motion.p[0]), "hand": (motion.R[1], motion.p[1])}
-    poses = [geom_world_pose(g, *frames.get(g.frame, (None, None))) for g in collision.geoms]
+    points = tuple(module.frame_index(f) for f in ("arm", "hand"))
+
+    @jax.jit
+    def poses_and_slots(module, collision, q):
+        motion = point_motion(module, q, jnp.zeros(1), points)
+        frames = {"arm": (motion.R[0], motion.p[0]), "hand": (motion.R[1], motion.p[1])}
+        poses = [geom_world_pose(g, *frames.get(g.frame, (None, None))) for g in collision.geoms]
+        return poses, contact_slots(collision, poses)
+
+    poses, slots = poses_and_slots(module, collision, jnp.array([ANGLE]))
     for k, (g, (R, p)) in enumerate(zip(collision.geoms, poses)):
         np.testing.assert_allclose(p, data.geom_xpos[k], atol=1e-12, err_msg=g.name)
         np.testing.assert_allclose(R, data.geom_xmat[k].reshape(3, 3), atol=1e-12, err_msg=g.name)
         np.testing.assert_allclose(g.size, model.geom_size[k], atol=1e-15, err_msg=g.name)
-    slots = contact_slots(collision, poses)
     k = collision.pair_names().index(("elbow", "base_box"))
     reference = mujoco.mj_geomDistance(model, data, 0, 2, 10.0, None)       # MuJoCo's narrow phase, separated
     np.testing.assert_allclose(slots.gap[np.asarray(slots.pair) == k], [reference], atol=1e-12)

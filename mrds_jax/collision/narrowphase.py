@@ -26,7 +26,7 @@ sphere–capsule       1      the sphere against the nearest point of the capsul
 sphere–box           1      signed distance of the centre to the box (nearest face inside), less the radius
 sphere–cylinder      1      signed distance of the centre to the solid cylinder, less the radius
 capsule–capsule      2      the axis segments' closest points (Ericson §5.1.9); the second slot is valid only
-                            when the axes are parallel (sin² of their angle ≤ PARALLEL_TOL), at the other end of
+                            when the axes are parallel (sin² of their angle ≤ :func:`parallel_tolerance`), at the other end of
                             the overlap of the two segments
 capsule–box          4      spheres of the capsule's radius against the box (signed point–box distance): at the
                             two ends of the axis, and at the axis points nearest to the two box edges nearest to
@@ -54,8 +54,15 @@ from .closest_points import (box_edges, box_vertices, contact_frame, dot, point_
                              segment_segment, unit_or)
 from .geoms import KINDS
 from ..spatial import cross
+from ..spatial.transforms import rotate, rotate_transpose
 
-PARALLEL_TOL = 1e-10     # capsule axes (and box edges) with sin² of their angle below this are parallel
+PARALLEL_TOL = 1e-10     # capsule axes (and box edges) with sin² of their angle below this are parallel (float64;
+                         # at least 16 ulp of the dtype: float32 cannot resolve 1 - cos² below that)
+
+
+def parallel_tolerance(x):
+    """sin² of the angle below which two directions count as parallel, for the dtype of ``x``."""
+    return max(PARALLEL_TOL, 16 * float(jnp.finfo(jnp.result_type(x, jnp.float32)).eps))
 EDGE_TIE = 1e-9          # box–box: an edge axis must out-separate every face axis by this × the sizes' sum
 FACE_BIAS = 0.1          # box–box: a corner's face choice prefers the face toward the other box by this × min h
 
@@ -147,7 +154,7 @@ def sphere_cylinder(R1, p1, size1, R2, p2, size2):
 def capsule_capsule(R1, p1, size1, R2, p2, size2):
     a1, a2 = R1[:, 2], R2[:, 2]
     h1, h2 = size1[1], size2[1]
-    s, t, parallel, lo, hi = segment_segment(p1, a1, h1, p2, a2, h2, PARALLEL_TOL)
+    s, t, parallel, lo, hi = segment_segment(p1, a1, h1, p2, a2, h2, parallel_tolerance(p1))
     # the second slot: the end of the overlap farther from the first slot's s
     s_other = jnp.clip(jnp.where(jnp.abs(s - lo) > jnp.abs(s - hi), lo, hi), -h1, h1)
     b, f = dot(a1, a2), dot(a2, p1 - p2)
@@ -162,7 +169,7 @@ def capsule_capsule(R1, p1, size1, R2, p2, size2):
 def capsule_box(R1, p1, size1, R2, p2, size2):
     radius, axis, h = size1[0], R1[:, 2], size1[1]
     centres, dirs, halves, _ = box_edges(R2, p2, size2)
-    s, t, _, _, _ = segment_segment(p1, axis, h, centres, dirs, halves, PARALLEL_TOL)
+    s, t, _, _, _ = segment_segment(p1, axis, h, centres, dirs, halves, parallel_tolerance(p1))
     near_edges = p1 + s[:, None] * axis                 # the axis point nearest to each of the 12 edges
     to_edge = near_edges - centres - t[:, None] * dirs
     _, nearest = jax.lax.top_k(-dot(to_edge, to_edge), 2)
@@ -173,7 +180,7 @@ def capsule_box(R1, p1, size1, R2, p2, size2):
 
 def _corners_against(Ra, pa, ha, Rb, pb, hb):
     """Corners of box a against box b: (dist, outward normal of b) with the face-choice bias of :func:`box_box`."""
-    toward, _ = unit_or(jnp.sum(Rb * (pa - pb)[:, None], axis=0) / hb, jnp.zeros_like(pa))
+    toward, _ = unit_or(rotate_transpose(Rb, pa - pb) / hb, jnp.zeros_like(pa))
     bias = FACE_BIAS * jnp.min(hb) * (1.0 - jnp.abs(toward))
     corners = box_vertices(Ra, pa, ha)
     dist, n = point_box(corners, Rb, pb, hb, face_bias=bias)
@@ -187,22 +194,24 @@ def _edge_edge(R1, p1, h1, R2, p2, h2):
     a, b = R1.T, R2.T                                    # rows: the boxes' axes in world coordinates
     ii, jj = [i for i in range(3) for _ in range(3)], [j for _ in range(3) for j in range(3)]
     u, length = unit_or(cross(a[jnp.array(ii)], b[jnp.array(jj)]), jnp.zeros((9, 3), dtype=d.dtype))
-    parallel = length ** 2 <= PARALLEL_TOL
+    parallel = length ** 2 <= parallel_tolerance(d)
     n = u * jnp.where(dot(u, d) >= 0, 1.0, -1.0)[:, None]
-    radius1 = jnp.sum(h1 * jnp.abs(n @ a.T), axis=-1)
-    radius2 = jnp.sum(h2 * jnp.abs(n @ b.T), axis=-1)
-    separation = dot(n, d) - radius1 - radius2
-    face1 = jnp.abs(a @ d) - h1 - jnp.sum(h2 * jnp.abs(a @ b.T), axis=-1)
-    face2 = jnp.abs(b @ d) - h2 - jnp.sum(h1 * jnp.abs(b @ a.T), axis=-1)
+
+    def radius(axes, half, directions):                 # Σ_k h_k |axis_k · direction|: a box's support radius
+        return dot(half, jnp.abs(dot(directions[..., None, :], axes)))
+
+    separation = dot(n, d) - radius(a, h1, n) - radius(b, h2, n)
+    face1 = jnp.abs(dot(a, d)) - h1 - radius(b, h2, a)
+    face2 = jnp.abs(dot(b, d)) - h2 - radius(a, h1, b)
     lowest = jnp.min(jnp.concatenate([separation, face1, face2])) - 1.0
     candidate = jnp.where(parallel, lowest, separation)
     k = jnp.argmax(candidate)
     i, j = jnp.array(ii)[k], jnp.array(jj)[k]
     nk = n[k]
-    sign1 = jnp.where(a @ nk >= 0, 1.0, -1.0) * (jnp.arange(3) != i)
-    sign2 = jnp.where(b @ nk >= 0, 1.0, -1.0) * (jnp.arange(3) != j)
-    e1 = p1 + (sign1 * h1) @ a                             # supporting edge of box 1 along a_i (toward box 2)
-    e2 = p2 - (sign2 * h2) @ b                             # supporting edge of box 2 along b_j (toward box 1)
+    sign1 = jnp.where(dot(a, nk) >= 0, 1.0, -1.0) * (jnp.arange(3) != i)
+    sign2 = jnp.where(dot(b, nk) >= 0, 1.0, -1.0) * (jnp.arange(3) != j)
+    e1 = p1 + rotate(R1, sign1 * h1)                       # supporting edge of box 1 along a_i (toward box 2)
+    e2 = p2 - rotate(R2, sign2 * h2)                       # supporting edge of box 2 along b_j (toward box 1)
     ai, bj = a[i], b[j]
     r = e1 - e2
     cosine, c, f = dot(ai, bj), dot(ai, r), dot(bj, r)
