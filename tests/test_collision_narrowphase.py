@@ -44,8 +44,8 @@ def test_box_corners_on_a_plane():
     np.testing.assert_allclose(out.gap, [0.7] * 4 + [1.3] * 4, atol=1e-15)         # corners k & 4: top face
     R = np.asarray(rot_y(0.3))
     out = slots("plane", "box", I3, np.zeros(3), np.zeros(3), R, [0, 0, 1.0], [0.1, 0.2, 0.3])
-    expected = [1.0 + R[2] @ (np.array(s) * [0.1, 0.2, 0.3]) for s in np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1],
-                                                                                          indexing="ij")).T.reshape(-1, 3)]
+    corners = [(sx, sy, sz) for sz in (-1, 1) for sy in (-1, 1) for sx in (-1, 1)]       # x fastest
+    expected = [1.0 + R[2] @ (np.array(c) * [0.1, 0.2, 0.3]) for c in corners]
     np.testing.assert_allclose(out.gap, expected, atol=1e-15)
 
 

@@ -19,8 +19,8 @@ URDF = f"""<robot name="r">
     </collision>
   </link>
   <link name="arm">
-    <inertial><origin xyz="0 0 0.2"/><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>
-    </inertial>
+    <inertial><origin xyz="0 0 0.2"/><mass value="1"/>
+      <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>
     <collision><origin xyz="0 0 0.2" rpy="0.1 0 0"/><geometry><cylinder radius="0.04" length="0.4"/></geometry>
     </collision>
     <collision name="elbow"><origin xyz="0 0 0.4"/><geometry><sphere radius="0.06"/></geometry></collision>

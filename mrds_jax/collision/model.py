@@ -182,8 +182,9 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_par
     ``modules`` (dict name -> module; the names geoms' ``module`` fields refer to), filtered as the module
     docstring says. ``pairs``: explicit pairs ``(name1, name2)`` or ``(name1, name2, {"friction": μ,
     "restitution": e})``; ``excludes``: body pairs ``(body_a, body_b)``, a body ``(module, link)`` or None for
-    the ground, or geom-name pairs ``(name1, name2)``; ``filter_parent``: MuJoCo's parent–child filter. ``warn``: name left-out unsupported pairs in a :class:`~.geoms.CollisionWarning` (with False
-    they are still left out, silently: for callers that warned already).
+    the ground, or geom-name pairs ``(name1, name2)``; ``filter_parent``: MuJoCo's parent–child filter;
+    ``warn``: name left-out unsupported pairs in a :class:`~.geoms.CollisionWarning` (with False they are still
+    left out, silently: for callers that warned already).
 
     Raises :class:`~.geoms.CollisionError` naming the geom, pair or body for a non-Geom entry, a duplicate geom
     name, an unknown module or operational point, an unknown geom in ``pairs`` or an unknown module or link in
