@@ -178,3 +178,10 @@ def test_traced_geometry_is_checked_for_shape_only():
     np.testing.assert_allclose(size, [0.3, 0.2, 0.0])
     with pytest.raises(CollisionError, match="geom 'b'.*position has shape"):
         jax.jit(lambda p: box("b", None, None, (0.1, 0.1, 0.1), position=p).size)(jnp.zeros(2))
+
+
+def test_an_empty_model_has_no_slots():
+    model = collision_model([plane("floor"), sphere("ball", "ball", "c", 0.1, contype=0, conaffinity=0)], MODULES)
+    assert model.pairs == () and model.n_slots == 0 and model.geom_frames == (("ball", "c"),)
+    out = jax.jit(contact_slots)(model, [geom_world_pose(model.geoms[0]), (jnp.eye(3), jnp.zeros(3))])
+    assert out.gap.shape == (0,) and out.frame.shape == (0, 3, 3)

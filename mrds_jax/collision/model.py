@@ -53,7 +53,11 @@ class SlotSet(NamedTuple):
 class CollisionModel:
     """``geoms`` (a tuple of :class:`~.geoms.Geom`, leaves), per-pair ``friction`` and ``restitution``
     (n_pairs,), and static ``pairs`` ((i, j) geom indices, i's kind not after j's in KINDS) and ``slots`` (slot
-    count per pair)."""
+    count per pair).
+
+    ``friction``/``restitution`` are the pairs' values, mixed from the geoms' (or given by an explicit pair) when
+    the model was built: they are the leaves to differentiate or batch over (the geoms' own ``friction`` and
+    ``restitution`` are not read again). Sizes and poses are read from ``geoms`` at every :func:`contact_slots`."""
     geoms: tuple
     friction: jax.Array
     restitution: jax.Array
@@ -76,6 +80,12 @@ class CollisionModel:
     @property
     def geom_names(self):
         return tuple(g.name for g in self.geoms)
+
+    @property
+    def geom_frames(self):
+        """The distinct (module, operational point) the geoms ride on, in geom order (ground geoms have none):
+        the placements the caller computes (``point_motion``) before :func:`~.geoms.geom_world_pose`."""
+        return tuple(dict.fromkeys((g.module, g.frame) for g in self.geoms if not g.is_ground))
 
     def pair_names(self):
         return tuple((self.geoms[i].name, self.geoms[j].name) for i, j in self.pairs)
