@@ -11,32 +11,26 @@ only for a slot that is structurally absent at this configuration (the solver de
 Pairs are computed in the order of :data:`~.geoms.KINDS` (plane, sphere, capsule, box, cylinder); a pair asked
 the other way round is computed swapped and its normal flipped (points and gaps are symmetric).
 
-The slots, kind by kind (a "swept point" is a sphere centre or a point of a capsule axis, with its radius):
+The slots, kind by kind (pair, slot count: what each slot is):
 
-===================  =====  ===================================================================================
-pair                 slots  what each slot is
-===================  =====  ===================================================================================
-plane–sphere         1      the centre's height above the plane, less the radius
-plane–capsule        2      the two end spheres against the plane
-plane–box            8      the 8 corners (``CORNER_SIGNS`` order) against the plane
-plane–cylinder       8      4 rim points per cap (cap +z first): the rim point deepest toward the plane, then
-                            the rim at +90°, +180°, +270° about the axis (an upright cylinder stands on a square)
-sphere–sphere        1      the centres' distance less the radii
-sphere–capsule       1      the sphere against the nearest point of the capsule's axis segment
-sphere–box           1      signed distance of the centre to the box (nearest face inside), less the radius
-sphere–cylinder      1      signed distance of the centre to the solid cylinder, less the radius
-capsule–capsule      2      the axis segments' closest points (Ericson §5.1.9); the second slot is valid only
-                            when the axes are parallel (sin² of their angle ≤ ``parallel_tolerance``), at the
-                            other end of the overlap of the two segments
-capsule–box          4      spheres of the capsule's radius against the box (signed point–box distance): at the
-                            two ends of the axis, and at the axis points nearest to the two box edges nearest to
-                            the axis segment (a capsule lying across a face is held at both edges it crosses)
-box–box              17     the 8 corners of box 1 against box 2, the 8 corners of box 2 against box 1 (signed
-                            point–box distances), and one edge–edge slot: the separating-axis test
-                            (Gottschalk et al. 1996; Ericson §4.4.1) over the 9 edge-cross axes; valid when
-                            that axis separates more than every face axis and the two supporting edges' closest
-                            points lie inside both edges (a true edge–edge contact)
-===================  =====  ===================================================================================
+* plane–sphere, 1: the centre's height above the plane, less the radius.
+* plane–capsule, 2: the two end spheres against the plane.
+* plane–box, 8: the 8 corners (``CORNER_SIGNS`` order) against the plane.
+* plane–cylinder, 8: 4 rim points per cap (cap +z first): the rim point deepest toward the plane, then the rim at
+  +90°, +180°, +270° about the axis (an upright cylinder stands on a square).
+* sphere–sphere, 1: the centres' distance less the radii.
+* sphere–capsule, 1: the sphere against the nearest point of the capsule's axis segment.
+* sphere–box, 1: signed distance of the centre to the box (nearest face inside), less the radius.
+* sphere–cylinder, 1: signed distance of the centre to the solid cylinder, less the radius.
+* capsule–capsule, 2: the axis segments' closest points (Ericson §5.1.9); the second slot is valid only when the
+  axes are parallel (sin² of their angle ≤ ``parallel_tolerance``), at the other end of the segments' overlap.
+* capsule–box, 4: spheres of the capsule's radius against the box (signed point–box distance) at the two ends of
+  the axis, and at the axis points nearest to the two box edges nearest to the axis segment (a capsule lying
+  across a face is held at both edges it crosses).
+* box–box, 17: the 8 corners of box 1 against box 2, the 8 corners of box 2 against box 1 (signed point–box
+  distances), and one edge–edge slot: the separating-axis test (Gottschalk et al. 1996; Ericson §4.4.1) over the
+  9 edge-cross axes, valid when that axis separates more than every face axis and the two supporting edges'
+  closest points lie inside both edges (a true edge–edge contact).
 
 Exactness: every slot's gap is the exact signed distance between the two features it names, so the minimum over
 a pair's slots is the exact distance of the two geoms whenever the nearest features are among them: always for
