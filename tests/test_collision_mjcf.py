@@ -8,7 +8,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from mrds_jax.collision import CollisionWarning, contact_slots, geom_world_pose
+from mrds_jax.collision import CollisionWarning, contact_slots, geom_world_poses
 from mrds_jax.dynamics.interface import point_motion
 from mrds_jax.loaders.mjcf import load_mjcf
 
@@ -51,16 +51,13 @@ def loaded():
 
 
 def _world_poses(system, state, collision):
-    poses = []
-    for g in collision.geoms:
-        if g.is_ground:
-            poses.append(geom_world_pose(g))
-            continue
-        k = system.module_index(g.module)
+    placements = {}
+    for module_name, frame in collision.geom_frames:
+        k = system.module_index(module_name)
         module = system.modules[k]
-        motion = point_motion(module, state.q[k], state.v[k], (module.frame_index(g.frame),))
-        poses.append(geom_world_pose(g, motion.R[0], motion.p[0]))
-    return poses
+        motion = point_motion(module, state.q[k], state.v[k], (module.frame_index(frame),))
+        placements[(module_name, frame)] = (motion.R[0], motion.p[0])
+    return geom_world_poses(collision, placements)
 
 
 def test_geoms_pairs_excludes_and_warnings_round_trip(loaded):

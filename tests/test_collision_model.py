@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mrds_jax.collision import (CollisionError, CollisionWarning, box, capsule, collide, collision_model,
-                                contact_slots, cylinder, geom_world_pose, plane, sphere)
+                                contact_slots, cylinder, geom_world_pose, geom_world_poses, plane, sphere)
 from mrds_jax.model import ModuleBuilder
 from mrds_jax.spatial import rot_x, rot_z
 
@@ -185,3 +185,9 @@ def test_an_empty_model_has_no_slots():
     assert model.pairs == () and model.n_slots == 0 and model.geom_frames == (("ball", "c"),)
     out = jax.jit(contact_slots)(model, [geom_world_pose(model.geoms[0]), (jnp.eye(3), jnp.zeros(3))])
     assert out.gap.shape == (0,) and out.frame.shape == (0, 3, 3)
+
+
+def test_geom_world_poses_name_a_missing_placement():
+    model = collision_model(_geoms(), MODULES)
+    with pytest.raises(CollisionError, match=r"\('arm', 'f_l1'\)"):
+        geom_world_poses(model, {("ball", "c"): (jnp.eye(3), jnp.zeros(3))})

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..pytree import pytree_dataclass, static
-from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range
+from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range, geom_world_pose
 from .narrowphase import SLOTS, canonical, collide, supports
 
 
@@ -279,9 +279,20 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_par
     return CollisionModel(geoms=geoms, friction=friction, restitution=restitution, pairs=keys, slots=slots)
 
 
+def geom_world_poses(model, frame_poses):
+    """Every geom's world pose (R, p), in geom order, from ``frame_poses``: a mapping (module, operational point)
+    -> (R, p) world placement holding at least ``model.geom_frames`` (e.g. from each module's ``point_motion``);
+    ground geoms need none. The argument of :func:`contact_slots`."""
+    missing = [key for key in model.geom_frames if key not in frame_poses]
+    if missing:
+        raise CollisionError(f"geom_world_poses: no placement given for the operational points {missing}")
+    return tuple(geom_world_pose(g) if g.is_ground else geom_world_pose(g, *frame_poses[(g.module, g.frame)])
+                 for g in model.geoms)
+
+
 def contact_slots(model, geom_poses):
     """Every pair's :class:`~.narrowphase.ContactSlots` at the world poses ``geom_poses`` (a sequence of (R, p),
-    one per geom of ``model``, e.g. from :func:`~.geoms.geom_world_pose`), concatenated in pair order with
+    one per geom of ``model``, e.g. from :func:`geom_world_poses`), concatenated in pair order with
     the pairs' friction and restitution per slot: a :class:`SlotSet` of static length ``model.n_slots``. Works
     on one configuration; batch with ``jax.vmap``."""
     if len(geom_poses) != len(model.geoms):
