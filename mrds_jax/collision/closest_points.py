@@ -151,10 +151,5 @@ def box_edges(R, c, half):
     return jnp.stack(centres), jnp.stack(dirs), jnp.stack(halves), jnp.stack(bisectors)
 
 
-def inside_box(x, R, c, half):
-    """True where the points x lie in the closed box."""
-    return jnp.all(jnp.abs(rotate_transpose(R, x - c)) <= half, axis=-1)
-
-
 __all__ = ["dot", "safe_norm", "unit_or", "contact_frame", "segment_segment", "point_box", "point_cylinder",
-           "box_vertices", "box_edges", "inside_box", "cross"]
+           "box_vertices", "box_edges"]
