@@ -3,12 +3,12 @@ candidate pairs (filtering, ``<pair>``, ``<exclude>``, merged bodies, visual-onl
 friction, and at MuJoCo's qpos0 the same gaps, points and normals as ``data.contact`` after ``mj_forward``."""
 import warnings
 
-import jax.numpy as jnp
+import jax
 import mujoco
 import numpy as np
 import pytest
 
-from mrds_jax.collision import CollisionWarning, contact_slots, geom_world_pose
+from mrds_jax.collision import CollisionWarning, contact_slots, geom_world_poses
 from mrds_jax.dynamics.interface import point_motion
 from mrds_jax.loaders.mjcf import load_mjcf
 
@@ -50,18 +50,14 @@ def loaded():
     return system, mapping, collision, [str(w.message) for w in caught if w.category is CollisionWarning]
 
 
-def _world_poses(system, mapping, collision):
-    state = mapping.state()
-    poses = []
-    for g in collision.geoms:
-        if g.is_ground:
-            poses.append(geom_world_pose(g))
-            continue
-        k = system.module_index(g.module)
+def _world_poses(system, state, collision):
+    placements = {}
+    for module_name, frame in collision.geom_frames:
+        k = system.module_index(module_name)
         module = system.modules[k]
-        motion = point_motion(module, state.q[k], state.v[k], (module.frame_index(g.frame),))
-        poses.append(geom_world_pose(g, motion.R[0], motion.p[0]))
-    return poses
+        motion = point_motion(module, state.q[k], state.v[k], (module.frame_index(frame),))
+        placements[(module_name, frame)] = (motion.R[0], motion.p[0])
+    return geom_world_poses(collision, placements)
 
 
 def test_geoms_pairs_excludes_and_warnings_round_trip(loaded):
@@ -83,7 +79,8 @@ def test_geoms_pairs_excludes_and_warnings_round_trip(loaded):
 
 def test_gaps_at_qpos0_equal_mujocos_contacts(loaded):
     system, mapping, collision, _ = loaded
-    slots = contact_slots(collision, _world_poses(system, mapping, collision))
+    slots = jax.jit(lambda system, state, collision: contact_slots(collision, _world_poses(system, state, collision)))(
+        system, mapping.state(), collision)
     model = mujoco.MjModel.from_xml_string(SCENE)
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mrds_jax.collision import (CollisionError, CollisionWarning, box, capsule, collide, collision_model,
-                                contact_slots, cylinder, geom_world_pose, plane, sphere)
+                                contact_slots, cylinder, geom_world_pose, geom_world_poses, plane, sphere)
 from mrds_jax.model import ModuleBuilder
 from mrds_jax.spatial import rot_x, rot_z
 
@@ -155,20 +155,21 @@ def test_contact_slots_concatenate_the_pairs_and_batch():
         return contact_slots(model, poses)
 
     ball_p = jnp.array([0.1, 0.2, 0.35])
-    out = slots_at(ball_p, jnp.asarray(rot_z(0.3)))
+    out = jax.jit(slots_at)(ball_p, jnp.asarray(rot_z(0.3)))
     assert out.gap.shape == (model.n_slots,) == (1 + 8 + 1,)
     np.testing.assert_allclose(out.gap[0], 0.25, atol=1e-15)
     np.testing.assert_allclose(out.friction, [0.9] + [1.0] * 8 + [1.0])          # crate: friction 1 (default)
     assert out.pair.tolist() == list(model.slot_pair)
     R, p = geom_world_pose(geoms[2], jnp.asarray(rot_z(0.3)), jnp.array([0.5, 0.0, 0.3]))
     np.testing.assert_allclose(p, [0.5, 0.0, 0.35], atol=1e-15)
-    direct = collide("sphere", "box", jnp.eye(3), ball_p, geoms[1].size, R, p, geoms[2].size)
+    direct = jax.jit(collide, static_argnums=(0, 1))("sphere", "box", jnp.eye(3), ball_p, geoms[1].size, R, p,
+                                                      geoms[2].size)
     np.testing.assert_allclose(out.gap[-1:], direct.gap, atol=1e-15)
     batch = jax.jit(jax.vmap(slots_at))(ball_p + jnp.zeros((4, 1)), jnp.stack([rot_x(a) for a in range(4)]))
     assert batch.gap.shape == (4, model.n_slots) and batch.frame.shape == (4, model.n_slots, 3, 3)
     # the geometry is a leaf: d(gap of ball on floor)/d(radius) = -1
-    grad = jax.grad(lambda m: contact_slots(m, [geom_world_pose(g) if g.is_ground else (jnp.eye(3), ball_p)
-                                                for g in m.geoms]).gap[0])(model)
+    grad = jax.jit(jax.grad(lambda m: contact_slots(m, [geom_world_pose(g) if g.is_ground else (jnp.eye(3), ball_p)
+                                                        for g in m.geoms]).gap[0]))(model)
     assert float(grad.geoms[1].size[0]) == -1.0
 
 
@@ -177,3 +178,16 @@ def test_traced_geometry_is_checked_for_shape_only():
     np.testing.assert_allclose(size, [0.3, 0.2, 0.0])
     with pytest.raises(CollisionError, match="geom 'b'.*position has shape"):
         jax.jit(lambda p: box("b", None, None, (0.1, 0.1, 0.1), position=p).size)(jnp.zeros(2))
+
+
+def test_an_empty_model_has_no_slots():
+    model = collision_model([plane("floor"), sphere("ball", "ball", "c", 0.1, contype=0, conaffinity=0)], MODULES)
+    assert model.pairs == () and model.n_slots == 0 and model.geom_frames == (("ball", "c"),)
+    out = jax.jit(contact_slots)(model, [geom_world_pose(model.geoms[0]), (jnp.eye(3), jnp.zeros(3))])
+    assert out.gap.shape == (0,) and out.frame.shape == (0, 3, 3)
+
+
+def test_geom_world_poses_name_a_missing_placement():
+    model = collision_model(_geoms(), MODULES)
+    with pytest.raises(CollisionError, match=r"\('arm', 'f_l1'\)"):
+        geom_world_poses(model, {("ball", "c"): (jnp.eye(3), jnp.zeros(3))})

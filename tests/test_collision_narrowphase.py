@@ -44,8 +44,8 @@ def test_box_corners_on_a_plane():
     np.testing.assert_allclose(out.gap, [0.7] * 4 + [1.3] * 4, atol=1e-15)         # corners k & 4: top face
     R = np.asarray(rot_y(0.3))
     out = slots("plane", "box", I3, np.zeros(3), np.zeros(3), R, [0, 0, 1.0], [0.1, 0.2, 0.3])
-    expected = [1.0 + R[2] @ (np.array(s) * [0.1, 0.2, 0.3]) for s in np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1],
-                                                                                          indexing="ij")).T.reshape(-1, 3)]
+    corners = [(sx, sy, sz) for sz in (-1, 1) for sy in (-1, 1) for sx in (-1, 1)]       # x fastest
+    expected = [1.0 + R[2] @ (np.array(c) * [0.1, 0.2, 0.3]) for c in corners]
     np.testing.assert_allclose(out.gap, expected, atol=1e-15)
 
 
@@ -181,7 +181,7 @@ def test_batched_under_jit_and_vmap_with_static_shapes():
     S = SLOTS[("box", "box")]
     assert out.gap.shape == (batch, S) and out.point.shape == (batch, S, 3)
     assert out.frame.shape == (batch, S, 3, 3) and out.valid.shape == (batch, S) and out.valid.dtype == bool
-    one = collide("box", "box", R[2], p[2], h[2], jnp.eye(3), jnp.zeros(3), h[2])
+    one = COLLIDE("box", "box", R[2], p[2], h[2], jnp.eye(3), jnp.zeros(3), h[2])
     np.testing.assert_allclose(out.gap[2], one.gap, atol=1e-14)
 
 
@@ -194,3 +194,18 @@ def test_swapped_order_flips_only_the_normal():
     np.testing.assert_allclose(b.frame[:, 0], -a.frame[:, 0], atol=1e-15)
     with pytest.raises(ValueError, match="cylinder"):
         collide("cylinder", "cylinder", I3, np.zeros(3), np.ones(3), I3, np.zeros(3), np.ones(3))
+
+
+@pytest.mark.parametrize("k1,k2", list(SMOOTH), ids=[f"{a}-{b}" for a, b in SMOOTH])
+def test_float32_follows_float64(k1, k2):
+    """float32 inputs stay float32 (no constant promotes them) and agree with float64 to float32's precision."""
+    R1 = np.asarray(rot_x(0.3) @ rot_z(0.2)) if k1 != "plane" else I3
+    R2 = np.asarray(rot_y(0.7) @ rot_x(-0.4) @ rot_z(1.1))
+    args = (R1, [0.02, -0.03, 0.0], np.array([0.3, 0.25, 0.2]) * MASK[k1], R2, [0.11, 0.07, SMOOTH[(k1, k2)]],
+            np.array([0.22, 0.35, 0.27]) * MASK[k2])
+    wide = COLLIDE(k1, k2, *(jnp.asarray(x, dtype=jnp.float64) for x in args))
+    narrow = COLLIDE(k1, k2, *(jnp.asarray(x, dtype=jnp.float32) for x in args))
+    assert narrow.gap.dtype == narrow.point.dtype == narrow.frame.dtype == jnp.float32
+    for a, b in zip(narrow[:3], wide[:3]):
+        np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b), atol=2e-6)
+    assert np.array_equal(np.asarray(narrow.valid), np.asarray(wide.valid))

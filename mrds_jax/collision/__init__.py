@@ -5,4 +5,4 @@ from .geoms import (KINDS, CollisionError, CollisionWarning, Geom, box, capsule,
                     normal_rotation, plane, sphere)
 from .closest_points import contact_frame
 from .narrowphase import SLOTS, ContactSlots, collide, supports
-from .model import CollisionModel, SlotSet, collision_model, contact_slots
+from .model import CollisionModel, SlotSet, collision_model, contact_slots, geom_world_poses

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..pytree import pytree_dataclass, static
-from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range
+from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range, geom_world_pose
 from .narrowphase import SLOTS, canonical, collide, supports
 
 
@@ -53,7 +53,11 @@ class SlotSet(NamedTuple):
 class CollisionModel:
     """``geoms`` (a tuple of :class:`~.geoms.Geom`, leaves), per-pair ``friction`` and ``restitution``
     (n_pairs,), and static ``pairs`` ((i, j) geom indices, i's kind not after j's in KINDS) and ``slots`` (slot
-    count per pair)."""
+    count per pair).
+
+    ``friction``/``restitution`` are the pairs' values, mixed from the geoms' (or given by an explicit pair) when
+    the model was built: they are the leaves to differentiate or batch over (the geoms' own ``friction`` and
+    ``restitution`` are not read again). Sizes and poses are read from ``geoms`` at every :func:`contact_slots`."""
     geoms: tuple
     friction: jax.Array
     restitution: jax.Array
@@ -76,6 +80,12 @@ class CollisionModel:
     @property
     def geom_names(self):
         return tuple(g.name for g in self.geoms)
+
+    @property
+    def geom_frames(self):
+        """The distinct (module, operational point) the geoms ride on, in geom order (ground geoms have none):
+        the placements the caller computes (``point_motion``) before :func:`~.geoms.geom_world_pose`."""
+        return tuple(dict.fromkeys((g.module, g.frame) for g in self.geoms if not g.is_ground))
 
     def pair_names(self):
         return tuple((self.geoms[i].name, self.geoms[j].name) for i, j in self.pairs)
@@ -182,8 +192,9 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_par
     ``modules`` (dict name -> module; the names geoms' ``module`` fields refer to), filtered as the module
     docstring says. ``pairs``: explicit pairs ``(name1, name2)`` or ``(name1, name2, {"friction": μ,
     "restitution": e})``; ``excludes``: body pairs ``(body_a, body_b)``, a body ``(module, link)`` or None for
-    the ground, or geom-name pairs ``(name1, name2)``; ``filter_parent``: MuJoCo's parent–child filter. ``warn``: name left-out unsupported pairs in a :class:`~.geoms.CollisionWarning` (with False
-    they are still left out, silently: for callers that warned already).
+    the ground, or geom-name pairs ``(name1, name2)``; ``filter_parent``: MuJoCo's parent–child filter;
+    ``warn``: name left-out unsupported pairs in a :class:`~.geoms.CollisionWarning` (with False they are still
+    left out, silently: for callers that warned already).
 
     Raises :class:`~.geoms.CollisionError` naming the geom, pair or body for a non-Geom entry, a duplicate geom
     name, an unknown module or operational point, an unknown geom in ``pairs`` or an unknown module or link in
@@ -268,9 +279,20 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_par
     return CollisionModel(geoms=geoms, friction=friction, restitution=restitution, pairs=keys, slots=slots)
 
 
+def geom_world_poses(model, frame_poses):
+    """Every geom's world pose (R, p), in geom order, from ``frame_poses``: a mapping (module, operational point)
+    -> (R, p) world placement holding at least ``model.geom_frames`` (e.g. from each module's ``point_motion``);
+    ground geoms need none. The argument of :func:`contact_slots`."""
+    missing = [key for key in model.geom_frames if key not in frame_poses]
+    if missing:
+        raise CollisionError(f"geom_world_poses: no placement given for the operational points {missing}")
+    return tuple(geom_world_pose(g) if g.is_ground else geom_world_pose(g, *frame_poses[(g.module, g.frame)])
+                 for g in model.geoms)
+
+
 def contact_slots(model, geom_poses):
     """Every pair's :class:`~.narrowphase.ContactSlots` at the world poses ``geom_poses`` (a sequence of (R, p),
-    one per geom of ``model``, e.g. from :func:`~.geoms.geom_world_pose`), concatenated in pair order with
+    one per geom of ``model``, e.g. from :func:`geom_world_poses`), concatenated in pair order with
     the pairs' friction and restitution per slot: a :class:`SlotSet` of static length ``model.n_slots``. Works
     on one configuration; batch with ``jax.vmap``."""
     if len(geom_poses) != len(model.geoms):

@@ -6,6 +6,15 @@ the root link is fixed to the support (its mass does not move) unless ``floating
 joint; ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent). The position
 limits of revolute and prismatic joints are kept in ``Topology.joint_limits`` (not enforced).
 Every URDF link becomes an operational point of the same name.
+
+Collision geometry (``return_collision=True``): each ``<collision>`` box, sphere or cylinder becomes a
+:class:`~mrds_jax.collision.Geom` on its link's operational point at the element's ``<origin>`` (a box's
+``size`` is full lengths, a cylinder's ``length`` too: halved here), named as the element (``<link>:collision<i>``
+when unnamed); on links fixed to the support (the root when not ``floating``, and links welded to it) it is a
+ground geom at its world pose. URDF has no friction, restitution or filter bits: friction 1 (MuJoCo's default),
+restitution 0, contype = conaffinity = 1, so every pair collides except one link with itself or its parent
+(:func:`~mrds_jax.collision.collision_model`'s filtering, as MuJoCo compiles a URDF). Meshes are named in a
+:class:`~mrds_jax.collision.CollisionWarning` and left out.
 """
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -88,7 +97,32 @@ def _armature_of_joints(path, armature, joints):
     return {j: armature for j in joints}
 
 
-def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, return_forces=False, name=None):
+def _collision_geoms(path, link, owner, T_owner_link, geoms, left_out):
+    """The collision primitives of a URDF link (module docstring), appended to ``geoms`` (meshes and other
+    shapes: their names to ``left_out``)."""
+    from .. import collision as C
+    for i, element in enumerate(link.collisions):
+        label = element.name or f"{link.name}:collision{i}"
+        origin = np.eye(4) if element.origin is None else np.asarray(element.origin, dtype=float)
+        T = origin if owner is not None else T_owner_link @ origin
+        place = dict(position=T[:3, 3], rotation=T[:3, :3])
+        module, frame = (None, None) if owner is None else (owner, link.name)
+        g = element.geometry
+        try:
+            if g.box is not None:
+                geoms.append(C.box(label, module, frame, 0.5 * np.asarray(g.box.size, dtype=float), **place))
+            elif g.sphere is not None:
+                geoms.append(C.sphere(label, module, frame, g.sphere.radius, **place))
+            elif g.cylinder is not None:
+                geoms.append(C.cylinder(label, module, frame, g.cylinder.radius, 0.5 * g.cylinder.length, **place))
+            else:
+                left_out.append(f"{label!r} ({'mesh' if g.mesh is not None else 'unknown shape'})")
+        except C.CollisionError as e:
+            raise ModelError(f"{path}: link {link.name!r}: {e}") from None
+
+
+def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, return_forces=False, name=None,
+              return_collision=False):
     """Module from a URDF file. ``armature`` (URDF has no tag for it): rotor inertia added to the diagonal of
     the joint-space inertia, a number for every joint of the file (not the free root joint ``floating`` adds),
     or a dict joint name → number (as Pinocchio's ``model.armature``, MuJoCo's joint ``armature``).
@@ -96,6 +130,9 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
     :class:`~mrds_jax.system.JointSpringDamper` on the module named ``name`` (default: the robot's name; the key
     the module gets in ``build_system``), or no element when no joint has damping (:func:`urdf_joint_damping`);
     ``<dynamics friction>`` (Coulomb, non-smooth) is not modelled and warned about.
+    ``return_collision=True`` adds, last, the :class:`~mrds_jax.collision.CollisionModel` of the ``<collision>``
+    primitives (module docstring), its geoms on the module named ``name`` (default: the robot's name: build the
+    system with the module under that name).
     Raises ModelError (a ValueError) naming the file and the item: malformed XML,
     a missing robot name, links or joints defined twice, a joint whose parent or child link does not exist
     (:func:`check_urdf_structure`), an unsupported joint type, a zero joint axis, a moving link without
@@ -126,8 +163,13 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
     frames = []  # (frame name, owner body name or None, 4x4 placement in owner)
     lumped = {}
 
+    geoms, left_out = [], []
+    name = robot.name if name is None else name
+
     def visit(link_name, owner, T_owner_link):
         frames.append((link_name, owner, T_owner_link))
+        if return_collision:
+            _collision_geoms(path, links[link_name], None if owner is None else name, T_owner_link, geoms, left_out)
         I_link = _inertia_of(links[link_name])
         if owner is not None:
             R, p = T_owner_link[:3, :3], T_owner_link[:3, 3]
@@ -178,9 +220,17 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
         if owner is not None:
             b.add_frame(frame, owner, position=T[:3, 3], rotation=T[:3, :3])
     module = b.build()
-    if not return_forces:
-        return module
-    return module, urdf_joint_damping(path, module, bodies, robot.name if name is None else name)
+    out = (module,)
+    if return_forces:
+        out += (urdf_joint_damping(path, module, bodies, name),)
+    if return_collision:
+        from .. import collision as C
+        if left_out:
+            import warnings
+            warnings.warn(f"{path}: collision geometry left out, the narrow phase has no such primitive: "
+                          f"{', '.join(left_out)}", C.CollisionWarning, stacklevel=2)
+        out += (C.collision_model(geoms, {name: module}),)
+    return out if len(out) > 1 else module
 
 
 def urdf_joint_damping(path, module, bodies, name):
