@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 pin = pytest.importorskip("pinocchio")
 
-from mrds_jax.system.ncp import (NCPSettings, RowLayout, contact_modes, ncp_residuals,  # noqa: E402
+from mrds_jax.system.ncp import (NCPSettings, RowLayout, solution_modes, ncp_residuals,  # noqa: E402
                                  project_friction_cone, solve_ncp)
 
 MAX = RowLayout(n_bilateral=6, n_unilateral=6, n_contacts=4)
@@ -131,7 +131,7 @@ def ours(problems, solve_batch):
 def _modes(p, lam):
     layout = RowLayout(p["nb"], p["nu"], p["nc"])
     sigma = p["G"] @ lam + p["g"]
-    sep, stick, slide, _ = contact_modes(jnp.asarray(lam), jnp.asarray(sigma), layout, jnp.asarray(p["mus"]),
+    sep, stick, slide, _ = solution_modes(jnp.asarray(lam), jnp.asarray(sigma), layout, jnp.asarray(p["mus"]),
                                          jnp.ones(layout.size, bool), 1e-7)
     return int(np.sum(sep)), int(np.sum(stick)), int(np.sum(slide))
 

@@ -126,10 +126,12 @@ def test_dropped_sphere_comes_to_rest_with_restitution_zero():
 
 
 def test_four_legged_table_stands_with_the_weight_on_its_feet():
-    """A 3 kg body on four sphere feet (a redundant set: only the sum of the normal impulses is unique)."""
+    """A 3 kg body, its centre of mass off the middle, on four sphere feet off the body's origin (a redundant set:
+    only the sum of the normal impulses is unique)."""
     feet = [C.sphere(f"foot{i}", "m", "c", 0.02, position=(sx * 0.2, sy * 0.15, -0.1))
             for i, (sx, sy) in enumerate([(1, 1), (1, -1), (-1, 1), (-1, -1)])]
-    system = S.build_system({"m": free_body(3.0, np.diag([0.05, 0.06, 0.08]))}, [],
+    body = free_body(3.0, np.diag([0.05, 0.06, 0.08])).with_params(com=np.array([[0.06, -0.04, 0.02]]))
+    system = S.build_system({"m": body}, [],
                             collision=[C.plane("floor", friction=0.8)] + feet)
     q0 = jnp.array([0.0, 0.0, 0.12, 1.0, 0.0, 0.0, 0.0])
     tr = S.simulate(system, S.SystemState((q0,), (jnp.zeros(6),)), DT, 300)

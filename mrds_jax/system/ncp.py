@@ -222,14 +222,16 @@ def _admm(G, g, layout, mu, active, lam0, settings):
 
 
 # ----------------------------------------------------------------------------- the derivative
-def contact_modes(lam, sigma, layout, mu, active, tol):
+def solution_modes(lam, sigma, layout, mu, active, tol, velocity_scale=None):
     """Per contact: (separated, sticking, sliding) booleans at a solution, with relative tolerance ``tol`` on
-    the impulse and velocity scales; per one-sided row: whether it is closed (λ > 0 or σ ≤ 0)."""
+    the impulse scale max|λ| and the velocity scale ``velocity_scale`` (default max|σ|; give the problem's, e.g.
+    max(|g|, |Gλ|), when σ may be all ≈ 0); per one-sided row: whether it is closed (λ > 0 or σ ≤ 0)."""
     _, lu, lc = _split(lam, layout)
     _, su, sc = _split(sigma, layout)
     _, au, ac = _split(active, layout)
     lam_scale = jnp.maximum(jnp.max(jnp.abs(lam)), jnp.finfo(lam.dtype).tiny)
-    sig_scale = jnp.maximum(jnp.max(jnp.abs(sigma)), jnp.finfo(lam.dtype).tiny)
+    sig_scale = jnp.max(jnp.abs(sigma)) if velocity_scale is None else velocity_scale
+    sig_scale = jnp.maximum(sig_scale, jnp.finfo(lam.dtype).tiny)
     on = ac[:, 0]
     separated = ~on | (lc[:, 0] <= tol * lam_scale)
     slip = _safe_norm(sc[:, 1:])
@@ -239,12 +241,14 @@ def contact_modes(lam, sigma, layout, mu, active, tol):
     return separated, sticking, sliding, closed_u
 
 
-def _mode_jacobian_system(G, lam, sigma, layout, mu, active, tol):
+def _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, tol):
     """The linearisation of the solution's mode conditions: rows M such that M dλ = −P (dG λ + dg) + Q dμ
     (module docstring). Returns (M, P, Qmu) with P the selector of σ-rows and Qmu the friction sensitivity."""
     m = layout.size
     dtype = G.dtype
-    separated, sticking, sliding, closed_u = contact_modes(lam, sigma, layout, mu, active, tol)
+    a = active.astype(dtype)
+    scale = jnp.maximum(jnp.max(jnp.abs(g * a)), jnp.max(jnp.abs(matmul(G, lam) * a)))
+    separated, sticking, sliding, closed_u = solution_modes(lam, sigma, layout, mu, active, tol, scale)
     ab, _, _ = _split(active, layout)
     eye = jnp.eye(m, dtype=dtype)
     # which rows keep dσ = 0 (σ-rows) and which keep dλ = 0 (λ-rows)
@@ -294,7 +298,7 @@ def _solve_core_jvp(layout, settings, primals, tangents):
     dG, dg, dmu, _, _ = tangents
     lam, dual = _admm(G, g, layout, mu, active, lam0, settings)
     sigma = matmul(G, lam) + g
-    M, Pmat, Qmu = _mode_jacobian_system(G, lam, sigma, layout, mu, active, settings.mode_tol)
+    M, Pmat, Qmu = _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, settings.mode_tol)
     scale = jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(G))), jnp.finfo(G.dtype).tiny)
     rhs = -matmul(Pmat, matmul(dG, lam) + dg) + matmul(Qmu, dmu)
     # Tikhonov-regularised least squares (minimum-norm dλ for redundant rows): (MᵀM + εI) dλ = Mᵀ rhs

@@ -185,8 +185,9 @@ class SlotKinematics(NamedTuple):
 
 
 def _geom_frames(system, model, state):
-    """Per geom: (R, p) of its frame in the world and its frame's world-aligned Jacobian (6, Σnv) (zeros on the
-    ground), through the module interface (:func:`point_motion`, :func:`point_jacobians`)."""
+    """Per geom: its world pose (R, p), the world position of the operational point it rides on, and that point's
+    world-aligned Jacobian (6, Σnv) (zeros on the ground), through the module interface (:func:`point_motion`,
+    :func:`point_jacobians`)."""
     from ..collision import geom_world_pose
     dtype = state.q[0].dtype
     nv = sum(m.nv for m in system.modules)
@@ -206,11 +207,11 @@ def _geom_frames(system, model, state):
             i = names.index(model.geoms[gi].frame)
             Jfull = jnp.zeros((6, nv), dtype).at[:, offsets[k]:offsets[k + 1]].set(Jp[i])
             R, p = geom_world_pose(model.geoms[gi], pm.R[i], pm.p[i])
-            frames[gi] = (R, p, Jfull)
+            frames[gi] = (R, p, pm.p[i], Jfull)
     for gi, geom in enumerate(model.geoms):
         if geom.module is None:
             R, p = geom_world_pose(geom, jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype))
-            frames[gi] = (R, p, jnp.zeros((6, nv), dtype))
+            frames[gi] = (R, p, p, jnp.zeros((6, nv), dtype))
     return frames
 
 
@@ -219,7 +220,7 @@ def slot_kinematics(system, state):
     from ..collision import contact_slots
     model = collision_model_of(system)
     frames = _geom_frames(system, model, state)
-    slots = contact_slots(model, tuple((R, p) for R, p, _ in frames))
+    slots = contact_slots(model, tuple((R, p) for R, p, _, _ in frames))
     rows = []
     start = 0
     for (i, j), n in zip(model.pairs, model.slots):
@@ -227,8 +228,8 @@ def slot_kinematics(system, state):
             x = slots.point[s]
 
             def point_jacobian(gi):
-                _, p, Jf = frames[gi]
-                return Jf[3:] - matmul(skew(x - p), Jf[:3])   # v_x = v_p + ω × (x − p)
+                _, _, origin, Jf = frames[gi]
+                return Jf[3:] - matmul(skew(x - origin), Jf[:3])   # v_x = v_o + ω × (x − o), o the point's origin
 
             rows.append(matmul(slots.frame[s], point_jacobian(j) - point_jacobian(i)))
         start += n
