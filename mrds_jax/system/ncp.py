@@ -173,11 +173,18 @@ def ncp_residuals(G, g, lam, layout, mu, active):
 
 
 # ----------------------------------------------------------------------------- ADMM
+def _scale(G):
+    """max |diag G|, the problem's impulse-to-velocity scale; 1 when G is 0 (no impulse moves anything: the problem
+    is solved as well as it can be, λ finite, and the primal residual says what is not met)."""
+    d = jnp.max(jnp.abs(jnp.diagonal(G))) if G.shape[0] else jnp.zeros((), G.dtype)
+    return jnp.where(d > 0, d, 1.0)
+
+
 def _masked_problem(G, g, active):
     """G and g with the inactive rows decoupled: their impulses are 0 (G's row and column replaced by the scale on
     the diagonal, g's entry by 0)."""
     a = active.astype(G.dtype)
-    scale = jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(G))), jnp.finfo(G.dtype).tiny)
+    scale = _scale(G)
     Gm = G * a[:, None] * a[None, :] + jnp.diag((1.0 - a) * scale)
     return Gm, g * a, scale
 
@@ -299,7 +306,7 @@ def _solve_core_jvp(layout, settings, primals, tangents):
     lam, dual = _admm(G, g, layout, mu, active, lam0, settings)
     sigma = matmul(G, lam) + g
     M, Pmat, Qmu = _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, settings.mode_tol)
-    scale = jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(G))), jnp.finfo(G.dtype).tiny)
+    scale = _scale(G)
     rhs = -matmul(Pmat, matmul(dG, lam) + dg) + matmul(Qmu, dmu)
     # Tikhonov-regularised least squares (minimum-norm dλ for redundant rows): (MᵀM + εI) dλ = Mᵀ rhs
     eps = settings.tikhonov * scale * scale

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import validation
 from ..dynamics.interface import (integrate_configuration, mass_matrix, normalize_configuration,
                                   open_chain_acceleration, point_jacobians, point_motion)
 from ..spatial import skew
@@ -53,6 +54,31 @@ class ContactSettings(NamedTuple):
     baumgarte: float = 0.2
     restitution_velocity: float = 1e-3
     margin: float = 1e-3
+
+
+def validate_contact_settings(settings, where="simulate"):
+    """Named errors (:class:`~mrds_jax.validation.ArgumentError`) for settings that cannot work, before anything
+    compiles: a non-integer or < 1 stage or iteration count, a non-positive ρ, a negative proximal weight, β outside
+    [0, 1], a negative margin or restitution threshold."""
+    if not isinstance(settings, ContactSettings):
+        raise validation.ArgumentError(f"{where}: contact_settings must be a ContactSettings, got "
+                                       f"{type(settings).__name__}")
+    if not isinstance(settings.ncp, NCPSettings):
+        raise validation.ArgumentError(f"{where}: ContactSettings.ncp must be an NCPSettings, got "
+                                       f"{type(settings.ncp).__name__}")
+    validation.count(settings.ncp.stages, "NCPSettings.stages", where)
+    validation.count(settings.ncp.iterations, "NCPSettings.iterations", where)
+    validation.positive(settings.ncp.rho, "NCPSettings.rho", where)
+    for name in ("prox", "tikhonov", "mode_tol"):
+        validation.positive(getattr(settings.ncp, name), f"NCPSettings.{name}", where, allow_zero=True)
+    validation.positive(settings.baumgarte, "ContactSettings.baumgarte", where, allow_zero=True)
+    if float(settings.baumgarte) > 1.0:
+        raise validation.ArgumentError(f"{where}: ContactSettings.baumgarte is the fraction of a position error "
+                                       f"removed per step, in [0, 1]; got {settings.baumgarte}")
+    validation.positive(settings.margin, "ContactSettings.margin", where, allow_zero=True)
+    validation.positive(settings.restitution_velocity, "ContactSettings.restitution_velocity", where,
+                        allow_zero=True)
+    return settings
 
 
 class StepReport(NamedTuple):
