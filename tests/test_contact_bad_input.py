@@ -35,6 +35,7 @@ STATE = S.SystemState((jnp.array([0.0, 0.0, 0.2, 1.0, 0.0, 0.0, 0.0]),), (jnp.ze
     (ContactSettings(ncp=NCPSettings(prox=float("nan"))), "NCPSettings.prox"),
     (ContactSettings(baumgarte=1.5), "baumgarte"),
     (ContactSettings(margin=-1e-3), "ContactSettings.margin"),
+    (ContactSettings(ncp=NCPSettings(relaxation=2.0)), "NCPSettings.relaxation"),
     ("fast", "ContactSettings"),
 ])
 def test_bad_contact_settings_are_named(settings, match):

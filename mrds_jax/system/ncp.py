@@ -72,13 +72,15 @@ class NCPSettings(NamedTuple):
     """ADMM of :func:`solve_ncp`: ``stages`` factorisations × ``iterations`` each; ``rho`` the initial penalty
     relative to the largest diagonal entry of G; ``prox`` the proximal weight η relative to it; ``tikhonov`` the
     relative regularisation of the derivative's linear system; ``mode_tol`` the relative tolerance that decides
-    the modes (separated, sticking, sliding) for the derivative."""
+    the modes (separated, sticking, sliding) for the derivative; ``relaxation`` α ∈ (0, 2) the over-relaxation of
+    the z-update (Boyd et al. 2011, §3.4.3; 1 is plain ADMM)."""
     stages: int = 4
     iterations: int = 25
     rho: float = 0.1
     prox: float = 1e-9
     tikhonov: float = 1e-12
     mode_tol: float = 1e-7
+    relaxation: float = 1.6
 
 
 class NCPSolution(NamedTuple):
@@ -209,8 +211,9 @@ def _admm(G, g, layout, mu, active, lam0, settings):
             x, z, u, z_prev = c
             s = _shift(matmul(Gm, x) + gm, layout, mu)
             x = cho_solve(L, -(gm + s) + R * (z - u) + eta * x)
-            z_new = jnp.where(conic > 0, project(x + u), x * a)
-            u = u + (x - z_new) * conic
+            xr = settings.relaxation * x + (1.0 - settings.relaxation) * z      # over-relaxation (Boyd §3.4.3)
+            z_new = jnp.where(conic > 0, project(xr + u), x * a)
+            u = u + (xr - z_new) * conic
             return x, z_new, u, z
 
         x, z, u, z_prev = jax.lax.fori_loop(0, settings.iterations, iterate, (x, z, u, z))

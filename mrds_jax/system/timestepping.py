@@ -71,6 +71,9 @@ def validate_contact_settings(settings, where="simulate"):
     validation.positive(settings.ncp.rho, "NCPSettings.rho", where)
     for name in ("prox", "tikhonov", "mode_tol"):
         validation.positive(getattr(settings.ncp, name), f"NCPSettings.{name}", where, allow_zero=True)
+    if not 0.0 < float(settings.ncp.relaxation) < 2.0:
+        raise validation.ArgumentError(f"{where}: NCPSettings.relaxation must be in (0, 2) (ADMM converges there; 1 is "
+                                       f"plain ADMM), got {settings.ncp.relaxation}")
     validation.positive(settings.baumgarte, "ContactSettings.baumgarte", where, allow_zero=True)
     if float(settings.baumgarte) > 1.0:
         raise validation.ArgumentError(f"{where}: ContactSettings.baumgarte is the fraction of a position error "
