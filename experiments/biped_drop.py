@@ -136,7 +136,8 @@ def main():
         rows.append((r, ok))
         print(r, "ok" if ok else "FAILS a bound")
     head = (f"# Biped drop: loops, limits and contact in one solve\n\n{datetime.date.today()}, {platform.machine()} "
-            f"({platform.processor() or 'cpu'}), jax {jax.__version__}; `python experiments/biped_drop.py`\n\n"
+            f"({platform.processor() or 'cpu'}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}: times on a "
+            f"busy machine run long), jax {jax.__version__}; `python experiments/biped_drop.py`\n\n"
             "| dtype | steps × dt | loop closure (m) | penetration (m) | energy gain / V₀ | energy lost / V₀ | "
             "limit violation | max residual | compile+run (s) | run (s) | bounds |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
     body = "".join(f"| {r['dtype']} | {r['steps']} × {r['dt']:g} | {r['closure']:.2e} | {r['penetration']:.2e} | "
