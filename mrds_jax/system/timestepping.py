@@ -279,6 +279,39 @@ def contact_rows_at(system, state, v, v_free, dt, settings):
     return kin.J, g, kin, vf[:, 0]
 
 
+def unilateral_violations(system, state):
+    """min(d, 0) of every joint-limit row and every valid contact slot at ``state`` (m or rad; 0 where a row is not
+    violated): what :func:`~.projection.make_consistent` drives to zero (penetration and limit violation), and what
+    ``mrds-jax check`` reports."""
+    dtype = state.q[0].dtype
+    limits = limit_rows(system)
+    parts = []
+    for k, iq, _, lo, hi, _ in limits.joints:
+        q = state.q[k][iq]
+        parts += [q - lo, hi - q]
+    out = [jnp.minimum(jnp.stack(parts), 0.0)] if parts else []
+    if n_contact_slots(system):
+        kin = slot_kinematics(system, state)
+        out.append(jnp.where(kin.valid, jnp.minimum(kin.gap, 0.0), 0.0))
+    return jnp.concatenate(out) if out else jnp.zeros(0, dtype)
+
+
+def contact_gaps(system, state):
+    """Per candidate pair of the collision model (by geom names): the smallest gap of its valid slots at ``state``
+    (m; negative: penetration), as a dict — what ``mrds-jax check`` lists. Concrete states only."""
+    model = collision_model_of(system)
+    if model is None or not model.n_slots:
+        return {}
+    kin = slot_kinematics(system, state)
+    gap, valid = np.asarray(kin.gap), np.asarray(kin.valid)
+    out, start = {}, 0
+    for (i, j), n in zip(model.pairs, model.slots):
+        g = gap[start:start + n][valid[start:start + n]]
+        out[f"{model.geoms[i].name}/{model.geoms[j].name}"] = float(g.min()) if g.size else float("inf")
+        start += n
+    return out
+
+
 # ----------------------------------------------------------------------------- one step
 def _module_factors(system, q):
     return [cholesky(mass_matrix(m, qk)) for m, qk in zip(system.modules, q)]
