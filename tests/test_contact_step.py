@@ -260,3 +260,22 @@ def test_make_consistent_resolves_penetration_and_limit_violation():
     fixed, residual, _ = S.make_consistent(system, state)
     assert float(residual) < 1e-12 and np.abs(np.asarray(unilateral_violations(system, fixed))).max() < 1e-12
     np.testing.assert_allclose(np.asarray(fixed.q[0]), [0.01, 0.02, 0.1, 1.0, 0, 0, 0, 0.5], atol=1e-12)
+
+
+def test_contact_forces_active_set_and_scene_of_a_run():
+    """The four-legged table's stored run: each foot's mean force over a step is its share of the weight, straight up
+    (world axes), the active set is the four feet, and the viewer's scene shows the four slots with those forces."""
+    from mrds_jax.viz.scene import scene
+    feet = [C.sphere(f"foot{i}", "m", "c", 0.02, position=(sx * 0.2, sy * 0.15, -0.1))
+            for i, (sx, sy) in enumerate([(1, 1), (1, -1), (-1, 1), (-1, -1)])]
+    system = S.build_system({"m": free_body(3.0, np.diag([0.05, 0.06, 0.08]))}, [],
+                            collision=[C.plane("floor", friction=0.8)] + feet)
+    tr = S.simulate(system, S.SystemState((jnp.array([0.0, 0.0, 0.12, 1.0, 0, 0, 0]),), (jnp.zeros(6),)), DT, 20,
+                    decimation=10)
+    F = np.asarray(tr.contact_forces(system))
+    np.testing.assert_allclose(F[1:].sum(axis=1), [[0.0, 0.0, 3.0 * G0]] * 2, atol=1e-9)
+    assert np.all(np.asarray(tr.active_set(system))[1:]) and not np.any(np.asarray(tr.active_set(system))[0])
+    sc = scene(system, tr)
+    assert sc.points.shape == (3, 4, 3) and len(sc.contact_names) == 4
+    np.testing.assert_allclose(sc.forces[1:, :, 2].sum(axis=1), 3.0 * G0, rtol=1e-9)
+    np.testing.assert_allclose(sc.points[-1, :, 2], 0.0, atol=1e-9)

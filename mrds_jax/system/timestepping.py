@@ -396,6 +396,21 @@ class ContactTrajectory(NamedTuple):
     dual: jnp.ndarray
     complementarity: jnp.ndarray
     first_nonfinite: jnp.ndarray   # step index where the state first became non-finite, −1 if never
+    dt: jnp.ndarray = None         # the step (an impulse over dt is the mean force of its step)
+
+    def contact_forces(self, system):
+        """(n_out, n_slots, 3) world-axes mean force on geom 2 by geom 1 of every contact slot over the step that
+        produced each stored state: (λ_n n + λ_t1 t1 + λ_t2 t2)/dt (zeros at the first state and where the slot
+        does not touch)."""
+        layout = row_layout(system)
+        lam = jnp.asarray(self.impulses)[:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
+        return jnp.einsum("tsk,tskj->tsj", lam, jnp.asarray(self.frames)) / self.dt
+
+    def active_set(self, system, tol=0.0):
+        """(n_out, n_slots) bool: the slots that carry an impulse (λ_n > tol) at each stored state."""
+        layout = row_layout(system)
+        lam = jnp.asarray(self.impulses)[:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
+        return lam[:, :, 0] > tol
 
 
 def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=(), tau=None,
@@ -433,4 +448,5 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     t = t0 + dt * decimation * jnp.arange(n_steps // decimation + 1, dtype=dtype)
     reps = cat(zeros, reps)
     return ContactTrajectory(t, cat(tuple(q0), qs), cat(tuple(v0), vs), reps.impulses, reps.gaps, reps.points,
-                             reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4])
+                             reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4],
+                             jnp.asarray(dt, dtype))
