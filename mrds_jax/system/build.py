@@ -19,8 +19,13 @@ from ..pytree import pytree_dataclass, static
 from ..validation import InputError
 
 
-class SystemError(InputError):
-    """Bad system description; the message names the module or contact."""
+class SystemDescriptionError(InputError):
+    """Bad system description; the message names the module or contact. (Formerly ``SystemError``, a name that
+    shadowed Python's built-in exception for interpreter faults; ``mrds_jax.system.SystemError`` still works, with
+    a DeprecationWarning, for one release.)"""
+
+
+SystemError = SystemDescriptionError        # noqa: A001  the package's own modules' old name; removed with the alias
 
 
 @dataclass(frozen=True)
@@ -254,9 +259,14 @@ def make_state(system, q, v=None):
             if missing:
                 raise SystemError(f"state: {label} missing for modules {missing}")
             x = [x[n] for n in names]
+        if hasattr(x, "shape") and not isinstance(x, (list, tuple)):
+            raise SystemError(f"state: {label} is one array of shape {tuple(x.shape)}; give one array per module, "
+                              f"in the order {list(names)}: make_state(system, [{', '.join(f'q_{n}' for n in names)}]"
+                              f") or a dict {{{', '.join(repr(n) + ': ...' for n in names)}}}")
         x = tuple(jnp.asarray(a) for a in x)
         if len(x) != len(names):
-            raise SystemError(f"state: {label} has {len(x)} entries, the system has {len(names)} modules")
+            raise SystemError(f"state: {label} has {len(x)} entries, the system has {len(names)} module"
+                              f"{'s' if len(names) != 1 else ''} {list(names)}: give one array per module")
         return x
 
     q = seq(q, "q")

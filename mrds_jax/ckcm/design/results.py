@@ -35,20 +35,49 @@ def params_to_json(p: CKCMParams):
     return d
 
 
-def params_from_json(d) -> CKCMParams:
+def _numbers(value, where):
+    """``value`` when it is a finite number or a (nested) list of them; a DesignFileError naming ``where``
+    (e.g. ``params.theta_A``) otherwise."""
+    def ok(v):
+        if isinstance(v, list):
+            return bool(v) and all(ok(x) for x in v)
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    if not ok(value):
+        raise DesignFileError(f"{where}: expected a finite number (or a list of them), got {json.dumps(value)[:60]}")
+    return value
+
+
+def _object(d, key, where="", required=()):
+    """``d[key]`` when it is a JSON object holding ``required``; a DesignFileError naming the key otherwise."""
+    name = f"{where}{key}"
+    if key not in d:
+        raise DesignFileError(f"the key {name!r} is missing")
+    v = d[key]
+    if not isinstance(v, dict):
+        raise DesignFileError(f"{name}: expected a JSON object, got {type(v).__name__} {json.dumps(v)[:60]}")
+    missing = [k for k in required if k not in v]
+    if missing:
+        raise DesignFileError(f"{name}: the key(s) {missing} are missing")
+    return v
+
+
+def params_from_json(d, where="params") -> CKCMParams:
     from ..params import make_params
     if not isinstance(d, dict):
-        raise DesignFileError(f"design parameters must be a JSON object, got {type(d).__name__}")
+        raise DesignFileError(f"{where}: design parameters must be a JSON object, got {type(d).__name__}")
     missing = [k for k in PARAM_FIELDS if k not in d]
     if missing:
-        raise DesignFileError(f"design parameters lack {missing}")
-    p = make_params(**{k: d[k] for k in PARAM_FIELDS}, validate=not any(k in d for k in PER_LEG_FIELDS))
-    p = p.replace(**{k: d[k] for k in PER_LEG_FIELDS if k in d})
+        raise DesignFileError(f"{where}: design parameters lack {missing}")
+    for k in PARAM_FIELDS + PER_LEG_FIELDS:
+        if k in d:
+            _numbers(d[k], f"{where}.{k}")
     from ..params import validate_params
     try:
+        p = make_params(**{k: d[k] for k in PARAM_FIELDS}, validate=not any(k in d for k in PER_LEG_FIELDS))
+        p = p.replace(**{k: d[k] for k in PER_LEG_FIELDS if k in d})
         return validate_params(p)
-    except ValueError as e:
-        raise DesignFileError(f"design parameters: {e}") from None
+    except (ValueError, TypeError) as e:
+        raise DesignFileError(f"{where}: {str(e).splitlines()[0]}") from None
 
 
 def start_summary(space, i, x0, c, feasible):
@@ -118,9 +147,29 @@ class DesignResult:
         missing = [k for k in ("params", "initial_params", "x", "after", "problem") if k not in d]
         if missing:
             raise DesignFileError(f"not a complete design result: it lacks {missing}")
+        for key in ("x", "x_initial", "before", "after"):            # what simulate and the reports read
+            if key in d or key in ("x", "after"):
+                for name, value in _object(d, key, required=("peak_force",) if key == "after" else ()).items():
+                    _numbers(value, f"{key}.{name}")
+        problem = _object(d, "problem", required=("model",))
+        from .objectives import LEG_MODELS
+        for key, known in (("model", ("paper", "multibody")), ("legs", LEG_MODELS)):
+            if key in problem and problem[key] not in known:
+                raise DesignFileError(f"problem.{key}: expected one of {list(known)}, got {json.dumps(problem[key])[:60]}")
+        if d.get("status") is not None and not isinstance(d["status"], str):
+            raise DesignFileError(f"status: expected a string, got {json.dumps(d['status'])[:60]}")
         kw = {k: d.get(k) for k in ("status", "message", "x", "x_initial", "before", "after", "task", "problem",
                                     "settings", "history", "starts", "evaluations", "verification")}
-        return cls(params=params_from_json(d["params"]), initial_params=params_from_json(d["initial_params"]), **kw)
+        result = cls(params=params_from_json(d["params"]),
+                     initial_params=params_from_json(d["initial_params"], "initial_params"), **kw)
+        if d.get("task") is not None:
+            try:
+                result.task_object()
+            except InputError as e:
+                raise DesignFileError(f"task: {e}") from None
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise DesignFileError(f"task: not a task description ({type(e).__name__}: {e})") from None
+        return result
 
 
 def load_design(path) -> DesignResult:
