@@ -317,7 +317,7 @@ CASES = [
     ("design file without params", lambda p: D.load_design(write(p, "d.json", json.dumps({"format": _design_format()}))),
      D.DesignFileError, r"d.json: not a complete design result: it lacks \['params'"),
     ("design file truncated", lambda p: D.load_design(write(p, "d.json", '{"format": 1, "par')), D.DesignFileError,
-     r"d.json is not JSON"),
+     r"d.json: not JSON"),
     # parameters replaced after a module is built (with_params): checked as at build time
     ("with_params negative mass", lambda p: arm().with_params(mass=jnp.array([2.0, -1.0])), ModelError,
      r"link 'fore': mass must be positive, got -1\.0"),

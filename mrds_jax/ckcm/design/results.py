@@ -183,7 +183,8 @@ def load_design(path) -> DesignResult:
     except FileNotFoundError:
         raise DesignFileError(f"no design file at {path}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DesignFileError(f"{path} is not JSON ({e})") from None
+        raise DesignFileError(f"{path}: not JSON ({e}); the file is damaged or cut short: write it again with "
+                              "mrds-jax optimize") from None
     except OSError as e:
         raise DesignFileError(f"cannot read the design file {path}: {e.strerror}") from None
     try:
