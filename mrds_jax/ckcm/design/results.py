@@ -194,6 +194,12 @@ def load_design(path) -> DesignResult:
 
 
 # --- plots ----------------------------------------------------------------------------------------------
+def model_label(result):
+    """The model the result's forces come from, in words."""
+    from .objectives import model_description
+    return model_description(result.problem["model"], result.problem.get("legs", "bench"))
+
+
 def _finish(fig, path):
     fig.tight_layout()
     if path is not None:
@@ -268,12 +274,21 @@ def plot_geometry(result: DesignResult, path=None):
             a.plot([B[i, 0], A[i, 0]], [B[i, 1], A[i, 1]], color="0.6", lw=1)
         a.plot(*np.append(B, B[:1], 0)[:, :2].T, "o-", color="C0", label="base B_i")
         a.plot(*np.append(A, A[:1], 0)[:, :2].T, "s-", color="C3", label="payload A_i")
-        for i in range(6):
-            a.annotate(str(i + 1), A[i, :2], color="C3"), a.annotate(str(i + 1), B[i, :2], color="C0")
-        a.set(aspect="equal", title=f"{title}: θA = {np.degrees(float(p.theta_A)):.1f}°, "
-                                    f"θB = {np.degrees(float(p.theta_B)):.1f}°")
-    ax[0].legend(loc="lower left", fontsize=8)
-    return _finish(fig, path)
+        for i in range(6):                      # the point numbers beside their markers, outwards
+            for P, c in ((A, "C3"), (B, "C0")):
+                d = P[i, :2] / max(np.linalg.norm(P[i, :2]), 1e-9)
+                a.annotate(str(i + 1), P[i, :2], xytext=tuple(9 * d), textcoords="offset points", color=c,
+                           ha="center", va="center", fontsize=8)
+        a.margins(0.12)
+        a.set(aspect="equal", xlabel="x (m)", ylabel="y (m)",
+              title=f"{title}: θA = {np.degrees(float(p.theta_A)):.1f}°, θB = {np.degrees(float(p.theta_B)):.1f}°")
+        a.plot([], [], color="0.6", lw=1, label="leg B_i → A_i (home pose)")
+    fig.suptitle("attachment points seen from above (numbers: leg i)")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.legend(*ax[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 def plot_geometry_3d(result: DesignResult, path=None):
@@ -295,8 +310,13 @@ def plot_geometry_3d(result: DesignResult, path=None):
             a.text(*P.mean(0), name, color=c)
         a.set(xlabel="x (m)", ylabel="y (m)", zlabel="z (m)",
               title=f"{title}: peak force {result.before['peak_force'] if k == 0 else result.after['peak_force']:.1f} N")
+        from matplotlib.ticker import MaxNLocator
+        for axis in (a.xaxis, a.yaxis, a.zaxis):           # few ticks: the labels do not run into each other
+            axis.set_major_locator(MaxNLocator(4))
+        a.tick_params(labelsize=7)
         a.set_box_aspect((1, 1, 0.9))
     fig.axes[0].legend(loc="upper left", fontsize=7)
+    fig.suptitle(f"the machine at its home pose ({model_label(result)})")
     return _finish(fig, path)
 
 
