@@ -222,3 +222,63 @@ def test_make_state_with_flat_arrays_says_one_array_per_module():
     with pytest.raises(S.SystemDescriptionError, match=r"q has 2 entries, the system has 1 module \['bars'\]: give "
                                                        r"one array per module"):
         S.make_state(system, [np.zeros(3), np.zeros(3)])
+
+
+@pytest.fixture(scope="module")
+def flight(tmp_path_factory):      # 40-70 s on two cores (the plant's flight compiles): full mode
+    """``mrds-jax simulate --design <a saved optimum> --viewer --out flown`` in process: (folder, stdout)."""
+    import contextlib
+    import io
+    out = tmp_path_factory.mktemp("flight") / "flown"
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        status = main(["simulate", "--design", str(DATA / "ckcm_design.json"), "--viewer", "--out", str(out)])
+    assert status == 0, buffer.getvalue()
+    return out, buffer.getvalue()
+
+
+@pytest.mark.slow
+def test_simulate_design_writes_plots_animation_and_viewer(flight):
+    """The flight of the optimum: two labelled peak forces (the optimiser's model, the multibody plant), the
+    plant's larger (it has the legs' inertia the paper's model leaves out), and its plots, animation and page."""
+    out, stdout = flight
+    peaks = re.findall(r"^  (\d+\.\d+) N: (.*)$", stdout, re.M)
+    assert [label.split(",")[0] for _, label in peaks] == [
+        "the paper's Lagrangian model (Nguyen & Pooran eq. 39-45)",
+        "the MRDS multibody model (bench cylinder legs) as the plant"], stdout
+    paper, plant = (float(p) for p, _ in peaks)
+    assert paper == pytest.approx(DESIGN["after"]["peak_force"], abs=1e-3) and plant > paper, (paper, plant)
+    for name in ("actuator_forces.png", "tracking_error.png", "animation.gif", "viewer.html", "flight.npz"):
+        assert (out / name).stat().st_size > 1000, name
+    data = np.load(out / "flight.npz")
+    assert data["forces"].shape == (len(data["t"]), 6) and np.abs(data["forces"]).max() == pytest.approx(plant, abs=1e-3)
+    page = (out / "viewer.html").read_text()
+    assert "optimised CKCM end-effector" in page and 'id="mrds-time"' in page
+
+
+from mrds_jax.viz.viewer import find_browser  # noqa: E402
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.skipif(find_browser() is None, reason="needs a headless Chromium: apt-get install chromium")
+def test_flight_viewer_shows_the_platform_above_the_floor_with_a_title(flight, tmp_path):
+    """A screenshot of the page in headless Chromium: the floor (light grey-beige) is drawn, the payload's sticks
+    (module 7, grey #7f7f7f) lie above most of the floor's pixels, and the title box (dark text on white, top
+    left) is there."""
+    from PIL import Image
+
+    from mrds_jax.viz.viewer import screenshot
+    out, _ = flight
+    png = screenshot(out / "viewer.html", tmp_path / "flight.png", size=(800, 600), wait_ms=3000)
+    img = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    floor = (r > 150) & (abs(r - g) < 12) & (r - b > 3) & (r - b < 30)
+    grey = (abs(r - 127) < 25) & (abs(g - 127) < 25) & (abs(b - 127) < 25)
+    rows = np.arange(img.shape[0])[:, None] * np.ones(img.shape[1], int)
+    assert floor.sum() > 20000 and grey.sum() > 200, (floor.sum(), grey.sum())
+    assert np.median(rows[grey]) < np.median(rows[floor]), (np.median(rows[grey]), np.median(rows[floor]))
+    label = img[5:60, 10:400]
+    dark, light = (label.max(axis=-1) < 90).sum(), (label.min(axis=-1) > 200).sum()
+    assert dark > 300 and light > 3000, (dark, light)
+    Image.fromarray(img.astype(np.uint8)).save(tmp_path / "checked.png")
