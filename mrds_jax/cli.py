@@ -20,31 +20,40 @@ EXAMPLE_ROBOTS = {
 }
 
 
+SHIPPED_ROBOTS = ("two_link_arm",)        # mrds_jax/data/robots/<name>.urdf
+
+
 def _robot_path(name):
+    if name in SHIPPED_ROBOTS:
+        from importlib.resources import files
+        return Path(str(files("mrds_jax") / "data" / "robots" / f"{name}.urdf"))
     if name in EXAMPLE_ROBOTS:
         root = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
         path = root / EXAMPLE_ROBOTS[name]
         if not path.exists():
-            raise ArgumentError(f"--robot {name!r} needs example-robot-data: pip install example-robot-data")
+            raise ArgumentError(f"--robot {name!r} needs example-robot-data: pip install example-robot-data (the "
+                                f"test extra has it), or use the shipped --robot two_link_arm")
         return path
     path = Path(name)
     if not path.exists():
-        raise ArgumentError(f"--robot: no such URDF file: {path} (or use one of {sorted(EXAMPLE_ROBOTS)})")
+        raise ArgumentError(f"--robot: no such URDF file: {path} (or use one of "
+                            f"{sorted(SHIPPED_ROBOTS + tuple(EXAMPLE_ROBOTS))})")
     return path
 
 
 def check_options(args, counts=(), positive=(), nonnegative=()):
     """Numeric options checked before anything is compiled, each error naming its flag (``--iterations must be
-    an integer >= 1, got -5``): ``counts`` integers >= 1, ``positive`` finite numbers > 0, ``nonnegative``
-    finite numbers >= 0 (flags as typed, e.g. "--batch-size")."""
+    an integer >= 1, got -5``): ``counts`` integers >= 1 (or ``(flag, least)``), ``positive`` finite numbers > 0,
+    ``nonnegative`` finite numbers >= 0 (flags as typed, e.g. "--batch-size")."""
     import math
-    for flags, ok, rule in ((counts, lambda v: v >= 1, "an integer >= 1"),
-                            (positive, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
-                            (nonnegative, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")):
-        for flag in flags:
-            value = getattr(args, flag.lstrip("-").replace("-", "_"))
-            if value is not None and not ok(value):
-                raise ArgumentError(f"{flag} must be {rule}, got {value:g}")
+    rules = [(flag, lambda v, n=n: v >= n, f"an integer >= {n}")
+             for flag, n in (c if isinstance(c, tuple) else (c, 1) for c in counts)]
+    rules += [(flag, lambda v: math.isfinite(v) and v > 0, "a finite number > 0") for flag in positive]
+    rules += [(flag, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0") for flag in nonnegative]
+    for flag, ok, rule in rules:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None and not ok(value):
+            raise ArgumentError(f"{flag} must be {rule}, got {value:g}")
 
 
 def cmd_dynamics(args):
@@ -169,7 +178,7 @@ def _compilation_cache(args):
 def cmd_optimize(args):
     """Design optimisation of the CKCM end-effector (gradients through the closed-chain dynamics)."""
     from mrds_jax import validation
-    check_options(args, counts=("--iterations", "--starts", "--samples", "--mc-samples", "--batch-size",
+    check_options(args, counts=("--iterations", "--starts", ("--samples", 4), "--mc-samples", "--batch-size",
                                 "--sweep-points"),
                   positive=("--lr", "--period", "--max-condition"),
                   nonnegative=("--sweep-half-width", "--point-tolerance", "--mass-tolerance", "--min-leg-distance",
@@ -317,7 +326,9 @@ DESCRIPTION = """Closed-chain multibody dynamics in JAX from the command line.
   mrds-jax check fourbar                       validate a system file (or a ready-made one) without simulating
   mrds-jax simulate fourbar --out run --viewer  simulate it: trajectory, plots, animation, browser viewer
   mrds-jax optimize --iterations 100            CKCM end-effector design optimisation
-  mrds-jax dynamics --robot panda               batched rigid-tree dynamics of a URDF robot
+  mrds-jax simulate --design ckcm_design/design.json --viewer
+                                                fly the optimised design: plots, animation, 3-D page
+  mrds-jax dynamics --robot two_link_arm        batched rigid-tree dynamics of a URDF robot
 
 A user error (a bad option, a missing or damaged file, a mistake in a system file) ends with one line on stderr
 naming what is wrong, and exit status 2. Documentation: docs/ (mkdocs serve)."""
@@ -335,7 +346,9 @@ def build_parser():
     parser = OneLineParser(prog="mrds-jax", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     p = sub.add_parser("dynamics", help="batched rigid-tree dynamics of a robot, with cross-checks")
-    p.add_argument("--robot", default="panda", help="the robot: ur5 or panda (from example-robot-data, pip install example-robot-data), or the path of a URDF file")
+    p.add_argument("--robot", default="two_link_arm",
+                   help="the robot: two_link_arm (shipped), ur5 or panda (pip install example-robot-data), or the "
+                        "path of a URDF file")
     p.add_argument("--frame", default=None, help="the operational point whose inverse operational-space inertia Λ⁻¹ is computed (default: the last frame)")
     p.add_argument("--batch", type=int, default=1024, help="how many random states are evaluated in one vmapped batch")
     p.add_argument("--seed", type=int, default=0, help="seed of the random states")

@@ -403,13 +403,13 @@ def robot_file(tmp_path):
 
 CLI_CASES = [
     ("dynamics batch zero", lambda p: ["dynamics", "--robot", robot_file(p), "--batch", "0"],
-     r"mrds-jax dynamics: --batch must be >= 1, got 0"),
+     r"mrds-jax dynamics: --batch must be an integer >= 1, got 0$"),
     ("dynamics ghost frame", lambda p: ["dynamics", "--robot", robot_file(p), "--frame", "ghost"],
      r"mrds-jax dynamics: no operational point named 'ghost'; there are \['b', 'c'\]"),
     ("dynamics bad URDF", lambda p: ["dynamics", "--robot", str(urdf(p, "ghost_parent"))],
      r"mrds-jax dynamics: .*ghost_parent.urdf: joint 'j1': parent link 'ghost' does not exist"),
     ("simulate dt zero", lambda p: ["simulate", "--design", "x.json", "--dt", "0"],
-     r"mrds-jax simulate: --dt must be finite and > 0, got 0\.0"),
+     r"mrds-jax simulate: --dt must be a finite number > 0, got 0$"),
     ("simulate design list", lambda p: ["simulate", "--design", str(write(p, "d.json", "[]")), "--no-cache"],
      r"mrds-jax simulate: .*d.json: not a design result \(a JSON list"),
     ("optimize out is a file", lambda p: ["optimize", "--out", str(write(p, "taken", "")), "--no-cache"],
@@ -417,7 +417,7 @@ CLI_CASES = [
     ("optimize out cannot be created", lambda p: ["optimize", "--out", "/proc/mrds_jax_out", "--no-cache"],
      r"mrds-jax optimize: --out '/proc/mrds_jax_out' cannot be created"),
     ("optimize samples zero", lambda p: ["optimize", "--samples", "0", "--out", str(p / "o"), "--no-cache"],
-     r"mrds-jax optimize: samples_per_path must be >= 4, got 0"),
+     r"mrds-jax optimize: --samples must be an integer >= 4, got 0$"),
 ]
 
 

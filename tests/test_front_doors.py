@@ -105,7 +105,7 @@ def test_missing_design_file_names_it(tmp_path, capsys, monkeypatch):
 # (argv, the one line)
 OPTION_ERRORS = [
     (["optimize", "--iterations", "-5"], "mrds-jax optimize: --iterations must be an integer >= 1, got -5"),
-    (["optimize", "--samples", "0"], "mrds-jax optimize: --samples must be an integer >= 1, got 0"),
+    (["optimize", "--samples", "3"], "mrds-jax optimize: --samples must be an integer >= 4, got 3"),
     (["optimize", "--lr", "nan"], "mrds-jax optimize: --lr must be a finite number > 0, got nan"),
     (["optimize", "--stroke-margin", "-0.1"], "mrds-jax optimize: --stroke-margin must be a finite number >= 0, "
                                               "got -0.1"),
