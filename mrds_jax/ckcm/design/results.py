@@ -216,16 +216,18 @@ def plot_history(result: DesignResult, path=None):
     starts = [f"start {k}" for k in range(np.shape(h["objective"])[1])] if np.ndim(h["objective"]) == 2 else "start"
     ax[0].plot(steps, h["objective"], lw=1, label=starts)
     ax[0].legend(fontsize=8)
-    ax[0].set(xlabel="step", ylabel=f"{result.problem['demand']} / start", title="objective")
+    ax[0].set(xlabel="step", ylabel=f"{result.problem['demand']} / its value at the start (1)",
+              title="objective (the smooth measure minimised)")
     ax[1].semilogy(steps, np.maximum(h["violation"], 1e-6), lw=1, label=starts)
     ax[1].legend(fontsize=8)
     ax[1].axhline(1e-6, color="k", lw=0.5)
-    ax[1].set(xlabel="step", ylabel="max(g, 1e-6)", title="constraint violation (scaled; ≤ 0 feasible)")
+    ax[1].set(xlabel="step", ylabel="largest scaled violation max(g, 1e-6) (1)",
+              title="constraint violation (≤ 0: feasible)")
     ax[2].plot(steps, h["peak_force"], lw=1, label=starts)
-    ax[2].axhline(result.after["peak_force"], color="k", ls="--", lw=0.8, label="best feasible")
-    ax[2].set(xlabel="step", ylabel="N", title="peak actuator force")
+    ax[2].axhline(result.after["peak_force"], color="k", ls="--", lw=0.8, label="best feasible design")
+    ax[2].set(xlabel="step", ylabel="peak actuator force (N)", title="peak actuator force (exact)")
     ax[2].legend()
-    fig.suptitle(f"{result.settings['optimizer']} + augmented Lagrangian, {result.problem['model']} model, "
+    fig.suptitle(f"{result.settings['optimizer']} + augmented Lagrangian, {model_label(result)}, "
                  f"{len(result.starts)} start(s)")
     return _finish(fig, path)
 
@@ -259,7 +261,7 @@ def plot_forces(result: DesignResult, path=None, dense=4):
         a.set(title=f"leg {i + 1}", xlabel="t (s)", ylabel="force (N)")
     ax.flat[0].legend()
     fig.suptitle(f"actuator forces along the task: peak {result.before['peak_force']:.1f} N → "
-                 f"{result.after['peak_force']:.1f} N ({100 * result.peak_reduction:.1f} % less)")
+                 f"{result.after['peak_force']:.1f} N ({100 * result.peak_reduction:.1f} % less; {model_label(result)})")
     return _finish(fig, path)
 
 
