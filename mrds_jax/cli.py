@@ -283,7 +283,8 @@ def cmd_simulate(args):
     check_options(args, positive=("--dt",))
     from mrds_jax.ckcm.design import load_design, model_description
     design = load_design(args.design)               # DesignFileError: one line (main)
-    out = validation.output_dir(args.out or str(Path(args.design).parent / "flight"), "--out")
+    beside = Path(args.design) if Path(args.design).is_dir() else Path(args.design).parent   # a run's folder too
+    out = validation.output_dir(args.out or str(beside / "flight"), "--out")
     if args.viewer:
         sysfile_cli.viewer_available()
     animation = args.animation or "gif"
