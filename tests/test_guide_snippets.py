@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs" / "guide").glob("*.md")) + [ROOT / "docs" / "getting_started.md"]
 # (page, index of the snippet on the page) that run in every run; the others in the full mode
-QUICK = {("monte_carlo.md", 0), ("interop.md", 1), ("interop.md", 2)}
+QUICK = {("monte_carlo.md", 0), ("interop.md", 1)}
 
 
 def snippets(pages=PAGES):
