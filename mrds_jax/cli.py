@@ -296,7 +296,9 @@ def cmd_simulate(args):
     legs = design.problem.get("legs", "bench")
     designed_with = model_description(design.problem["model"], legs)
     plant = model_description("multibody", legs)
-    print(f"design {args.design}: {design.x} ({design.status})")
+    from mrds_jax.ckcm.design.space import UNITS
+    print(f"design {args.design} ({design.status}): "
+          + ", ".join(f"{k} {v:.4g} {UNITS.get(k, '')}".rstrip() for k, v in design.x.items()))
     t0 = time.perf_counter()
     runs = simulate_design(design, dt=args.dt)
     print(f"peak actuator force, one figure per model:\n"

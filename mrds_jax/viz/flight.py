@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-MAX_FRAMES = 100
+MAX_FRAMES = 60
 
 
 def _plot_forces(t, forces, peak_optimiser, designed_with, plant, path):
