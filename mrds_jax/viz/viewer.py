@@ -128,7 +128,8 @@ def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
 <html><head><meta charset="utf-8"><title>{html_text.escape(title)}</title>
 <style>body {{ margin: 0; }} #meshcat-pane {{ width: 100vw; height: 100vh; overflow: hidden; }}
 #mrds-label {{ position: absolute; top: 10px; left: 12px; font: 16px sans-serif; color: #222;
-  background: rgba(255, 255, 255, 0.8); padding: 4px 8px; border-radius: 4px; pointer-events: none; }}</style></head>
+  background: rgba(255, 255, 255, 0.8); padding: 4px 8px; border-radius: 4px; pointer-events: none;
+  max-width: calc(100vw - 300px); }}</style></head>
 <body><div id="meshcat-pane"></div>
 <div id="mrds-label"><b>{html_text.escape(title)}</b><br><span id="mrds-time">t = {float(scene.t[0]):.3f} s</span></div>
 <script>{js}</script>
