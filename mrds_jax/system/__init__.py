@@ -1,6 +1,6 @@
 """Layer 5: systems of modules and contacts — Bonaventura's global level (MRDS Steps 2-4)."""
-from .build import (Connectivity, System, SystemDescriptionError, SystemState, build_system, global_connectivity, make_state,
-                    modular_connectivity)
+from .build import (Connectivity, System, SystemDescriptionError, SystemState, build_system, global_connectivity,
+                    make_state, modular_connectivity)
 from .dynamics import (ConstraintSystem, ModuleTerms, SystemDynamics, constraint_system, contact_kinematics,
                        forward_dynamics, module_terms)
 from .couplings import coupling_errors, coupling_jacobian
