@@ -2,8 +2,7 @@
 
 * ``--8<-- "experiments/out/NAME.md"`` on a line of its own includes a benchmark output as a sub-section of
   the heading it stands under (its ``#`` headings one level below that heading), with a blank line before
-  every table (Markdown needs one; the scripts write tables right under a text line) and the jax version of
-  the file's header under every table.
+  every table (Markdown needs one; the scripts write tables right under a text line).
 * MathJax (typesetting ``$...$`` written through ``pymdownx.arithmatex``) is served from the site itself: the
   file comes from the ``django-static-mathjax`` package (MathJax 3.2.2 as static files; no network at build or
   view time).
@@ -22,7 +21,6 @@ from mkdocs.structure.files import File
 ROOT = Path(__file__).resolve().parents[1]
 _INCLUDE = re.compile(r'^--8<-- "(experiments/out/[^"]+\.md)"\s*$', re.M)
 _HEADING = re.compile(r"^(#{1,6}) ", re.M)
-_JAX = re.compile(r"\bjax (\d+\.\d+\.\d+)")
 _ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|obj|exc):<code>(~?)([^<]+?)</code>")
 _ANCHOR = re.compile(r'id="(mrds_jax(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"')
 MATHJAX = "mathjax/es5/tex-svg.js"
@@ -41,17 +39,6 @@ def separate_tables(text):
         if _is_table_row(line) and out and out[-1].strip() and not _is_table_row(out[-1]):
             out.append("")
         out.append(line)
-    return "\n".join(out)
-
-
-def note_after_tables(text, note):
-    """``note`` as a line under every table."""
-    lines, out = text.splitlines(), []
-    for i, line in enumerate(lines):
-        out.append(line)
-        last_row = _is_table_row(line) and (i + 1 == len(lines) or not _is_table_row(lines[i + 1]))
-        if last_row:
-            out += ["", note]
     return "\n".join(out)
 
 
@@ -88,10 +75,9 @@ def demote_headings(text, level):
 
 
 def included_output(text, level):
-    """An experiments/out page as a sub-section at heading depth ``level``."""
-    jax = _JAX.search(text)
-    body = separate_tables(demote_headings(text, level))
-    return note_after_tables(body, f"*jax {jax.group(1)}*") if jax else body
+    """An experiments/out page as a sub-section at heading depth ``level`` (its header says the machine, the
+    versions and the date once, above its tables)."""
+    return separate_tables(demote_headings(text, level))
 
 
 def _level_above(markdown, position):

@@ -20,23 +20,45 @@ EXAMPLE_ROBOTS = {
 }
 
 
+SHIPPED_ROBOTS = ("two_link_arm",)        # mrds_jax/data/robots/<name>.urdf
+
+
 def _robot_path(name):
+    if name in SHIPPED_ROBOTS:
+        from importlib.resources import files
+        return Path(str(files("mrds_jax") / "data" / "robots" / f"{name}.urdf"))
     if name in EXAMPLE_ROBOTS:
         root = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
         path = root / EXAMPLE_ROBOTS[name]
         if not path.exists():
-            raise ArgumentError(f"--robot {name!r} needs example-robot-data: pip install example-robot-data")
+            raise ArgumentError(f"--robot {name!r} needs example-robot-data: pip install example-robot-data (the "
+                                f"test extra has it), or use the shipped --robot two_link_arm")
         return path
     path = Path(name)
     if not path.exists():
-        raise ArgumentError(f"--robot: no such URDF file: {path} (or use one of {sorted(EXAMPLE_ROBOTS)})")
+        raise ArgumentError(f"--robot: no such URDF file: {path} (or use one of "
+                            f"{sorted(SHIPPED_ROBOTS + tuple(EXAMPLE_ROBOTS))})")
     return path
+
+
+def check_options(args, counts=(), positive=(), nonnegative=()):
+    """Numeric options checked before anything is compiled, each error naming its flag (``--iterations must be
+    an integer >= 1, got -5``): ``counts`` integers >= 1 (or ``(flag, least)``), ``positive`` finite numbers > 0,
+    ``nonnegative`` finite numbers >= 0 (flags as typed, e.g. "--batch-size")."""
+    import math
+    rules = [(flag, lambda v, n=n: v >= n, f"an integer >= {n}")
+             for flag, n in (c if isinstance(c, tuple) else (c, 1) for c in counts)]
+    rules += [(flag, lambda v: math.isfinite(v) and v > 0, "a finite number > 0") for flag in positive]
+    rules += [(flag, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0") for flag in nonnegative]
+    for flag, ok, rule in rules:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None and not ok(value):
+            raise ArgumentError(f"{flag} must be {rule}, got {value:g}")
 
 
 def cmd_dynamics(args):
     """Batched rigid-tree dynamics of a URDF robot, with the project's internal cross-checks."""
-    from mrds_jax import validation
-    validation.count(args.batch, "--batch", "mrds-jax dynamics")
+    check_options(args, counts=("--batch",))
     import jax
     if not args.float32:
         jax.config.update("jax_enable_x64", True)
@@ -156,6 +178,11 @@ def _compilation_cache(args):
 def cmd_optimize(args):
     """Design optimisation of the CKCM end-effector (gradients through the closed-chain dynamics)."""
     from mrds_jax import validation
+    check_options(args, counts=("--iterations", "--starts", ("--samples", 4), "--mc-samples", "--batch-size",
+                                "--sweep-points"),
+                  positive=("--lr", "--period", "--max-condition"),
+                  nonnegative=("--sweep-half-width", "--point-tolerance", "--mass-tolerance", "--min-leg-distance",
+                               "--min-separation", "--stroke-margin"))
     out = validation.output_dir(args.out, "--out")                  # before any compilation
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -211,7 +238,8 @@ def cmd_optimize(args):
     report = D.verify_design(result.params, task, limits, args.model, args.legs)
     result.verification = report
     result.save(out / "design.json")
-    print("independent check of the optimum (4x denser path sampling, non-smoothed):")
+    print(f"independent check of the optimum ({model} at 4x denser path samples, exact peak "
+          f"{report['peak_force_dense']:.2f} N; each check: worst value, ≥ or ≤ its limit, margin):")
     print(D.format_report(report))
     with open(out / "history.csv", "w", newline="") as fh:
         w = csv.writer(fh)
@@ -241,7 +269,10 @@ def cmd_optimize(args):
 
 
 def cmd_simulate(args):
-    """Simulate a system file (``mrds_jax.sysfile``), or fly a saved design on its task under computed torque."""
+    """Simulate a system file, or fly a saved design on its task under computed torque (``--design``): printed
+    figures, and plots, an animation and (``--viewer``) the browser viewer page in ``--out``."""
+    if args.system_file and args.design:
+        raise ArgumentError("give a SYSTEM_FILE or --design design.json, not both")
     if args.system_file:
         _compilation_cache(args)
         return sysfile_cli.cmd_simulate_file(args)
@@ -249,38 +280,47 @@ def cmd_simulate(args):
         raise ArgumentError("give a SYSTEM_FILE (or a ready-made name: fourbar, stewart, dual_arm_grasp, "
                             "quadruped) or --design design.json")
     from mrds_jax import validation
+    check_options(args, positive=("--dt",))
+    from mrds_jax.ckcm.design import load_design, model_description
+    design = load_design(args.design)               # DesignFileError: one line (main)
+    beside = Path(args.design) if Path(args.design).is_dir() else Path(args.design).parent   # a run's folder too
+    out = validation.output_dir(args.out or str(beside / "flight"), "--out")
     if args.viewer:
-        raise ArgumentError("--viewer is for system files (mrds-jax simulate SYSTEM_FILE --viewer), not --design")
-    validation.positive(args.dt, "--dt", "mrds-jax simulate")
+        sysfile_cli.viewer_available()
+    animation = args.animation or "gif"
     import jax
     jax.config.update("jax_enable_x64", True)
     _compilation_cache(args)
-    from mrds_jax.ckcm.design import load_design
     from mrds_jax.ckcm.design.simulation import simulate_design
-    design = load_design(args.design)               # DesignFileError: one line (main)
-    from mrds_jax.ckcm.design import model_description
+    from mrds_jax.viz.flight import write_flight
     legs = design.problem.get("legs", "bench")
     designed_with = model_description(design.problem["model"], legs)
-    print(f"design {args.design}: {design.x} ({design.status}); optimiser's peak force "
-          f"{design.after['peak_force']:.3f} N ({designed_with}, at the task samples)")
+    plant = model_description("multibody", legs)
+    from mrds_jax.ckcm.design.space import UNITS
+    print(f"design {args.design} ({design.status}): "
+          + ", ".join(f"{k} {v:.4g} {UNITS.get(k, '')}".rstrip() for k, v in design.x.items()))
     t0 = time.perf_counter()
     runs = simulate_design(design, dt=args.dt)
+    print(f"peak actuator force, one figure per model:\n"
+          f"  {design.after['peak_force']:.3f} N: {designed_with}, the optimiser's own, at its task samples")
     for i, r in enumerate(runs):
-        print(f"path {i}: {r['steps']} RK4 steps of {r['dt'] * 1e3:.3g} ms under computed torque "
-              f"({model_description('multibody', legs)} as the plant): "
-              f"peak applied force {r['peak_force']:.3f} N, max position error {r['max_position_error']:.2e} m, "
-              f"max ball-joint gap {r['max_closure_error']:.2e} m")
+        print(f"  {r['peak_force']:.3f} N: {plant} as the plant, flying path {i} under computed torque "
+              f"({r['steps']} RK4 steps of {r['dt'] * 1e3:.3g} ms; max payload position error "
+              f"{r['max_position_error']:.2e} m, max ball-joint gap {r['max_closure_error']:.2e} m)")
     if design.problem["model"] == "paper":
-        print("the paper's model leaves out the legs' azimuthal swing, the moving part's full axial kinetic energy "
-              "and the legs' own inertia, which the plant has: its forces are larger (measured term by term: "
-              "experiments/out/ckcm_model_gap.md; optimise with --model multibody to design the plant itself)")
-    print(f"wall {time.perf_counter() - t0:.1f} s (compilation included)")
+        print("  (they differ because the paper's model leaves out the legs' azimuthal swing, the moving part's full "
+              "axial kinetic energy and the legs' own inertia, which the plant has: its forces are larger; "
+              "optimise with --model multibody to design the plant itself)")
+    t1 = time.perf_counter()
+    written = write_flight(design, runs, out, animation=animation, viewer=args.viewer)
+    print(f"time: simulate {t1 - t0:.1f} s (compilation included), write {time.perf_counter() - t1:.1f} s")
+    print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 
 def _cache_options(p):
     p.add_argument("--cache-dir", default=os.environ.get("MRDS_JAX_CACHE", "~/.cache/mrds_jax/xla"),
-                   help="persistent XLA compilation cache (env MRDS_JAX_CACHE)")
+                   help="the folder of the persistent XLA compilation cache (env MRDS_JAX_CACHE)")
     p.add_argument("--no-cache", action="store_true", help="do not keep compiled programs on disk")
 
 
@@ -289,7 +329,9 @@ DESCRIPTION = """Closed-chain multibody dynamics in JAX from the command line.
   mrds-jax check fourbar                       validate a system file (or a ready-made one) without simulating
   mrds-jax simulate fourbar --out run --viewer  simulate it: trajectory, plots, animation, browser viewer
   mrds-jax optimize --iterations 100            CKCM end-effector design optimisation
-  mrds-jax dynamics --robot panda               batched rigid-tree dynamics of a URDF robot
+  mrds-jax simulate --design ckcm_design/design.json --viewer
+                                                fly the optimised design: plots, animation, 3-D page
+  mrds-jax dynamics --robot two_link_arm        batched rigid-tree dynamics of a URDF robot
 
 A user error (a bad option, a missing or damaged file, a mistake in a system file) ends with one line on stderr
 naming what is wrong, and exit status 2. Documentation: docs/ (mkdocs serve)."""
@@ -307,73 +349,129 @@ def build_parser():
     parser = OneLineParser(prog="mrds-jax", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     p = sub.add_parser("dynamics", help="batched rigid-tree dynamics of a robot, with cross-checks")
-    p.add_argument("--robot", default="panda", help="ur5, panda, or a URDF path")
-    p.add_argument("--frame", default=None, help="operational point for Λ⁻¹ (default: last frame)")
-    p.add_argument("--batch", type=int, default=1024)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--float32", action="store_true")
+    p.add_argument("--robot", default="two_link_arm",
+                   help="the robot: two_link_arm (shipped), ur5 or panda (pip install example-robot-data), or the "
+                        "path of a URDF file")
+    p.add_argument("--frame", default=None, help="the operational point whose inverse operational-space inertia Λ⁻¹ is computed (default: the last frame)")
+    p.add_argument("--batch", type=int, default=1024, help="how many random states are evaluated in one vmapped batch")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random states")
+    p.add_argument("--float32", action="store_true", help="compute in float32 instead of float64")
     p.set_defaults(func=cmd_dynamics)
 
     p = sub.add_parser("optimize", help="CKCM end-effector design optimisation (gradients through the dynamics)")
-    p.add_argument("--model", default="paper", choices=["paper", "multibody"])
-    p.add_argument("--legs", default="bench", choices=["bench", "paper"], help="multibody leg mass model")
-    p.add_argument("--objective", default="peak", choices=["peak", "rms", "power"])
-    p.add_argument("--optimizer", default="adam", choices=["adam", "lbfgs"])
-    p.add_argument("--iterations", type=int, default=200)
-    p.add_argument("--starts", type=int, default=2, help="designs optimised together (one compiled block)")
-    p.add_argument("--lr", type=float, default=0.05, help="Adam step")
+    p.add_argument("--model", default="paper", choices=["paper", "multibody"],
+                   help="the dynamics the forces come from: the paper's Lagrangian model (Nguyen & Pooran eq. 39-45) "
+                        "or the MRDS multibody model of the whole closed chain")
+    p.add_argument("--legs", default="bench", choices=["bench", "paper"], help="the legs' mass model of the multibody model: bench (cylinders) or paper (eq. 40 point masses)")
+    p.add_argument("--objective", default="peak", choices=["peak", "rms", "power"],
+                   help="what is minimised: the peak actuator force (as a smooth upper bound), the RMS force or "
+                        "the mean power")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "lbfgs"],
+                   help="the gradient method inside the augmented Lagrangian")
+    p.add_argument("--iterations", type=int, default=200, help="optimiser steps per start")
+    p.add_argument("--starts", type=int, default=2, help="how many start designs are optimised together (one compiled block)")
+    p.add_argument("--lr", type=float, default=0.05, help="the Adam step size (in the unit box of the free variables)")
     p.add_argument("--task", default="ellipse",
                    help="comma-separated tasks: ellipse (Nguyen & Pooran eq. 55), sweep (static poses over the "
                         "workspace), payload (the ellipse at --payload-masses)")
     p.add_argument("--combine", choices=["pooled", "worst", "weighted"],
                    help="how several tasks combine (default: worst with several, pooled with one)")
     p.add_argument("--weights", help="comma-separated weights, one per task (--combine weighted)")
-    p.add_argument("--sweep-half-width", type=float, default=0.05, help="sweep: ± m about home in x, y, z")
-    p.add_argument("--sweep-points", type=int, default=3, help="sweep: poses per axis")
-    p.add_argument("--payload-masses", default="20,40", help="payload task: comma-separated masses (kg)")
-    p.add_argument("--period", type=float, default=0.5, help="ellipse loop period (s)")
-    p.add_argument("--samples", type=int, default=64, help="path samples")
-    p.add_argument("--free", default="theta_A,theta_B,m,m1", help="comma-separated design variables")
+    p.add_argument("--sweep-half-width", type=float, default=0.05, help="the sweep task's half width: ± this many metres about home in x, y, z")
+    p.add_argument("--sweep-points", type=int, default=3, help="the sweep task's static poses per axis")
+    p.add_argument("--payload-masses", default="20,40", help="the payload task's masses, comma-separated (kg)")
+    p.add_argument("--period", type=float, default=0.5, help="the time the ellipse takes once round (s)")
+    p.add_argument("--samples", type=int, default=64, help="samples per path at which the forces are evaluated")
+    p.add_argument("--free", default="theta_A,theta_B,m,m1", help="the design variables that are optimised, comma-separated")
     p.add_argument("--space", choices=["paper", "symmetric", "full"],
                    help="a named design space instead of --free (full: 38 per-leg variables)")
     p.add_argument("--robust", nargs="?", const="quantile", choices=["mean", "quantile"],
                    help="minimise the mean or the smooth 95th percentile (default) of the peak force under "
                         "manufacturing tolerances")
-    p.add_argument("--mc-samples", type=int, default=256, help="Monte Carlo draws of the robust objective")
+    p.add_argument("--mc-samples", type=int, default=256, help="as-built machines drawn for the robust objective")
     p.add_argument("--batch-size", type=int, default=16,
                    help="path samples and Monte Carlo draws evaluated as one vectorised batch, the rest in "
                         "sequence: 16 suits a CPU; on a GPU, --mc-samples runs all draws at once (more memory)")
-    p.add_argument("--point-tolerance", type=float, default=1.0, help="attachment points, mm (1 sd)")
-    p.add_argument("--mass-tolerance", type=float, default=2.0, help="leg part masses, %% (1 sd)")
-    p.add_argument("--min-leg-distance", type=float, default=0.08, help="m between legs along the path")
-    p.add_argument("--optimize-radii", action="store_true", help="also free r_A, r_B")
-    p.add_argument("--bound", action="append", metavar="NAME=LO:HI", help="bounds (deg for angles)")
-    p.add_argument("--min-separation", type=float, default=0.10, help="m between attachment points")
-    p.add_argument("--max-condition", type=float, default=30.0, help="cond(C) limit along the path")
-    p.add_argument("--stroke-margin", type=float, default=0.01, help="m")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="ckcm_design", help="output directory")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in --out")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--point-tolerance", type=float, default=1.0, help="manufacturing tolerance of the attachment points, mm (1 sd)")
+    p.add_argument("--mass-tolerance", type=float, default=2.0, help="manufacturing tolerance of the leg part masses, %% (1 sd)")
+    p.add_argument("--min-leg-distance", type=float, default=0.08, help="the least distance between two legs along the path (m)")
+    p.add_argument("--optimize-radii", action="store_true", help="also optimise the platform radii r_A, r_B")
+    p.add_argument("--bound", action="append", metavar="NAME=LO:HI", help="a bound of a design variable (degrees for angles, SI otherwise); repeat "
+                        "for several")
+    p.add_argument("--min-separation", type=float, default=0.10, help="the least distance between attachment points of a platform (m)")
+    p.add_argument("--max-condition", type=float, default=30.0, help="the largest condition number of the Jacobian C along the path")
+    p.add_argument("--stroke-margin", type=float, default=0.01,
+                   help="the least distance of every leg length from either end of its stroke (m)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the extra start designs and Monte Carlo draws")
+    p.add_argument("--out", default="ckcm_design", help="the folder the design, its history and plots go to")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in --out instead of starting afresh")
+    p.add_argument("--no-plots", action="store_true", help="write no plots (design.json and history.csv only)")
     _cache_options(p)
     p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("simulate", help="simulate a system file, or a saved design on its task")
     sysfile_cli.add_simulate_arguments(p)
-    p.add_argument("--design", help="design.json written by `mrds-jax optimize`")
-    p.add_argument("--dt", type=float, default=1e-3)
+    p.add_argument("--design", help="fly the design.json written by mrds-jax optimize on its task instead of a "
+                                     "system file")
+    p.add_argument("--dt", type=float, default=1e-3, help="the time step of the --design flight (s)")
     _cache_options(p)
     p.set_defaults(func=cmd_simulate)
     sysfile_cli.register(sub)
     return parser
 
 
+# optional packages by import name -> the extra of pyproject.toml that installs them
+OPTIONAL_PACKAGES = {"mujoco": "mjcf", "meshcat": "viewer", "umsgpack": "viewer", "pinocchio": "pinocchio",
+                     "cmaes": "experiments", "mkdocs": "docs"}
+
+
+def missing_package(error):
+    """The one line for an ImportError of an optional package (what is missing, the extra that installs it), or
+    None for any other ImportError (a fault of the installation, not of the user: it keeps its traceback)."""
+    name = (getattr(error, "name", None) or "").split(".")[0]
+    if name in OPTIONAL_PACKAGES:
+        return (f"needs the package {name!r}, which is not installed: pip install 'mrds-jax[{OPTIONAL_PACKAGES[name]}]'"
+                f" (or pip install {'pin' if name == 'pinocchio' else name})")
+    text = str(error).splitlines()[0] if str(error) else ""
+    return text if "pip install" in text else None
+
+
+def _new_folders(args):
+    """The folders a run may create (``--out``, or in the current folder the default one), as
+    (path, existed before): :func:`main` removes those it created and left empty when the run fails."""
+    out, system_file = getattr(args, "out", None), getattr(args, "system_file", None)
+    paths = [Path(out)] if out else [Path(Path(system_file).stem)] if system_file else []
+    return [(p, p.exists()) for p in paths]
+
+
+def _remove_empty(folders):
+    for path, existed in folders:
+        if existed:
+            continue
+        try:                                            # the folder and the parents this run created, if empty
+            for p in [path, *path.parents]:
+                if p == Path(".") or p.exists() and any(p.iterdir()):
+                    break
+                p.rmdir()
+        except OSError:
+            pass
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    folders = _new_folders(args)
     try:
         return args.func(args)
     except InputError as e:         # a user error: one line, no traceback
+        _remove_empty(folders)
         print(f"mrds-jax {args.command}: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:        # an optional package that is not installed: one line naming its extra
+        line = missing_package(e)
+        if line is None:
+            raise
+        _remove_empty(folders)
+        print(f"mrds-jax {args.command}: {line}", file=sys.stderr)
         return 2
 
 

@@ -21,7 +21,7 @@ from mrds_jax.contacts.model import ContactError, make_contact
 from mrds_jax.model import ModuleBuilder
 from mrds_jax.loaders.urdf import load_urdf
 from mrds_jax.montecarlo import Normal, TaskOutputError, ToleranceBand, TruncatedNormal, Uniform, run_monte_carlo
-from mrds_jax.system import SystemError, SystemState
+from mrds_jax.system import SystemDescriptionError, SystemState
 from mrds_jax.validation import (ArgumentError, CheckpointError, InputError, ModelError, UnknownNameError)
 
 
@@ -210,18 +210,18 @@ CASES = [
                                                      2 * np.eye(6)[:, :3], np.eye(6)[:, 3:]), ContactError,
      r"contact 'c': the bases are not dual: max \|ψᵀφ − 1\| = 1"),
     ("contact bad side", lambda p: C.weld("w", "arm", None), ContactError, r"contact 'w': side E must be.*'arm'"),
-    ("system no modules", lambda p: mj.build_system({}, []), SystemError, r"build_system: no modules given"),
-    ("system duplicate names", lambda p: mj.build_system([arm(), arm()], [], names=["a", "a"]), SystemError,
+    ("system no modules", lambda p: mj.build_system({}, []), SystemDescriptionError, r"build_system: no modules given"),
+    ("system duplicate names", lambda p: mj.build_system([arm(), arm()], [], names=["a", "a"]), SystemDescriptionError,
      r"module names must be unique.*\('a', 'a'\)"),
-    ("system not a module", lambda p: mj.build_system({"arm": "arm.urdf"}, []), SystemError,
+    ("system not a module", lambda p: mj.build_system({"arm": "arm.urdf"}, []), SystemDescriptionError,
      r"module 'arm' is not a module \(got str"),
     ("contact ghost module", lambda p: mj.build_system({"arm": arm()}, [C.spherical("pin", ("ghost", "tip"), None)]),
-     SystemError, r"contact 'pin' side E: no module named 'ghost'"),
+     SystemDescriptionError, r"contact 'pin' side E: no module named 'ghost'"),
     ("contact ghost frame", lambda p: mj.build_system({"arm": arm()}, [C.spherical("pin", ("arm", "toe"), None)]),
-     SystemError, r"contact 'pin' side E: module 'arm' has no operational point 'toe'"),
-    ("make_state module count", lambda p: S.make_state(pinned(), [jnp.zeros(2)]), SystemError,
+     SystemDescriptionError, r"contact 'pin' side E: module 'arm' has no operational point 'toe'"),
+    ("make_state module count", lambda p: S.make_state(pinned(), [jnp.zeros(2)]), SystemDescriptionError,
      r"state: q has 1 entries, the system has 2 modules"),
-    ("make_state shape", lambda p: S.make_state(pinned(), [jnp.zeros(2), jnp.zeros(3)]), SystemError,
+    ("make_state shape", lambda p: S.make_state(pinned(), [jnp.zeros(2), jnp.zeros(3)]), SystemDescriptionError,
      r"state of module 'spare': q has shape \(3,\)"),
     ("forward tau misspelt key", lambda p: S.forward_dynamics(pinned(), zero_state(pinned()), {"armm": jnp.ones(2)}),
      UnknownNameError, r"tau has entries for \['armm'\], which do not exist; known: \['arm', 'spare'\]"),
@@ -304,10 +304,10 @@ CASES = [
      ArgumentError, r"actuators 'drives': control has shape \(2,\), needs \(1,\)"),
     ("controller of wrong length", lambda p: S.simulate(
         pinned(), zero_state(pinned()), 1e-3, 2, forces=[S.with_control(S.actuators(
-            "drives", [("spare", "upper_joint")]), (), lambda t, state, p: jnp.zeros(3))]), S.SystemError,
+            "drives", [("spare", "upper_joint")]), (), lambda t, state, p: jnp.zeros(3))]), S.SystemDescriptionError,
      r"force element 'drives': the control has shape \(3,\), the 1 actuators \['drives\[0\]'\] need \(1,\)"),
     ("actuator on a ghost joint", lambda p: S.simulate(pinned(), zero_state(pinned()), 1e-3, 2, forces=[
-        S.actuators("drives", [("spare", "wrist")])]), S.SystemError, r"actuator 'drives\[0\]'.*no joint 'wrist'"),
+        S.actuators("drives", [("spare", "wrist")])]), S.SystemDescriptionError, r"actuator 'drives\[0\]'.*no joint 'wrist'"),
     # design optimisation
     ("Settings iterations", lambda p: D.Settings(iterations=0), ArgumentError, r"Settings.iterations must be >= 1, got 0"),
     ("Settings optimizer", lambda p: D.Settings(optimizer="sgd"), ArgumentError, r"unknown optimizer 'sgd'"),
@@ -317,7 +317,7 @@ CASES = [
     ("design file without params", lambda p: D.load_design(write(p, "d.json", json.dumps({"format": _design_format()}))),
      D.DesignFileError, r"d.json: not a complete design result: it lacks \['params'"),
     ("design file truncated", lambda p: D.load_design(write(p, "d.json", '{"format": 1, "par')), D.DesignFileError,
-     r"d.json is not JSON"),
+     r"d.json: not JSON"),
     # parameters replaced after a module is built (with_params): checked as at build time
     ("with_params negative mass", lambda p: arm().with_params(mass=jnp.array([2.0, -1.0])), ModelError,
      r"link 'fore': mass must be positive, got -1\.0"),
@@ -403,13 +403,13 @@ def robot_file(tmp_path):
 
 CLI_CASES = [
     ("dynamics batch zero", lambda p: ["dynamics", "--robot", robot_file(p), "--batch", "0"],
-     r"mrds-jax dynamics: --batch must be >= 1, got 0"),
+     r"mrds-jax dynamics: --batch must be an integer >= 1, got 0$"),
     ("dynamics ghost frame", lambda p: ["dynamics", "--robot", robot_file(p), "--frame", "ghost"],
      r"mrds-jax dynamics: no operational point named 'ghost'; there are \['b', 'c'\]"),
     ("dynamics bad URDF", lambda p: ["dynamics", "--robot", str(urdf(p, "ghost_parent"))],
      r"mrds-jax dynamics: .*ghost_parent.urdf: joint 'j1': parent link 'ghost' does not exist"),
     ("simulate dt zero", lambda p: ["simulate", "--design", "x.json", "--dt", "0"],
-     r"mrds-jax simulate: --dt must be finite and > 0, got 0\.0"),
+     r"mrds-jax simulate: --dt must be a finite number > 0, got 0$"),
     ("simulate design list", lambda p: ["simulate", "--design", str(write(p, "d.json", "[]")), "--no-cache"],
      r"mrds-jax simulate: .*d.json: not a design result \(a JSON list"),
     ("optimize out is a file", lambda p: ["optimize", "--out", str(write(p, "taken", "")), "--no-cache"],
@@ -417,7 +417,7 @@ CLI_CASES = [
     ("optimize out cannot be created", lambda p: ["optimize", "--out", "/proc/mrds_jax_out", "--no-cache"],
      r"mrds-jax optimize: --out '/proc/mrds_jax_out' cannot be created"),
     ("optimize samples zero", lambda p: ["optimize", "--samples", "0", "--out", str(p / "o"), "--no-cache"],
-     r"mrds-jax optimize: samples_per_path must be >= 4, got 0"),
+     r"mrds-jax optimize: --samples must be an integer >= 4, got 0$"),
 ]
 
 

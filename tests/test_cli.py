@@ -94,7 +94,9 @@ USER_ERRORS = [
      r"^mrds-jax simulate: --out '.*test_cli\.py' is a file, not a folder$"),
     ("nothing to simulate", ["simulate"], r"^mrds-jax simulate: give a SYSTEM_FILE"),
     ("design batch size", ["optimize", "--batch-size", "0", "--out", "bs"],
-     r"^mrds-jax optimize: Problem: batch_size must be >= 1, got 0$"),
+     r"^mrds-jax optimize: --batch-size must be an integer >= 1, got 0$"),
+    ("design iterations", ["optimize", "--iterations", "-5", "--out", "it"],
+     r"^mrds-jax optimize: --iterations must be an integer >= 1, got -5$"),
 ]
 
 

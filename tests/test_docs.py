@@ -78,8 +78,9 @@ def test_docs_build_strict(site):
     assert "forward_dynamics" in api and "Steps 2-4" in api          # generated from the docstrings
     assert re.search(r'<a href="[^"]*#mrds_jax\.system\.[A-Za-z_.]+"><code>', api)     # roles as links
     bench = (site / "benchmarks" / "index.html").read_text()
-    assert "steps/s" in bench and bench.count("<table") >= 8 and re.search(r"<em>jax \d+\.\d+\.\d+</em>", bench)
-    assert re.search(r"<h3[^>]*>Engine bars on the CPU", bench)       # an included page's H1 under the H2
+    assert "steps/s" in bench and bench.count("<table") >= 8
+    assert not re.search(r"<p><em>jax \d+\.\d+\.\d+</em></p>", bench)       # no stray version line under tables
+    assert re.search(r"<h4[^>]*>Engine bars on the CPU", bench)       # an included page's H1 under the H3
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -116,7 +117,80 @@ def test_include_hook_separates_tables_and_demotes_headings():
     text = "# Title\n\njax 0.9.2\n## Part\ntext\n| a | b |\n|---|---|\n| 1 | 2 |\nafter"
     out = _hooks.included_output(text, 2)
     assert out.splitlines()[:5] == ["### Title", "", "jax 0.9.2", "#### Part", "text"]
-    assert "text\n\n| a | b |" in out and "| 1 | 2 |\n\n*jax 0.9.2*\nafter" in out
+    assert "text\n\n| a | b |" in out and "| 1 | 2 |\nafter" in out and "*jax" not in out
+
+
+def site_pages(site):
+    """The HTML pages of the built site (not the theme's or MathJax's files)."""
+    return sorted(p for p in site.rglob("*.html") if not {"assets", "mathjax", "search"} & set(p.parts))
+
+
+def text_outside_math(html):
+    """The article's visible text with code, scripts and the formulas MathJax typesets (arithmatex) removed."""
+    article = html[html.find("<article"):html.rfind("</article>")] if "<article" in html else html
+    article = re.sub(r'<(span|div) class="arithmatex">.*?</\1>', " ", article, flags=re.S)
+    article = re.sub(r"<(pre|code|script|style)\b.*?</\1>", " ", article, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", article)
+
+
+RAW_TEX = re.compile(r"\\(?:[A-Za-z]+|[{}()\[\]])")
+
+
+def test_no_raw_roles_or_latex_outside_math_on_any_page(site):
+    """Every page: no Sphinx role (``:func:``) and no backslash command (``\\mathfrak``) outside typeset maths."""
+    found = {}
+    for page in site_pages(site):
+        text = text_outside_math(page.read_text())
+        bad = RAW["raw docstring role"].findall(text) + RAW_TEX.findall(text)
+        if bad:
+            found[str(page.relative_to(site))] = bad[:5]
+    assert not found, found
+    assert len(site_pages(site)) > 25
+
+
+def test_raw_latex_detector_sees_it_outside_math_only():
+    html = ('<article><p>B eq. 64 \\Psi^c <span class="arithmatex">\\(\\psi^c\\)</span> '
+            '<code>\\n</code></p></article>')
+    assert RAW_TEX.findall(text_outside_math(html)) == ["\\Psi"]
+
+
+DATE = re.compile(r"\b(20\d\d-\d\d-\d\d)\b")
+
+
+def test_included_tables_are_dated_with_their_machine_and_not_older_than_the_readme():
+    """Every experiments/out file a page includes says its machine and date in its header; none is older than the
+    README's speed table."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("<!-- speed-table:start -->"):readme.index("<!-- speed-table:end -->")]
+    newest = max(DATE.findall(table))
+    included = [m for page in (ROOT / "docs").rglob("*.md")
+                for m in re.findall(r'^--8<-- "(experiments/out/[^"]+\.md)"', page.read_text(), re.M)]
+    assert included
+    for name in included:
+        head = "\n".join((ROOT / name).read_text().splitlines()[:6])
+        dates = DATE.findall(head)
+        assert dates and min(dates) >= newest, (name, dates, newest)
+        assert re.search(r"\bcores?\b|CPUs?\b|GPU|H100|device", head), name
+
+
+def test_code_blocks_fit_the_page(site):
+    """No code line is cut off behind a scroll bar: the site's stylesheet wraps code lines, and the docs' code
+    lines stay short enough to read wrapped."""
+    css = (site / "stylesheets" / "extra.css").read_text()
+    assert re.search(r"pre > code \{[^}]*white-space: pre-wrap", css)
+    assert "stylesheets/extra.css" in (site / "index.html").read_text()
+    long = {}
+    for page in (ROOT / "docs").rglob("*.md"):
+        inside = False
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                inside = not inside
+            elif inside and len(line) > CODE_WIDTH:
+                long.setdefault(str(page.relative_to(ROOT)), []).append(number)
+    assert not long, long
+
+
+CODE_WIDTH = 160
 
 
 def test_list_hook_separates_lists_from_paragraphs_only():

@@ -79,7 +79,7 @@ def test_loader_reads_joint_and_tendon_equalities_as_couplings():
     np.testing.assert_array_equal(tendon.reference, model.tendon_length0)
     assert cross.joints == (("pendulum", "p"),) and cross.joints2 == (("base", "knee"),)
     assert S.dynamics_path(system) == "general"
-    with pytest.raises(S.SystemError, match="joint couplings"):
+    with pytest.raises(S.SystemDescriptionError, match="joint couplings"):
         S.dynamics_path(system, "lilly")
 
 
@@ -305,12 +305,12 @@ def test_bad_couplings_are_named_before_anything_compiles():
     modules = dict(zip(system.module_names, system.modules))
     with pytest.raises(CouplingError, match="coupling 'c'.*no joint 'nope'"):
         S.build_system(modules, system.contacts, couplings=[joint_coupling("c", ("base", "nope"), ("base", "f1"))])
-    with pytest.raises(S.SystemError, match="coupling 'c'.*no module named 'arm'"):
+    with pytest.raises(S.SystemDescriptionError, match="coupling 'c'.*no module named 'arm'"):
         S.build_system(modules, system.contacts, couplings=[joint_coupling("c", ("arm", "f1"), ("base", "f2"))])
     with pytest.raises(CouplingError, match="coupling 'c'.*'rod_ball' is spherical"):
         S.build_system(modules, system.contacts, couplings=[joint_coupling("c", ("base", "rod_ball"),
                                                                            ("base", "f2"))])
-    with pytest.raises(S.SystemError, match="'foot_rod' is used twice"):
+    with pytest.raises(S.SystemDescriptionError, match="'foot_rod' is used twice"):
         S.build_system(modules, system.contacts, couplings=[joint_coupling("foot_rod", ("base", "f1"),
                                                                            ("base", "f2"))])
 

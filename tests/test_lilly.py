@@ -188,15 +188,15 @@ def test_not_a_simple_closed_chain_is_refused():
     arm = b.build()
     two = S.build_system({"body": body, "arm": arm}, [C.weld("w1", ("arm", "tip"), ("body", "a")),
                                                      C.spherical("w2", ("arm", "tip2"), ("body", "b"))])
-    with pytest.raises(S.SystemError, match="module 'arm' has 2 contacts"):
+    with pytest.raises(S.SystemDescriptionError, match="module 'arm' has 2 contacts"):
         chain_structure(two, "body")
     ground = S.build_system({"body": body, "arm": arm}, [C.weld("w1", ("arm", "tip"), ("body", "a")),
                                                         C.spherical("pin", None, ("body", "b"))])
-    with pytest.raises(S.SystemError, match="'pin' joins the reference member 'body' to the ground"):
+    with pytest.raises(S.SystemDescriptionError, match="'pin' joins the reference member 'body' to the ground"):
         chain_structure(ground, "body")
-    with pytest.raises(S.SystemError, match="'pin' does not touch the reference member 'arm'"):
+    with pytest.raises(S.SystemDescriptionError, match="'pin' does not touch the reference member 'arm'"):
         chain_structure(ground, "arm")
-    with pytest.raises(S.SystemError, match="no module named 'box'"):
+    with pytest.raises(S.SystemDescriptionError, match="no module named 'box'"):
         chain_structure(ground, "box")
 
 
@@ -224,7 +224,7 @@ def test_path_selection_is_static_and_names_the_reason():
     leg = b.build()
     short = S.build_system({"body": body, "leg": leg}, [C.spherical("ball", ("leg", "tip"), ("body", "a"))])
     assert S.simple_closed_chain_reference(short) is None and S.dynamics_path(short) == "general"
-    with pytest.raises(S.SystemError, match="not a simple closed chain"):
+    with pytest.raises(S.SystemDescriptionError, match="not a simple closed chain"):
         S.dynamics_path(short, "lilly")
 
 

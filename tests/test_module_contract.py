@@ -165,5 +165,5 @@ def test_a_missing_attribute_is_named_when_the_system_is_built():
         def frame_index(self):
             raise AttributeError("frame_index")
 
-    with pytest.raises(S.SystemError, match="lacks the module attribute.*frame_index"):
+    with pytest.raises(S.SystemDescriptionError, match="lacks the module attribute.*frame_index"):
         S.build_system({"x": NoFrameIndex(*disc(**BODY).__dict__.values())}, [])

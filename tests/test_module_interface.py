@@ -118,7 +118,7 @@ def test_rigid_and_energy_modules_answer_the_interface_alike(rng):
 def test_unregistered_module_is_named():
     with pytest.raises(TypeError, match="dict does not implement the module interface"):
         interface.module_terms({}, None, None, None, ())
-    with pytest.raises(S.SystemError, match="module 'x' is not a module"):
+    with pytest.raises(S.SystemDescriptionError, match="module 'x' is not a module"):
         S.build_system({"x": object()}, [])
 
 
@@ -144,7 +144,7 @@ def test_energy_module_on_lilly_path_as_chain_and_as_reference(rng):
         out = S.lilly_forward_dynamics(system, state, reference="crank")
         for x, y in zip(out.qdd + out.F_c, ref.qdd + ref.F_c):
             np.testing.assert_allclose(x, y, atol=1e-9)
-    with pytest.raises(S.SystemError, match="chain 'crank' has 1 joint velocities"):
+    with pytest.raises(S.SystemDescriptionError, match="chain 'crank' has 1 joint velocities"):
         S.lilly_forward_dynamics(sys_e, state, reference="arm")
     mixed = S.build_system({"A": energy_arm(**ARM), "B": rigid_arm(**ARM, base=tuple(BASE_B))},
                            [planar_revolute("tips", ("A", "tip"), ("B", "tip"))])

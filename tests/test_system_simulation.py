@@ -424,7 +424,7 @@ def test_inconsistent_initial_state_names_contact_and_size():
     nan = S.SystemState((jnp.asarray(fourbar_q(1.2)),), (jnp.asarray([0.0, np.nan, 0.0]),))
     with pytest.raises(SimulationError, match=r"module 'bar' has non-finite v\[1\]"):
         S.simulate(system, nan, DT, 10)
-    with pytest.raises(S.SystemError, match="'spring'.*no operational point 'nope'"):
+    with pytest.raises(S.SystemDescriptionError, match="'spring'.*no operational point 'nope'"):
         S.simulate(system, S.SystemState((jnp.asarray(fourbar_q(1.2)),), (jnp.zeros(3),)), DT, 10,
                    forces=(S.spring_damper("spring", None, ("bar", "nope"), 1.0),))
 

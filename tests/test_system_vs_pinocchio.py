@@ -370,13 +370,13 @@ def test_bad_bases_raise_naming_the_contact():
     b.add_frame("f", "l")
     m = b.build()
     bad = C.Contact(**{**good.__dict__, "psi_c": good.psi_c * 1.5})
-    with pytest.raises(S.SystemError, match="'ok'.*not dual"):
+    with pytest.raises(S.SystemDescriptionError, match="'ok'.*not dual"):
         S.build_system({"a": m}, [bad])
-    with pytest.raises(S.SystemError, match="'ok'.*no operational point 'g'"):
+    with pytest.raises(S.SystemDescriptionError, match="'ok'.*no operational point 'g'"):
         S.build_system({"a": m}, [C.make_contact("ok", ("a", "g"), None, phi_u, phi_c)])
-    with pytest.raises(S.SystemError, match="'ok'.*no module named 'b'"):
+    with pytest.raises(S.SystemDescriptionError, match="'ok'.*no module named 'b'"):
         S.build_system({"a": m}, [C.make_contact("ok", ("b", "f"), None, phi_u, phi_c)])
-    with pytest.raises(S.SystemError, match="'pl'.*task dimension 3"):
+    with pytest.raises(S.SystemDescriptionError, match="'pl'.*task dimension 3"):
         S.build_system({"a": m}, [C.planar_revolute("pl", ("a", "f"), None)])
 
 

@@ -61,9 +61,12 @@ def test_scene_sticks_end_at_mujoco_body_origins(fourbar_scene):
 def test_viewer_commands_place_each_stick(fourbar_scene):
     *_, sc = fourbar_scene
     cmds = scene_commands(sc)
-    objects = [c for c in cmds if c["type"] == "set_object"]
+    objects = [c for c in cmds if c["type"] == "set_object" and c["path"].startswith("/mrds_jax/")]
     n_sticks, n_contacts = sc.segments.shape[1], sc.points.shape[1]
     assert len(objects) == n_sticks + 2 * n_contacts               # sticks, contact spheres, force arrows
+    (floor,) = [c["matrix"] for c in cmds if c["type"] == "set_transform" and c["path"] == "/mrds_jax_floor"]
+    lowest = sc.segments[..., 2].min()                              # the floor lies just under the lowest point
+    assert lowest - 0.01 < np.asarray(floor).reshape(4, 4, order="F")[2, 3] <= lowest
     (anim,) = [c for c in cmds if c["type"] == "set_animation"]
     clips = {a["path"]: a["clip"] for a in anim["animations"]}
     for s in range(n_sticks):

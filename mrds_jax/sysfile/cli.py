@@ -57,7 +57,7 @@ def _output_folder(out, built=None):
     return output_dir(out or str(built.document.spec.name), "--out")
 
 
-def _viewer_available():
+def viewer_available():
     """``--viewer`` needs meshcat: say so before anything is compiled."""
     from mrds_jax.validation import ArgumentError
     from mrds_jax.viz.viewer import ViewerError, _meshcat
@@ -74,7 +74,7 @@ def cmd_simulate_file(args):
     if args.out:
         _output_folder(args.out)
     if args.viewer:
-        _viewer_available()
+        viewer_available()
     built = _load(args.system_file)
     out = _output_folder(args.out, built)        # checked before anything is compiled
     timings = {}
@@ -92,13 +92,14 @@ def cmd_simulate_file(args):
 
 def add_simulate_arguments(p):
     p.add_argument("system_file", nargs="?", help=READY_MADE_HELP)
-    p.add_argument("--out", default=None, help="output folder for a system file (default: the system's name)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--out", default=None, help="output folder (default: the system's name for a system file, "
+                                               "flight/ beside the design file for --design)")
+    p.add_argument("--no-progress", action="store_true", help="do not draw the progress bar on stderr")
     p.add_argument("--animation", choices=["gif", "mp4", "none"], default=None,
-                   help="override the system file's [output] animation")
+                   help="the animation's format, or none (default: the system file's [output] animation; gif "
+                        "for --design)")
     p.add_argument("--viewer", action="store_true",
-                   help="also write viewer.html: the trajectory in 3-D in any browser, one self-contained file "
-                        "(needs meshcat: pip install 'mrds-jax[viewer]')")
+                   help="also write viewer.html: the motion in 3-D in any browser, one self-contained file")
 
 
 def register(sub):

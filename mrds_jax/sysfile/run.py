@@ -248,20 +248,50 @@ def coordinate_names(module):
     return labels
 
 
+# per joint kind, each position coordinate's quantity and its label suffix: angles, lengths and the (unitless)
+# quaternion components each get their own axis
+ANGLE, LENGTH, QUATERNION = "joint angle (rad)", "joint position (m)", "quaternion component (1)"
+COORDINATES = {"revolute": [(ANGLE, "")], "screw": [(ANGLE, "")], "prismatic": [(LENGTH, "")],
+               "universal": [(ANGLE, "[0]"), (ANGLE, "[1]")],
+               "spherical": [(QUATERNION, f".{c}") for c in "wxyz"],
+               "free": [(LENGTH, f".{c}") for c in "xyz"] + [(QUATERNION, f".q{c}") for c in "wxyz"],
+               "planar_free": [(LENGTH, ".x"), (LENGTH, ".y"), (ANGLE, ".θ")]}
+
+
+def coordinate_groups(module):
+    """{quantity: [(column, label)]} of a module's position coordinates, in the order angle, length,
+    quaternion (a joint kind this table does not know keeps its columns under "q (as the joint defines it)")."""
+    groups = {}
+    kinds = getattr(module.topology, "joint_kinds", ())
+    for j, (joint, sl) in enumerate(zip(module.topology.joint_names, module.topology.q_slices)):
+        n = sl.stop - sl.start
+        table = COORDINATES.get(kinds[j] if j < len(kinds) else None)
+        if table is None or len(table) != n:
+            table = [("q (as the joint defines it)", f"[{i}]" if n > 1 else "") for i in range(n)]
+        for i, (quantity, suffix) in enumerate(table):
+            groups.setdefault(quantity, []).append((sl.start + i, joint + suffix))
+    order = [ANGLE, LENGTH, QUATERNION]
+    return dict(sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+
+
 def plot_trajectory(arrays, system, out):
-    """joint_motion.png, constraint_error.png, energy.png."""
+    """joint_motion.png (one axis per module and quantity: angles, positions, quaternion components),
+    constraint_error.png, energy.png."""
     import matplotlib
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
     t = arrays["t"]
     paths = []
-    fig, axes = plt.subplots(len(system.modules), 1, figsize=(9, 2.2 * len(system.modules)), squeeze=False,
+    rows = [(name, quantity, cols) for name, module in zip(system.module_names, system.modules)
+            for quantity, cols in coordinate_groups(module).items()]
+    fig, axes = plt.subplots(max(len(rows), 1), 1, figsize=(9, 0.6 + 2.1 * max(len(rows), 1)), squeeze=False,
                              sharex=True)
-    for ax, name, module in zip(axes[:, 0], system.module_names, system.modules):
-        for k, label in enumerate(coordinate_names(module)):
+    for ax, (name, quantity, cols) in zip(axes[:, 0], rows):
+        for k, label in cols:
             ax.plot(t, arrays[f"q/{name}"][:, k], label=label)
-        ax.set_ylabel(f"q {name}")
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + module.nq // 9)
+        ax.set_ylabel(quantity, fontsize=8)
+        ax.set_title(f"module {name!r}", fontsize=9, loc="left")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(cols) // 9)
     axes[-1, 0].set_xlabel("t (s)")
     fig.suptitle("joint motion")
     fig.tight_layout()
@@ -273,7 +303,8 @@ def plot_trajectory(arrays, system, out):
     slices = system.connectivity.constraint_slices()
     for c, sl in zip(system.contacts, slices):
         ax.semilogy(t, np.maximum(err[:, sl].max(axis=1), 1e-18), label=c.name)
-    ax.set(xlabel="t (s)", ylabel="max |Φ_p| (m or rad)", title="constraint error")
+    ax.set(xlabel="t (s)", ylabel="largest position error (m or rad)",
+           title="constraint error per contact (loop closure, log scale)")
     if system.contacts:
         ax.legend(fontsize=7, ncol=3)
     fig.tight_layout()
@@ -283,7 +314,7 @@ def plot_trajectory(arrays, system, out):
     fig, ax = plt.subplots(figsize=(7, 3))
     for field in ("kinetic", "potential", "elastic", "total"):
         ax.plot(t, arrays[f"energy/{field}"], label=field)
-    ax.set(xlabel="t (s)", ylabel="J", title="energy")
+    ax.set(xlabel="t (s)", ylabel="energy (J)", title="energy: kinetic, potential, elastic and their total")
     ax.legend(fontsize=7)
     fig.tight_layout()
     paths.append(out / "energy.png")

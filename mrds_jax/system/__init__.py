@@ -1,6 +1,6 @@
 """Layer 5: systems of modules and contacts — Bonaventura's global level (MRDS Steps 2-4)."""
-from .build import (Connectivity, System, SystemError, SystemState, build_system, global_connectivity, make_state,
-                    modular_connectivity)
+from .build import (Connectivity, System, SystemDescriptionError, SystemState, build_system, global_connectivity,
+                    make_state, modular_connectivity)
 from .dynamics import (ConstraintSystem, ModuleTerms, SystemDynamics, constraint_system, contact_kinematics,
                        forward_dynamics, module_terms)
 from .couplings import coupling_errors, coupling_jacobian
@@ -23,3 +23,13 @@ from .simulate import (ContactSolveWarning, Diagnostics, Energies, InconsistentS
                        default_stabilisation, dynamics_path, make_consistent, project_positions, report_solve,
                        project_velocities, simulate, system_acceleration, system_energy, total_momentum,
                        trajectory_diagnostics, trajectory_states)
+
+
+def __getattr__(name):
+    """``SystemError``: the deprecated name of :class:`SystemDescriptionError` (it shadowed Python's built-in)."""
+    if name == "SystemError":
+        import warnings
+        warnings.warn("mrds_jax.system.SystemError is deprecated (it shadows Python's built-in SystemError): use "
+                      "mrds_jax.system.SystemDescriptionError", DeprecationWarning, stacklevel=2)
+        return SystemDescriptionError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

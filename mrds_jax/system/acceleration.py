@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from .. import validation
 from ..integrate.integrators import Accelerations, SolveInfo
 from ..validation.arguments import is_traced
-from .build import SystemError, SystemState
+from .build import SystemDescriptionError, SystemState
 from .dynamics import _taus, forward_dynamics
 from .forces import generalized_forces
 from .lilly import (
@@ -37,7 +37,7 @@ def dynamics_path(system, path="auto", stabilisation=None, solver=SolverSettings
     Baumgarte gains (:func:`~mrds_jax.system.lilly.lilly_stabilisation_problem`) and the solver settings are
     the defaults (the Lilly path solves by plain Cholesky: exact for independent constraints, which a simple
     closed chain with nvₖ ≥ n_c has away from singular configurations); otherwise "general". ``path="lilly"``
-    raises :class:`~mrds_jax.system.SystemError` when the system is not a simple closed chain or the
+    raises :class:`~mrds_jax.system.SystemDescriptionError` when the system is not a simple closed chain or the
     stabilisation needs the general path."""
     if path not in PATHS:
         raise validation.ArgumentError(f"unknown dynamics path {path!r}; use one of {PATHS}")
@@ -45,17 +45,17 @@ def dynamics_path(system, path="auto", stabilisation=None, solver=SolverSettings
         return "general"
     if getattr(system, "couplings", ()):     # joint couplings are rows of the general path's solve only
         if path == "lilly":
-            raise SystemError("path='lilly': the system has joint couplings, which only the general path solves; "
+            raise SystemDescriptionError("path='lilly': the system has joint couplings, which only the general path solves; "
                               "use path='general'")
         return "general"
     simple = simple_closed_chain_reference(system) is not None
     why = lilly_stabilisation_problem(system, stabilisation)
     if path == "lilly":
         if not simple:
-            raise SystemError("path='lilly': the system is not a simple closed chain (every contact joining one "
+            raise SystemDescriptionError("path='lilly': the system is not a simple closed chain (every contact joining one "
                               "chain to one common reference member, nv >= n_c per chain); use path='general'")
         if why:
-            raise SystemError(f"path='lilly' cannot apply this stabilisation ({why}); use path='general' with it")
+            raise SystemDescriptionError(f"path='lilly' cannot apply this stabilisation ({why}); use path='general' with it")
         return "lilly"
     return "lilly" if simple and not why and solver == SolverSettings() else "general"
 

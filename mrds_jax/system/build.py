@@ -19,8 +19,13 @@ from ..pytree import pytree_dataclass, static
 from ..validation import InputError
 
 
-class SystemError(InputError):
-    """Bad system description; the message names the module or contact."""
+class SystemDescriptionError(InputError):
+    """Bad system description; the message names the module or contact. (Formerly ``SystemError``, a name that
+    shadowed Python's built-in exception for interpreter faults; ``mrds_jax.system.SystemError`` still works, with
+    a DeprecationWarning, for one release.)"""
+
+
+SystemError = SystemDescriptionError        # noqa: A001  the package's own modules' old name; removed with the alias
 
 
 @dataclass(frozen=True)
@@ -90,11 +95,11 @@ class System:
 def _module_index(names, key, where):
     if isinstance(key, (int, np.integer)):
         if not 0 <= key < len(names):
-            raise SystemError(f"{where}: module index {key} out of range (system has {len(names)} modules)")
+            raise SystemDescriptionError(f"{where}: module index {key} out of range (system has {len(names)} modules)")
         return int(key)
     if key in names:
         return names.index(key)
-    raise SystemError(f"{where}: no module named {key!r}; modules are {list(names)}")
+    raise SystemDescriptionError(f"{where}: no module named {key!r}; modules are {list(names)}")
 
 
 def modular_connectivity(sides, n_modules):
@@ -134,7 +139,7 @@ def build_system(modules, contacts, names=None, couplings=(), collision=None):
     whose joints name ``(module, joint)``; a :class:`~mrds_jax.contacts.coupling.CouplingError` names an unknown
     module or joint. ``collision``: None, a :class:`~mrds_jax.collision.CollisionModel`, or a sequence of
     :class:`~mrds_jax.collision.Geom` (then paired and filtered by :func:`~mrds_jax.collision.collision_model`).
-    Raises :class:`SystemError` naming the contact for a missing module or operational point, a task
+    Raises :class:`SystemDescriptionError` naming the contact for a missing module or operational point, a task
     dimension that does not match the modules' (planar vs spatial), or bases that are not dual.
     Warns once (:class:`~mrds_jax.console.Float32Warning`) when ``jax_enable_x64`` is off and float32 was not
     asked for (the precision policy, :mod:`mrds_jax.console`).
@@ -146,35 +151,35 @@ def build_system(modules, contacts, names=None, couplings=(), collision=None):
         modules = tuple(modules)
         names = tuple(names) if names is not None else tuple(str(i) for i in range(len(modules)))
     if not modules:
-        raise SystemError("build_system: no modules given; a system needs at least one module")
+        raise SystemDescriptionError("build_system: no modules given; a system needs at least one module")
     if len(names) != len(modules) or len(set(names)) != len(names):
-        raise SystemError(f"module names must be unique, one per module; got {names}")
+        raise SystemDescriptionError(f"module names must be unique, one per module; got {names}")
     for name, m in zip(names, modules):
         if not implements_interface(m):
-            raise SystemError(f"module {name!r} is not a module (got {type(m).__name__}: its type implements no "
+            raise SystemDescriptionError(f"module {name!r} is not a module (got {type(m).__name__}: its type implements no "
                               "mrds_jax.dynamics.interface.ModuleContract)")
         if missing_attributes(m):
-            raise SystemError(f"module {name!r} ({type(m).__name__}) lacks the module attribute(s) "
+            raise SystemDescriptionError(f"module {name!r} ({type(m).__name__}) lacks the module attribute(s) "
                               f"{', '.join(missing_attributes(m))} that the module contract asks for")
     dims = {m.task_dim for m in modules}
     if len(dims) > 1:
-        raise SystemError("all modules of a system must share one task space: mixing planar and spatial modules "
+        raise SystemDescriptionError("all modules of a system must share one task space: mixing planar and spatial modules "
                           f"({dict(zip(names, (m.task_dim for m in modules)))})")
     contacts = tuple(contacts)
     if len({c.name for c in contacts}) != len(contacts):
-        raise SystemError(f"contact names must be unique: {[c.name for c in contacts]}")
+        raise SystemDescriptionError(f"contact names must be unique: {[c.name for c in contacts]}")
     dim = dims.pop() if dims else (contacts[0].dim if contacts else 6)
     points = [[] for _ in modules]
     sides = []
     for c in contacts:
         if not isinstance(c, Contact):
-            raise SystemError(f"{c!r} is not a Contact")
+            raise SystemDescriptionError(f"{c!r} is not a Contact")
         try:
             validate_contact(c)
         except ContactError as e:
-            raise SystemError(str(e)) from None
+            raise SystemDescriptionError(str(e)) from None
         if c.dim != dim:
-            raise SystemError(f"contact {c.name!r} has task dimension {c.dim} but the modules have {dim} "
+            raise SystemDescriptionError(f"contact {c.name!r} has task dimension {c.dim} but the modules have {dim} "
                               "(use planar=True contacts with planar modules)")
         side = []
         for label, s in (("E", c.E), ("P", c.P)):
@@ -185,14 +190,14 @@ def build_system(modules, contacts, names=None, couplings=(), collision=None):
             try:
                 modules[k].frame_index(s[1])
             except (KeyError, IndexError) as e:
-                raise SystemError(f"contact {c.name!r} side {label}: module {names[k]!r} has no operational point "
+                raise SystemDescriptionError(f"contact {c.name!r} side {label}: module {names[k]!r} has no operational point "
                                   f"{s[1]!r} ({e.args[0]})") from None
             frame = modules[k].frame_names[modules[k].frame_index(s[1])]
             if frame not in points[k]:
                 points[k].append(frame)
             side += [k, points[k].index(frame)]
         if side[0] == side[2] and side[1] == side[3]:
-            raise SystemError(f"contact {c.name!r}: E and P are the same operational point")
+            raise SystemDescriptionError(f"contact {c.name!r}: E and P are the same operational point")
         sides.append(tuple(side))
     sides = tuple(sides)
     points = tuple(tuple(p) for p in points)
@@ -237,9 +242,9 @@ def _coupling_dofs(names, modules, contacts, couplings):
     taken = {c.name for c in contacts}
     for c in couplings:
         if not isinstance(c, JointCoupling):
-            raise SystemError(f"{c!r} is not a JointCoupling")
+            raise SystemDescriptionError(f"{c!r} is not a JointCoupling")
         if c.name in taken:
-            raise SystemError(f"coupling name {c.name!r} is used twice (contact and coupling names must be unique)")
+            raise SystemDescriptionError(f"coupling name {c.name!r} is used twice (contact and coupling names must be unique)")
         taken.add(c.name)
     return tuple(coupling_dofs(names, modules, c) for c in couplings)
 
@@ -259,17 +264,22 @@ def make_state(system, q, v=None):
         if isinstance(x, dict):
             missing = [n for n in names if n not in x]
             if missing:
-                raise SystemError(f"state: {label} missing for modules {missing}")
+                raise SystemDescriptionError(f"state: {label} missing for modules {missing}")
             x = [x[n] for n in names]
+        if hasattr(x, "shape") and not isinstance(x, (list, tuple)):
+            raise SystemDescriptionError(f"state: {label} is one array of shape {tuple(x.shape)}; give one array per module, "
+                              f"in the order {list(names)}: make_state(system, [{', '.join(f'q_{n}' for n in names)}]"
+                              f") or a dict {{{', '.join(repr(n) + ': ...' for n in names)}}}")
         x = tuple(jnp.asarray(a) for a in x)
         if len(x) != len(names):
-            raise SystemError(f"state: {label} has {len(x)} entries, the system has {len(names)} modules")
+            raise SystemDescriptionError(f"state: {label} has {len(x)} entries, the system has {len(names)} module"
+                              f"{'s' if len(names) != 1 else ''} {list(names)}: give one array per module")
         return x
 
     q = seq(q, "q")
     v = tuple(jnp.zeros(m.nv, dtype=qq.dtype) for m, qq in zip(system.modules, q)) if v is None else seq(v, "v")
     for name, m, qq, vv in zip(names, system.modules, q, v):
         if qq.shape[-1:] != (m.nq,) or vv.shape[-1:] != (m.nv,):
-            raise SystemError(f"state of module {name!r}: q has shape {qq.shape}, v {vv.shape}; "
+            raise SystemDescriptionError(f"state of module {name!r}: q has shape {qq.shape}, v {vv.shape}; "
                               f"need ({m.nq},) and ({m.nv},)")
     return SystemState(q=q, v=v)

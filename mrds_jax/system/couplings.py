@@ -25,7 +25,7 @@ from ..contacts.coupling import coupling_matrices, coupling_row
 from ..dynamics.interface import mass_matrix, open_chain_acceleration
 from ..spatial.linalg import matmul, spd_solve
 from .constraint_space import contact_accelerations, contact_sides, point_forces
-from .build import SystemError
+from .build import SystemDescriptionError
 
 
 class CoupledSystem(NamedTuple):
@@ -131,6 +131,6 @@ def _free_direction_forces(system, cs):
 
 def _scalar_gain(gain, factor):
     if jnp.ndim(gain) != 0:
-        raise SystemError("per-direction Baumgarte gains (arrays over the contacts' constrained directions) do not "
+        raise SystemDescriptionError("per-direction Baumgarte gains (arrays over the contacts' constrained directions) do not "
                           "cover joint couplings; use scalar gains")
     return factor * gain

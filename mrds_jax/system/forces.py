@@ -37,7 +37,7 @@ import numpy as np
 from ..model.tree import PLANAR_ROWS
 from ..pytree import pytree_dataclass, static
 from ..spatial import cross, quat_multiply, quat_to_rotation, skew
-from .build import SystemError, _module_index
+from .build import SystemDescriptionError, _module_index
 from ..spatial.linalg import matmul
 from ..validation import ArgumentError, is_traced
 
@@ -225,27 +225,27 @@ def _side_key(side, name, label):
         return None
     if isinstance(side, (tuple, list)) and len(side) == 2:
         return (side[0], side[1])
-    raise SystemError(f"force element {name!r}: {label} must be (module, operational point) or None for the "
+    raise SystemDescriptionError(f"force element {name!r}: {label} must be (module, operational point) or None for the "
                       f"ground, got {side!r}")
 
 
 # ----------------------------------------------------------------------------- validation
 def validate_forces(system, forces):
-    """Raise :class:`SystemError` naming the element for an unknown module, point or contact, or a
+    """Raise :class:`SystemDescriptionError` naming the element for an unknown module, point or contact, or a
     joint-torque function returning the wrong shape (checked abstractly, without running it)."""
     names = [f.name for f in forces]
     if len(set(names)) != len(names):
-        raise SystemError(f"force element names must be unique: {names}")
+        raise SystemDescriptionError(f"force element names must be unique: {names}")
     for f in forces:
         if not isinstance(f, ELEMENTS):
-            raise SystemError(f"{f!r} is not a force element (use {[e.__name__ for e in ELEMENTS]})")
+            raise SystemDescriptionError(f"{f!r} is not a force element (use {[e.__name__ for e in ELEMENTS]})")
         where = f"force element {f.name!r}"
         if isinstance(f, SpringDamper):
             for s in (f.a, f.b):
                 _point(system, s, where)
         elif isinstance(f, PointForce):
             if f.point is None:
-                raise SystemError(f"{where}: a point force must act on a module point, not the ground")
+                raise SystemDescriptionError(f"{where}: a point force must act on a module point, not the ground")
             _point(system, f.point, where)
         elif isinstance(f, JointTorque):
             k = _module_index(system.module_names, f.module, where)
@@ -255,7 +255,7 @@ def validate_forces(system, forces):
             out = jax.eval_shape(lambda p: f.fn(jnp.zeros((), dtype), jnp.zeros(system.modules[k].nq, dtype),
                                                 jnp.zeros(nv, dtype), p), f.params)
             if jnp.shape(out) != spec.shape:
-                raise SystemError(f"{where}: the torque function returns shape {jnp.shape(out)}, module "
+                raise SystemDescriptionError(f"{where}: the torque function returns shape {jnp.shape(out)}, module "
                                   f"{system.module_names[k]!r} needs ({nv},)")
         elif isinstance(f, JointSpringDamper):
             k = _module_index(system.module_names, f.module, where)
@@ -263,10 +263,10 @@ def validate_forces(system, forces):
             for what, x, n in (("stiffness", f.stiffness, m.nv), ("damping", f.damping, m.nv),
                                ("springref", f.springref, m.nq)):
                 if jnp.shape(x) != (n,):
-                    raise SystemError(f"{where}: {what} has shape {jnp.shape(x)}, module {system.module_names[k]!r} "
+                    raise SystemDescriptionError(f"{where}: {what} has shape {jnp.shape(x)}, module {system.module_names[k]!r} "
                                       f"needs ({n},)")
                 if what != "springref" and not is_traced(x) and not np.all(np.asarray(x) >= 0):
-                    raise SystemError(f"{where}: {what} must be >= 0, got {np.asarray(x)}")
+                    raise SystemDescriptionError(f"{where}: {what} must be >= 0, got {np.asarray(x)}")
         elif isinstance(f, Actuators):
             _actuated_dofs(system, f)
             if f.control_fn is None:
@@ -274,11 +274,11 @@ def validate_forces(system, forces):
             else:
                 shape = jnp.shape(jax.eval_shape(lambda p: f.control_fn(0.0, _zero_state(system), p), f.control))
             if shape != (f.nu,):
-                raise SystemError(f"{where}: the control has shape {shape}, the {f.nu} actuators "
+                raise SystemDescriptionError(f"{where}: the control has shape {shape}, the {f.nu} actuators "
                                   f"{list(f.actuator_names)} need ({f.nu},)")
         elif isinstance(f, ContactForce):
             if f.contact not in system.contact_names:
-                raise SystemError(f"{where}: no contact named {f.contact!r}; contacts are "
+                raise SystemDescriptionError(f"{where}: no contact named {f.contact!r}; contacts are "
                                   f"{list(system.contact_names)}")
     return forces
 
@@ -291,17 +291,17 @@ def _zero_state(system):
 
 
 def _actuated_dofs(system, el):
-    """(module index, q index, v index) of every actuator's joint; SystemError naming it otherwise."""
+    """(module index, q index, v index) of every actuator's joint; SystemDescriptionError naming it otherwise."""
     out = []
     for (module, joint), label in zip(el.joints, el.actuator_names):
         where = f"force element {el.name!r}, actuator {label!r}"
         k = _module_index(system.module_names, module, where)
         t = system.modules[k].topology
         if joint not in t.joint_names:
-            raise SystemError(f"{where}: module {system.module_names[k]!r} has no joint {joint!r}")
+            raise SystemDescriptionError(f"{where}: module {system.module_names[k]!r} has no joint {joint!r}")
         j = t.joint_names.index(joint)
         if t.joint_kinds[j] not in ("revolute", "prismatic", "screw"):
-            raise SystemError(f"{where}: joint {joint!r} is {t.joint_kinds[j]}; actuators drive one-coordinate "
+            raise SystemDescriptionError(f"{where}: joint {joint!r} is {t.joint_kinds[j]}; actuators drive one-coordinate "
                               "joints (revolute, prismatic, screw)")
         out.append((k, t.q_slices[j].start, t.v_slices[j].start))
     return out
@@ -321,7 +321,7 @@ def configuration_difference(module, q_ref, q):
             R = quat_to_rotation(a[3:] / jnp.linalg.norm(a[3:]))
             parts += [_quat_difference(a[3:], b[3:]), matmul(R.T, a[:3] - b[:3])]
         elif kind == "planar_free":
-            raise SystemError("joint springs on planar_free joints are not supported")
+            raise SystemDescriptionError("joint springs on planar_free joints are not supported")
         else:
             parts.append(a - b)
     return jnp.concatenate(parts) if parts else q[:0]
@@ -346,7 +346,7 @@ def _point(system, side, where):
     try:
         system.modules[k].frame_index(side[1])
     except (KeyError, IndexError) as e:
-        raise SystemError(f"{where}: module {system.module_names[k]!r} has no operational point {side[1]!r} "
+        raise SystemDescriptionError(f"{where}: module {system.module_names[k]!r} has no operational point {side[1]!r} "
                           f"({e.args[0]})") from None
     return k
 
@@ -438,7 +438,7 @@ def generalized_forces(system, forces, state, t):
             for k, vi, f in actuator_forces(system, el, state, t):
                 Q[k] = Q[k].at[vi].add(f)
         else:
-            raise SystemError(f"{el!r} is not a force element")
+            raise SystemDescriptionError(f"{el!r} is not a force element")
     return tuple(Q)
 
 

@@ -16,13 +16,13 @@ from ..integrate import (
     SimulationError,
 )
 from ..pytree import float_leaves_as
-from .build import SystemError
+from .build import SystemDescriptionError
 from .couplings import constraint_rows, coupled_constraint_system, coupling_errors
 from .dynamics import _taus, constraint_system
 from .stabilisation import Stabilisation, constraint_errors
 
 
-class InconsistentStateError(SystemError):
+class InconsistentStateError(SystemDescriptionError):
     """The initial state violates the constraints by more than the tolerance (names contacts and sizes)."""
 
 

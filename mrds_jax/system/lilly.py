@@ -59,7 +59,7 @@ import numpy as np
 from ..contacts.variable import contact_modes
 from ..dynamics.interface import module_terms, open_chain_acceleration, reference_terms
 from ..pytree import replace
-from .build import SystemError
+from .build import SystemDescriptionError
 from .constraint_space import operational_inverse_inertia_times
 from .dynamics import _taus, contact_kinematics
 from .stabilisation import pose_error
@@ -90,7 +90,7 @@ class ChainDynamics(NamedTuple):
 
 def chain_structure(system, reference):
     """Check that ``system`` is a simple closed chain around the module ``reference`` (name or index) and
-    return its :class:`ChainStructure` (static; cached). Raises :class:`~mrds_jax.system.SystemError`
+    return its :class:`ChainStructure` (static; cached). Raises :class:`~mrds_jax.system.SystemDescriptionError`
     naming the offending contact or module."""
     return _chain_structure(system.connectivity, system.contact_names, tuple(c.modes for c in system.contacts),
                             reference)
@@ -101,7 +101,7 @@ def _chain_structure(conn, contact_names, mode_fns, reference):
     names = conn.module_names
     if isinstance(reference, str):
         if reference not in names:
-            raise SystemError(f"simple closed chain: no module named {reference!r}; modules are {list(names)}")
+            raise SystemDescriptionError(f"simple closed chain: no module named {reference!r}; modules are {list(names)}")
         ref = names.index(reference)
     else:
         ref = int(reference)
@@ -112,18 +112,18 @@ def _chain_structure(conn, contact_names, mode_fns, reference):
         if (mE == ref) == (mP == ref):
             why = (f"joins the reference member {names[ref]!r} to itself" if mE == ref
                    else f"does not touch the reference member {names[ref]!r}")
-            raise SystemError(f"{label} {why}: every contact must join one chain tip to the reference member "
+            raise SystemDescriptionError(f"{label} {why}: every contact must join one chain tip to the reference member "
                               "(use the general path, mrds_jax.system.forward_dynamics)")
         chain, is_E = (mP, False) if mE == ref else (mE, True)
         if chain < 0:
-            raise SystemError(f"{label} joins the reference member {names[ref]!r} to the ground; a simple closed "
+            raise SystemDescriptionError(f"{label} joins the reference member {names[ref]!r} to the ground; a simple closed "
                               "chain needs a chain (module) between them")
         ref_slot = conn.sides[i][1] if mE == ref else sP
         per_module[chain].append(i)
         chains.append((chain, i, is_E, ref_slot))
     for k, cs in enumerate(per_module):
         if k != ref and len(cs) > 1:
-            raise SystemError(f"simple closed chain: module {names[k]!r} has {len(cs)} contacts "
+            raise SystemDescriptionError(f"simple closed chain: module {names[k]!r} has {len(cs)} contacts "
                               f"({[contact_names[i] for i in cs]}); each chain touches the reference member "
                               "through exactly one")
     # stack chains whose modules are identical (Connectivity.groups) and whose contacts share n_c and side
@@ -159,7 +159,7 @@ def _simple_closed_chain_reference(conn, contact_names, mode_fns, nvs):
     ref = common.pop()
     try:
         st = _chain_structure(conn, contact_names, mode_fns, ref)
-    except SystemError:
+    except SystemDescriptionError:
         return None
     if any(nvs[k] < conn.n_c[i] for k, i, _, _ in st.chains):
         return None
@@ -255,20 +255,20 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
         touched = [set(k for k in (s[0], s[2]) if k >= 0) for s in conn.sides]
         common = set.intersection(*touched) if touched else set()
         if len(common) != 1:
-            raise SystemError("simple closed chain: name the reference member (reference=...); "
+            raise SystemDescriptionError("simple closed chain: name the reference member (reference=...); "
                               f"the contacts share the modules {sorted(common)}")
         reference = common.pop()
     st = chain_structure(system, reference)
     ref = st.reference
     for k, i, _, _ in st.chains:
         if system.modules[k].nv < conn.n_c[i]:
-            raise SystemError(f"simple closed chain: chain {conn.module_names[k]!r} has {system.modules[k].nv} joint "
+            raise SystemDescriptionError(f"simple closed chain: chain {conn.module_names[k]!r} has {system.modules[k].nv} joint "
                               f"velocities for the {conn.n_c[i]} constrained directions of contact "
                               f"{system.contact_names[i]!r}: M_k⁻¹ of Lilly & Orin eq. 36 is singular; use another reference "
                               "member or the general path")
     gains = baumgarte
     if gains is not None and any(c.excitation is not None for c in system.contacts):
-        raise SystemError("Lilly & Orin's path: Baumgarte stabilisation of kinematically excited contacts needs "
+        raise SystemDescriptionError("Lilly & Orin's path: Baumgarte stabilisation of kinematically excited contacts needs "
                           "their position targets; use the general path")
     d = conn.dim
     rows = task_slice(d)

@@ -8,13 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..validation import SingularConfigurationWarning
-from .build import SystemError, SystemState
+from .build import SystemDescriptionError, SystemState
 from .couplings import constraint_rows
 from .initial_state import _report_core
 from .stabilisation import Stabilisation
 
 
-class SingularConfigurationError(SystemError):
+class SingularConfigurationError(SystemDescriptionError):
     """``simulate(..., strict=True)``: the constraint solve crossed a threshold during the run."""
 
 

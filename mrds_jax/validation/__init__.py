@@ -16,9 +16,9 @@ Exception family (all ``ValueError``, so older ``except ValueError`` clauses kee
     ├── ArgumentError          an argument of a function (shape, range, type, unknown key)
     ├── UnknownNameError       a name that does not exist (also a KeyError)
     ├── CheckpointError        a damaged, foreign or missing checkpoint file (names the file)
-    ├── (elsewhere) SystemError, ContactError, CollisionError (geoms, pairs), CKCMInputError, TaskError,
-                    DesignSpaceError, DesignFileError, SystemFileError (system files), PinocchioExportError;
-                    FlexibleModelError and MJCF import failures are ModelErrors
+    ├── (elsewhere) SystemDescriptionError (formerly SystemDescriptionError), ContactError, CollisionError (geoms, pairs),
+                    CKCMInputError, TaskError, DesignSpaceError, DesignFileError, SystemFileError (system files),
+                    PinocchioExportError; FlexibleModelError and MJCF import failures are ModelErrors
 """
 from .errors import (ArgumentError, CheckpointError, InputError, ModelError, SingularConfigurationWarning,
                      UnknownNameError)

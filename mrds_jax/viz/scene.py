@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+FLOATING = ("free", "planar_free")         # root joints that attach a module to nothing
+
 
 @dataclass
 class Scene:
@@ -41,7 +43,8 @@ def _module_segments(module, q):
     kin = forward_kinematics(module, q)
     segs = []
     for i, parent in enumerate(t.parents):
-        start = p.joint_p[i] if parent < 0 else kin.world_p[parent]
+        # a floating root (a free joint) hangs from nothing: its stick has no length, not one from the world origin
+        start = (kin.world_p[i] if t.joint_kinds[i] in FLOATING else p.joint_p[i]) if parent < 0 else kin.world_p[parent]
         segs.append(jnp.stack([start, kin.world_p[i]]))
     for f, link in enumerate(t.frame_links):
         segs.append(jnp.stack([kin.world_p[link], kin.world_p[link] + kin.world_R[link] @ p.frame_p[f]]))

@@ -50,16 +50,26 @@ def _stick_keys(a, b):
 
 
 def camera_commands(scene):
-    """Look at the middle of the scene from above and aside (meshcat's camera sits in a y-up frame under
-    ``/Cameras/default``, whose placement is the orbit target)."""
-    from meshcat.commands import SetProperty, SetTransform
+    """A floor under the lowest point of the motion (a light square in place of meshcat's grid, which is hidden)
+    and the camera looking down at the middle of the mechanism from above and aside. meshcat's world is z-up; its
+    camera sits in a y-up frame under ``/Cameras/default``, whose placement is the orbit target."""
+    from meshcat.commands import SetObject, SetProperty, SetTransform
     from meshcat.path import Path as MPath
-    lo, hi = scene.bounds()
-    centre, r = (lo + hi) / 2, float((hi - lo).max()) / 2
+    _, g, _, _ = _meshcat()
+    xyz = scene.segments.reshape(-1, 3)
+    lo, hi = xyz.min(axis=0), xyz.max(axis=0)
+    centre, r = (lo + hi) / 2, max(float((hi - lo).max()) / 2, 1e-3)
+    floor = np.eye(4)
+    floor[:3, 3] = [centre[0], centre[1], lo[2] - 0.002 * r]
     target = np.eye(4)
     target[:3, 3] = centre
-    return [SetTransform(target, MPath(("Cameras", "default"))).lower(),
-            SetProperty("position", [2.2 * r, 1.6 * r, 2.6 * r],                   # y is up in this frame
+    side = 4 * r
+    return [SetProperty("visible", False, MPath(("Grid",))).lower(),
+            SetObject(g.Box([side, side, 0.002 * r]), g.MeshLambertMaterial(color=0xd8d8d0),
+                      MPath(("mrds_jax_floor",))).lower(),
+            SetTransform(floor, MPath(("mrds_jax_floor",))).lower(),
+            SetTransform(target, MPath(("Cameras", "default"))).lower(),
+            SetProperty("position", [2.2 * r, 1.8 * r, 2.2 * r],                   # y is up in this frame
                         MPath(("Cameras", "default", "rotated", "<object>"))).lower()]
 
 
@@ -111,14 +121,31 @@ def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
         'fetch("data:application/octet-binary;base64,{}").then(r => r.arrayBuffer())'
         '.then(b => viewer.handle_command_bytearray(new Uint8Array(b)));\n'.format(
             base64.b64encode(umsgpack.packb(cmd)).decode()) for cmd in scene_commands(scene, fps))
+    import html as html_text
+    import json
+    times = json.dumps([round(float(t), 6) for t in scene.t])
     html = f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{title}</title>
-<style>body {{ margin: 0; }} #meshcat-pane {{ width: 100vw; height: 100vh; overflow: hidden; }}</style></head>
+<html><head><meta charset="utf-8"><title>{html_text.escape(title)}</title>
+<style>body {{ margin: 0; }} #meshcat-pane {{ width: 100vw; height: 100vh; overflow: hidden; }}
+#mrds-label {{ position: absolute; top: 10px; left: 12px; font: 16px sans-serif; color: #222;
+  background: rgba(255, 255, 255, 0.8); padding: 4px 8px; border-radius: 4px; pointer-events: none;
+  max-width: calc(100vw - 300px); }}</style></head>
 <body><div id="meshcat-pane"></div>
+<div id="mrds-label"><b>{html_text.escape(title)}</b><br><span id="mrds-time">t = {float(scene.t[0]):.3f} s</span></div>
 <script>{js}</script>
 <script>
 var viewer = new MeshCat.Viewer(document.getElementById("meshcat-pane"));
-{calls}</script></body></html>
+{calls}
+// the simulated time of the frame on show (the animation runs at {fps} frames per second of the page)
+var mrdsTimes = {times};
+function mrdsShowTime() {{
+  var a = viewer.animator, k = a ? Math.round((a.time || 0) * {fps}) : 0;
+  k = Math.min(Math.max(k, 0), mrdsTimes.length - 1);
+  document.getElementById("mrds-time").textContent = "t = " + mrdsTimes[k].toFixed(3) + " s";
+  requestAnimationFrame(mrdsShowTime);
+}}
+requestAnimationFrame(mrdsShowTime);
+</script></body></html>
 """
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

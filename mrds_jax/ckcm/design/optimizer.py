@@ -428,6 +428,12 @@ def optimize(problem: Problem, data: ProblemData, settings: Settings | None = No
     return result
 
 
+# what each demand is, in the optimiser's message: the smooth peak is an upper bound of the peak force (it is not
+# a second peak: objectives.soft_peak), the others are the measures themselves
+DEMAND_LABELS = {"peak": ("smooth peak (a log-sum-exp upper bound of max |τ|)", " N"), "rms": ("RMS force", " N"),
+                 "power": ("mean power", " W")}
+
+
 def finish(problem, data, settings, carry: Carry, history, xs, task_json, blocks_done) -> DesignResult:
     """Assemble the ``DesignResult`` from the optimiser state (host side)."""
     space = problem.space
@@ -447,8 +453,9 @@ def finish(problem, data, settings, carry: Carry, history, xs, task_json, blocks
     diverged = [s for s in starts if s["diverged_at"] >= 0]
     if status == "converged":
         d = float(before.metrics["peak_force"] - after.metrics["peak_force"])
-        msg = (f"best feasible design from start {k} (step {int(c.best_iteration[k])}): {problem.demand_name} "
-               f"{float(after.demand):.6g} vs {float(before.demand):.6g} at the start; peak force "
+        label, unit = DEMAND_LABELS.get(problem.demand_name, (f"demand {problem.demand_name!r}", ""))
+        msg = (f"best feasible design from start {k} (step {int(c.best_iteration[k])}): the minimised {label} "
+               f"{float(after.demand):.6g}{unit} (start {float(before.demand):.6g}{unit}); the peak force itself "
                f"{float(after.metrics['peak_force']):.6g} N ({-d:+.4g} N)")
     else:
         msg = (f"no feasible design found in {blocks_done * settings.update_every} steps from {len(xs)} start(s); "

@@ -35,20 +35,49 @@ def params_to_json(p: CKCMParams):
     return d
 
 
-def params_from_json(d) -> CKCMParams:
+def _numbers(value, where):
+    """``value`` when it is a finite number or a (nested) list of them; a DesignFileError naming ``where``
+    (e.g. ``params.theta_A``) otherwise."""
+    def ok(v):
+        if isinstance(v, list):
+            return bool(v) and all(ok(x) for x in v)
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    if not ok(value):
+        raise DesignFileError(f"{where}: expected a finite number (or a list of them), got {json.dumps(value)[:60]}")
+    return value
+
+
+def _object(d, key, where="", required=()):
+    """``d[key]`` when it is a JSON object holding ``required``; a DesignFileError naming the key otherwise."""
+    name = f"{where}{key}"
+    if key not in d:
+        raise DesignFileError(f"the key {name!r} is missing")
+    v = d[key]
+    if not isinstance(v, dict):
+        raise DesignFileError(f"{name}: expected a JSON object, got {type(v).__name__} {json.dumps(v)[:60]}")
+    missing = [k for k in required if k not in v]
+    if missing:
+        raise DesignFileError(f"{name}: the key(s) {missing} are missing")
+    return v
+
+
+def params_from_json(d, where="params") -> CKCMParams:
     from ..params import make_params
     if not isinstance(d, dict):
-        raise DesignFileError(f"design parameters must be a JSON object, got {type(d).__name__}")
+        raise DesignFileError(f"{where}: design parameters must be a JSON object, got {type(d).__name__}")
     missing = [k for k in PARAM_FIELDS if k not in d]
     if missing:
-        raise DesignFileError(f"design parameters lack {missing}")
-    p = make_params(**{k: d[k] for k in PARAM_FIELDS}, validate=not any(k in d for k in PER_LEG_FIELDS))
-    p = p.replace(**{k: d[k] for k in PER_LEG_FIELDS if k in d})
+        raise DesignFileError(f"{where}: design parameters lack {missing}")
+    for k in PARAM_FIELDS + PER_LEG_FIELDS:
+        if k in d:
+            _numbers(d[k], f"{where}.{k}")
     from ..params import validate_params
     try:
+        p = make_params(**{k: d[k] for k in PARAM_FIELDS}, validate=not any(k in d for k in PER_LEG_FIELDS))
+        p = p.replace(**{k: d[k] for k in PER_LEG_FIELDS if k in d})
         return validate_params(p)
-    except ValueError as e:
-        raise DesignFileError(f"design parameters: {e}") from None
+    except (ValueError, TypeError) as e:
+        raise DesignFileError(f"{where}: {str(e).splitlines()[0]}") from None
 
 
 def start_summary(space, i, x0, c, feasible):
@@ -118,9 +147,29 @@ class DesignResult:
         missing = [k for k in ("params", "initial_params", "x", "after", "problem") if k not in d]
         if missing:
             raise DesignFileError(f"not a complete design result: it lacks {missing}")
+        for key in ("x", "x_initial", "before", "after"):            # what simulate and the reports read
+            if key in d or key in ("x", "after"):
+                for name, value in _object(d, key, required=("peak_force",) if key == "after" else ()).items():
+                    _numbers(value, f"{key}.{name}")
+        problem = _object(d, "problem", required=("model",))
+        from .objectives import LEG_MODELS
+        for key, known in (("model", ("paper", "multibody")), ("legs", LEG_MODELS)):
+            if key in problem and problem[key] not in known:
+                raise DesignFileError(f"problem.{key}: expected one of {list(known)}, got {json.dumps(problem[key])[:60]}")
+        if d.get("status") is not None and not isinstance(d["status"], str):
+            raise DesignFileError(f"status: expected a string, got {json.dumps(d['status'])[:60]}")
         kw = {k: d.get(k) for k in ("status", "message", "x", "x_initial", "before", "after", "task", "problem",
                                     "settings", "history", "starts", "evaluations", "verification")}
-        return cls(params=params_from_json(d["params"]), initial_params=params_from_json(d["initial_params"]), **kw)
+        result = cls(params=params_from_json(d["params"]),
+                     initial_params=params_from_json(d["initial_params"], "initial_params"), **kw)
+        if d.get("task") is not None:
+            try:
+                result.task_object()
+            except InputError as e:
+                raise DesignFileError(f"task: {e}") from None
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise DesignFileError(f"task: not a task description ({type(e).__name__}: {e})") from None
+        return result
 
 
 def load_design(path) -> DesignResult:
@@ -134,7 +183,8 @@ def load_design(path) -> DesignResult:
     except FileNotFoundError:
         raise DesignFileError(f"no design file at {path}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DesignFileError(f"{path} is not JSON ({e})") from None
+        raise DesignFileError(f"{path}: not JSON ({e}); the file is damaged or cut short: write it again with "
+                              "mrds-jax optimize") from None
     except OSError as e:
         raise DesignFileError(f"cannot read the design file {path}: {e.strerror}") from None
     try:
@@ -144,6 +194,12 @@ def load_design(path) -> DesignResult:
 
 
 # --- plots ----------------------------------------------------------------------------------------------
+def model_label(result):
+    """The model the result's forces come from, in words."""
+    from .objectives import model_description
+    return model_description(result.problem["model"], result.problem.get("legs", "bench"))
+
+
 def _finish(fig, path):
     fig.tight_layout()
     if path is not None:
@@ -160,16 +216,18 @@ def plot_history(result: DesignResult, path=None):
     starts = [f"start {k}" for k in range(np.shape(h["objective"])[1])] if np.ndim(h["objective"]) == 2 else "start"
     ax[0].plot(steps, h["objective"], lw=1, label=starts)
     ax[0].legend(fontsize=8)
-    ax[0].set(xlabel="step", ylabel=f"{result.problem['demand']} / start", title="objective")
+    ax[0].set(xlabel="step", ylabel=f"{result.problem['demand']} / its value at the start (1)",
+              title="objective (the smooth measure minimised)")
     ax[1].semilogy(steps, np.maximum(h["violation"], 1e-6), lw=1, label=starts)
     ax[1].legend(fontsize=8)
     ax[1].axhline(1e-6, color="k", lw=0.5)
-    ax[1].set(xlabel="step", ylabel="max(g, 1e-6)", title="constraint violation (scaled; ≤ 0 feasible)")
+    ax[1].set(xlabel="step", ylabel="largest scaled violation max(g, 1e-6) (1)",
+              title="constraint violation (≤ 0: feasible)")
     ax[2].plot(steps, h["peak_force"], lw=1, label=starts)
-    ax[2].axhline(result.after["peak_force"], color="k", ls="--", lw=0.8, label="best feasible")
-    ax[2].set(xlabel="step", ylabel="N", title="peak actuator force")
+    ax[2].axhline(result.after["peak_force"], color="k", ls="--", lw=0.8, label="best feasible design")
+    ax[2].set(xlabel="step", ylabel="peak actuator force (N)", title="peak actuator force (exact)")
     ax[2].legend()
-    fig.suptitle(f"{result.settings['optimizer']} + augmented Lagrangian, {result.problem['model']} model, "
+    fig.suptitle(f"{result.settings['optimizer']} + augmented Lagrangian, {model_label(result)}, "
                  f"{len(result.starts)} start(s)")
     return _finish(fig, path)
 
@@ -203,7 +261,7 @@ def plot_forces(result: DesignResult, path=None, dense=4):
         a.set(title=f"leg {i + 1}", xlabel="t (s)", ylabel="force (N)")
     ax.flat[0].legend()
     fig.suptitle(f"actuator forces along the task: peak {result.before['peak_force']:.1f} N → "
-                 f"{result.after['peak_force']:.1f} N ({100 * result.peak_reduction:.1f} % less)")
+                 f"{result.after['peak_force']:.1f} N ({100 * result.peak_reduction:.1f} % less; {model_label(result)})")
     return _finish(fig, path)
 
 
@@ -218,12 +276,21 @@ def plot_geometry(result: DesignResult, path=None):
             a.plot([B[i, 0], A[i, 0]], [B[i, 1], A[i, 1]], color="0.6", lw=1)
         a.plot(*np.append(B, B[:1], 0)[:, :2].T, "o-", color="C0", label="base B_i")
         a.plot(*np.append(A, A[:1], 0)[:, :2].T, "s-", color="C3", label="payload A_i")
-        for i in range(6):
-            a.annotate(str(i + 1), A[i, :2], color="C3"), a.annotate(str(i + 1), B[i, :2], color="C0")
-        a.set(aspect="equal", title=f"{title}: θA = {np.degrees(float(p.theta_A)):.1f}°, "
-                                    f"θB = {np.degrees(float(p.theta_B)):.1f}°")
-    ax[0].legend(loc="lower left", fontsize=8)
-    return _finish(fig, path)
+        for i in range(6):                      # the point numbers beside their markers, outwards
+            for P, c in ((A, "C3"), (B, "C0")):
+                d = P[i, :2] / max(np.linalg.norm(P[i, :2]), 1e-9)
+                a.annotate(str(i + 1), P[i, :2], xytext=tuple(9 * d), textcoords="offset points", color=c,
+                           ha="center", va="center", fontsize=8)
+        a.margins(0.12)
+        a.set(aspect="equal", xlabel="x (m)", ylabel="y (m)",
+              title=f"{title}: θA = {np.degrees(float(p.theta_A)):.1f}°, θB = {np.degrees(float(p.theta_B)):.1f}°")
+        a.plot([], [], color="0.6", lw=1, label="leg B_i → A_i (home pose)")
+    fig.suptitle("attachment points seen from above (numbers: leg i)")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.legend(*ax[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 def plot_geometry_3d(result: DesignResult, path=None):
@@ -245,8 +312,13 @@ def plot_geometry_3d(result: DesignResult, path=None):
             a.text(*P.mean(0), name, color=c)
         a.set(xlabel="x (m)", ylabel="y (m)", zlabel="z (m)",
               title=f"{title}: peak force {result.before['peak_force'] if k == 0 else result.after['peak_force']:.1f} N")
+        from matplotlib.ticker import MaxNLocator
+        for axis in (a.xaxis, a.yaxis, a.zaxis):           # few ticks: the labels do not run into each other
+            axis.set_major_locator(MaxNLocator(4))
+        a.tick_params(labelsize=7)
         a.set_box_aspect((1, 1, 0.9))
     fig.axes[0].legend(loc="upper left", fontsize=7)
+    fig.suptitle(f"the machine at its home pose ({model_label(result)})")
     return _finish(fig, path)
 
 

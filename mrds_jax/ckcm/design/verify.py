@@ -16,7 +16,8 @@ import jax
 
 from ..errors import AttachmentError
 from ..kinematics import check_pose
-from ..params import CKCMParams, per_leg_masses, validate_params
+from ..params import (CKCMParams, _closest_pair_of_points, base_points, payload_points, per_leg_masses,
+                      validate_params)
 from .constraints import Limits
 from .geometry import closest_legs
 from .objectives import forces_in_chunks
@@ -33,11 +34,14 @@ def verify_design(params: CKCMParams, task: Task, limits: Limits, model="paper",
     strength, plus "all_ok".  Eager; ``params`` carries the task's payload (``DesignResult.params`` does)."""
     limits = jax.tree_util.tree_map(float, limits)
     report = {}
+    closest = min((float(_closest_pair_of_points(np.asarray(pts(params))[:, :2])[0]), name)
+                  for pts, name in ((payload_points, "payload points A_i"), (base_points, "base points B_i")))
     try:
         validate_params(params, min_separation=limits.min_separation)
-        report["separation"] = {"ok": True, "worst": None, "limit": limits.min_separation, "where": ""}
+        report["separation"] = {"ok": True, "worst": closest[0], "limit": limits.min_separation,
+                                "where": f"closest pair: {closest[1]}"}
     except AttachmentError as e:
-        report["separation"] = {"ok": False, "worst": None, "limit": limits.min_separation, "where": str(e)}
+        report["separation"] = {"ok": False, "worst": closest[0], "limit": limits.min_separation, "where": str(e)}
     t = dense_task(task, dense)
     samples = t.samples(params)
     poses = np.asarray(samples.pose)
@@ -78,10 +82,37 @@ def verify_design(params: CKCMParams, task: Task, limits: Limits, model="paper",
     return report
 
 
+# check -> (what is measured, its unit, the direction of the limit: ">=" the worst value must reach the limit
+# from above, "<=" from below)
+CHECKS = {"separation": ("closest attachment points in a platform", "m", ">="),
+          "stroke": ("leg length inside its stroke, least margin to either end", "m", ">="),
+          "elevation": ("least leg elevation above the base plane", "deg", ">="),
+          "condition": ("largest cond(C) along the path", "", "<="),
+          "crossing": ("closest two legs along the path", "m", ">="),
+          "strength": ("leg part masses against the strength rule at the dense peak force", "kg", ">=")}
+
+
+def _margin(worst, limit, direction):
+    """How far inside its limit a check's worst value lies (negative: violated)."""
+    return worst - limit if direction == ">=" else limit - worst
+
+
 def format_report(report) -> str:
+    """One line per check: ok/VIOLATED, what is measured, its worst value, the direction (≥ or ≤) and the limit,
+    and the margin (how far inside the limit; negative when violated)."""
     lines = []
     for k, v in report.items():
-        if isinstance(v, dict):
-            lines.append(f"  {k:<11} {'ok ' if v['ok'] else 'VIOLATED'}  worst {v['worst']}  limit {v['limit']}"
-                         + (f"  ({v['where']})" if v["where"] else ""))
+        if not isinstance(v, dict):
+            continue
+        what, unit, direction = CHECKS.get(k, (k, "", ">="))
+        sign, u = ("≥" if direction == ">=" else "≤"), (f" {unit}" if unit else "")
+        if isinstance(v["worst"], dict):        # several quantities against their own limits (strength)
+            parts = [f"{q} {v['worst'][q]:.4g}{u} {sign} {v['limit'][q]:.4g}{u} (margin "
+                     f"{_margin(v['worst'][q], v['limit'][q], direction):+.3g}{u})" for q in v["worst"]]
+            numbers = "; ".join(parts)
+        else:
+            numbers = (f"worst {v['worst']:.4g}{u} {sign} limit {v['limit']:.4g}{u} "
+                       f"(margin {_margin(v['worst'], v['limit'], direction):+.3g}{u})")
+        lines.append(f"  {k:<11}{'ok ' if v['ok'] else 'VIOLATED'}  {what}: {numbers}"
+                     + (f"; {v['where']}" if v["where"] else ""))
     return "\n".join(lines)
