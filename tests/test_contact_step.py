@@ -279,3 +279,6 @@ def test_contact_forces_active_set_and_scene_of_a_run():
     assert sc.points.shape == (3, 4, 3) and len(sc.contact_names) == 4
     np.testing.assert_allclose(sc.forces[1:, :, 2].sum(axis=1), 3.0 * G0, rtol=1e-9)
     np.testing.assert_allclose(sc.points[-1, :, 2], 0.0, atol=1e-9)
+    # the geoms for the viewer: the floor and four feet, each with its world pose at every stored state
+    assert [g[0] for g in sc.geoms] == ["floor", "foot0", "foot1", "foot2", "foot3"]
+    np.testing.assert_allclose(sc.geoms[1][3][-1][:3, 3], [0.2, 0.15, 0.02], atol=1e-9)

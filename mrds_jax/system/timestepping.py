@@ -244,6 +244,11 @@ def _geom_frames(system, model, state):
     return frames
 
 
+def geom_world_frames(system, state):
+    """(R, p) world pose of every geom of ``system``'s collision model at ``state`` (geom order)."""
+    return [(R, p) for R, p, _, _ in _geom_frames(system, collision_model_of(system), state)]
+
+
 def slot_kinematics(system, state):
     """:class:`SlotKinematics` of every contact slot of ``system``'s collision model at ``state``."""
     from ..collision import contact_slots

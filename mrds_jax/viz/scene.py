@@ -27,6 +27,7 @@ class Scene:
     forces: np.ndarray
     module_names: tuple
     contact_names: tuple
+    geoms: tuple = ()          # collision geometry: (name, kind, size (3,), poses (n_t, 4, 4) world) per geom
 
     def bounds(self):
         """(lower, upper) corners of a cube holding every stick."""
@@ -114,4 +115,22 @@ def scene(system, traj, forces=False, tau=None):
                        for (i, j), n in zip(model.pairs, model.slots) for s in range(n))
         pts = np.concatenate([pts, np.asarray(traj.points)], axis=1)
         f = np.concatenate([f, np.asarray(traj.contact_forces(system))], axis=1)
-    return Scene(np.asarray(traj.t), np.asarray(segs), owner, pts, f, tuple(system.module_names), names)
+    return Scene(np.asarray(traj.t), np.asarray(segs), owner, pts, f, tuple(system.module_names), names,
+                 _geom_poses(system, traj))
+
+
+def _geom_poses(system, traj):
+    """The collision geoms of ``system`` with their world poses at every stored state of ``traj`` (4x4)."""
+    model = getattr(system, "collision", None)
+    if model is None or not model.geoms:
+        return ()
+    from ..system import SystemState
+    from ..system.timestepping import geom_world_frames
+
+    def poses(q):
+        frames = geom_world_frames(system, SystemState(q, tuple(jnp.zeros(m.nv, q[0].dtype) for m in system.modules)))
+        return jnp.stack([jnp.concatenate([jnp.concatenate([R, p[:, None]], axis=1),
+                                           jnp.array([[0.0, 0.0, 0.0, 1.0]], R.dtype)]) for R, p in frames])
+
+    T = np.asarray(jax.jit(jax.vmap(poses))(tuple(traj.q)))
+    return tuple((g.name, g.kind, np.asarray(g.size), T[:, i]) for i, g in enumerate(model.geoms))

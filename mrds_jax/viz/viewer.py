@@ -49,6 +49,34 @@ def _stick_keys(a, b):
     return list((a + b) / 2), _align_y(u), [1.0, max(n, 1e-6), 1.0]
 
 
+def _geom_shape(g, kind, size):
+    """The meshcat geometry of a collision geom (three.js cylinders run along their local y); planes are drawn by
+    the floor and are skipped (None)."""
+    if kind == "sphere":
+        return g.Sphere(float(size[0]))
+    if kind == "box":
+        return g.Box([2 * float(x) for x in size])
+    if kind in ("capsule", "cylinder"):
+        return g.Cylinder(2 * float(size[1]) + (2 * float(size[0]) if kind == "capsule" else 0.0), float(size[0]))
+    return None
+
+
+def _pose_keys(T, kind):
+    """(position, quaternion [x, y, z, w], scale) of a geom at the world pose T (4x4); a cylinder or capsule is
+    turned so that three.js's y axis lies along the geom's z."""
+    R = np.asarray(T[:3, :3])
+    if kind in ("capsule", "cylinder"):
+        R = R @ np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])     # local y → geom z
+    w = np.sqrt(max(1.0 + R[0, 0] + R[1, 1] + R[2, 2], 1e-12)) / 2
+    q = [(R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w), w]
+    if 1.0 + R[0, 0] + R[1, 1] + R[2, 2] < 1e-6:                                     # a half turn: about the largest axis
+        i = int(np.argmax(np.diagonal(R)))
+        v = np.sqrt(np.maximum(0.0, (np.diagonal(R) + 1.0) / 2.0))
+        v[np.arange(3) != i] *= np.sign(R[i, np.arange(3) != i] + R[np.arange(3) != i, i])
+        q = [*v, 0.0]
+    return list(np.asarray(T[:3, 3], float)), [float(x) for x in q], [1.0, 1.0, 1.0]
+
+
 def camera_commands(scene):
     """A floor under the lowest point of the motion (a light square in place of meshcat's grid, which is hidden)
     and the camera looking down at the middle of the mechanism from above and aside. meshcat's world is z-up; its
@@ -56,7 +84,12 @@ def camera_commands(scene):
     from meshcat.commands import SetObject, SetProperty, SetTransform
     from meshcat.path import Path as MPath
     _, g, _, _ = _meshcat()
-    xyz = scene.segments.reshape(-1, 3)
+    xyz = [scene.segments.reshape(-1, 3)]
+    for _, kind, size, poses in getattr(scene, "geoms", ()):      # the collision geoms' extents (planes aside)
+        if kind != "plane":
+            reach = float(np.abs(size).sum())
+            xyz += [poses[:, :3, 3] + reach, poses[:, :3, 3] - reach]
+    xyz = np.concatenate(xyz)
     lo, hi = xyz.min(axis=0), xyz.max(axis=0)
     centre, r = (lo + hi) / 2, max(float((hi - lo).max()) / 2, 1e-3)
     floor = np.eye(4)
@@ -108,6 +141,11 @@ def scene_commands(scene, fps=20, force_scale=None, radius=0.015):
         if scale > 0:
             add(f"force{c}", g.Cylinder(1.0, radius * 0.8), 0xd62728,
                 lambda i, c=c: _stick_keys(scene.points[i, c], scene.points[i, c] + scale * scene.forces[i, c]))
+    for name, kind, size, poses in getattr(scene, "geoms", ()):
+        shape = _geom_shape(g, kind, size)
+        if shape is None:
+            continue
+        add(f"geom_{name}", shape, 0x9aa5b1, lambda i, poses=poses, kind=kind: _pose_keys(poses[i], kind))
     cmds.append(SetAnimation(anim, play=True, repetitions=1000).lower())   # loops
     return cmds + camera_commands(scene)
 
