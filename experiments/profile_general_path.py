@@ -46,12 +46,11 @@ from bench_gpu import count_kernels  # noqa: E402
 
 import mrds_jax  # noqa: E402
 from mrds_jax import system as S  # noqa: E402
-from mrds_jax.dynamics.crba import mass_matrix_from_kinematics  # noqa: E402
+from mrds_jax.dynamics.crba import mass_matrix_from_kinematics, mass_matrix_solve  # noqa: E402
 from mrds_jax.dynamics.interface import module_terms  # noqa: E402
 from mrds_jax.dynamics.kinematics import forward_kinematics, task_jacobian  # noqa: E402
 from mrds_jax.dynamics.rnea import nonlinear_effects_from_kinematics  # noqa: E402
 from mrds_jax.integrate import rollout  # noqa: E402
-from mrds_jax.spatial.linalg import spd_solve  # noqa: E402
 from mrds_jax.system.dynamics import constraint_system  # noqa: E402
 
 OUT = ROOT / "experiments" / "out" / "profile_general_path.md"
@@ -102,7 +101,7 @@ def stages(system, forces, dt):
         H = mass_matrix_from_kinematics(m, kin)
         b = nonlinear_effects_from_kinematics(m, kin)
         J = task_jacobian(m, q, pts, "world_aligned", kin)
-        return spd_solve(H, jnp.concatenate([-b[:, None], J.T], axis=1))
+        return mass_matrix_solve(m, H, jnp.concatenate([-b[:, None], J.T], axis=1))
 
     stabilisation = S.default_stabilisation(dt)
     acc = S.system_acceleration(system, forces, stabilisation)
