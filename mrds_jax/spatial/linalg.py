@@ -18,6 +18,11 @@ deadlocks in those on 2-core CPUs, docs/known_traps.md).
   ``UNROLL_MAX`` rows, and as a ``lax.fori_loop`` over columns (one fused column update per iteration) above.
 * :func:`spd_solve` — A⁻¹ B for a symmetric positive-definite A through :func:`cholesky` and two triangular
   substitutions written the same way.
+* :func:`spd_inverse` — A⁻¹ of an SPD matrix by Gauss-Jordan elimination without pivoting: n rank-1 updates of
+  the whole matrix, a few vector operations each (an unrolled Cholesky and substitutions are O(n²) scalar
+  operations, which XLA compiles one by one: the form for compile time).
+* :func:`tree_spd_solve` — H⁻¹ B for a joint-space inertia matrix with branch-induced sparsity (Featherstone
+  §6.5): subtrees eliminated first, stacked by structure and ``vmap``ped, then the Schur complement on the trunk.
 
 All are differentiable (ordinary JAX arithmetic: no custom rules needed) and shape-static.
 """
