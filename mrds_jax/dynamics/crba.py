@@ -9,7 +9,7 @@ from ..spatial import act_force, transform_inertia
 from .common import link_inertias, with_armature
 from .kinematics import forward_kinematics, is_stacked, world_motion_subspaces
 from .levels import subtree_totals
-from ..spatial.linalg import matmul, tree_spd_solve
+from ..spatial.linalg import UNROLL_MAX, matmul, spd_solve, tree_spd_solve
 
 
 def composite_inertias(module, kin):
@@ -102,7 +102,11 @@ def dof_parents(topology):
 def mass_matrix_solve(module, H, B):
     """H⁻¹ B for the module's joint-space inertia H (CRBA's, armature included), B (nv,) or (nv, m), along H's
     branch-induced sparsity: :func:`~mrds_jax.spatial.linalg.tree_spd_solve` with the module's
-    :func:`dof_parents` (Featherstone RBDA §6.5's elimination order, block-wise: the legs of a biped are
-    eliminated on their own, stacked, before the base; identical to the dense Cholesky of
-    :func:`~mrds_jax.spatial.linalg.spd_solve` for chains and small trees)."""
+    :func:`dof_parents` for modules of more than ``UNROLL_MAX`` dofs (Featherstone RBDA §6.5's elimination order,
+    block-wise: the legs of a biped are
+    eliminated on their own, stacked, before the base; a chain is one dense block, inverted by Gauss-Jordan,
+    :func:`~mrds_jax.spatial.linalg.spd_inverse`). The same answer as the dense Cholesky of
+    :func:`~mrds_jax.spatial.linalg.spd_solve` to rounding (tests/test_dense_linalg.py)."""
+    if module.nv <= UNROLL_MAX:         # small modules (arms, legs, payloads): the unrolled Cholesky, measured faster
+        return spd_solve(H, B)          # there (the dual-arm grasp's rollout, 1.8-2.7x, loaded 2-core machine)
     return tree_spd_solve(H, dof_parents(module.topology), B)
