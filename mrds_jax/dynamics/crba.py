@@ -9,7 +9,7 @@ from ..spatial import act_force, transform_inertia
 from .common import link_inertias, with_armature
 from .kinematics import forward_kinematics, is_stacked, world_motion_subspaces
 from .levels import subtree_totals
-from ..spatial.linalg import matmul
+from ..spatial.linalg import UNROLL_MAX, matmul, spd_solve, tree_spd_solve
 
 
 def composite_inertias(module, kin):
@@ -78,3 +78,35 @@ def _mass_matrix_link_frames(t, kin, Ic):
     width = {i: t.v_slices[i].stop - t.v_slices[i].start for i in links}
     return jnp.concatenate([jnp.concatenate([blocks.get((j, i), jnp.zeros((width[j], width[i]), dtype))
                                              for i in links], axis=1) for j in links], axis=0)
+
+
+def dof_parents(topology):
+    """The dof parent array λ of Featherstone RBDA §6.5 (static tuple, -1 for a root dof): within a joint each
+    coordinate's parent is the one before it (a multi-dof joint's block of H is dense), and a joint's first
+    coordinate hangs from the last coordinate of the nearest ancestor link that has any. Links are listed parents
+    first, so λ(i) < i."""
+    out, last = [], {}
+    for link, vs in enumerate(topology.v_slices):
+        anc = topology.parents[link]
+        while anc >= 0 and anc not in last:
+            anc = topology.parents[anc]
+        prev = last.get(anc, -1)
+        for i in range(vs.start, vs.stop):
+            out.append(prev)
+            prev = i
+        if vs.stop > vs.start:
+            last[link] = vs.stop - 1
+    return tuple(out)
+
+
+def mass_matrix_solve(module, H, B):
+    """H⁻¹ B for the module's joint-space inertia H (CRBA's, armature included), B (nv,) or (nv, m), along H's
+    branch-induced sparsity: :func:`~mrds_jax.spatial.linalg.tree_spd_solve` with the module's
+    :func:`dof_parents` for modules of more than ``UNROLL_MAX`` dofs (Featherstone RBDA §6.5's elimination order,
+    block-wise: the legs of a biped are
+    eliminated on their own, stacked, before the base; a chain is one dense block, inverted by Gauss-Jordan,
+    :func:`~mrds_jax.spatial.linalg.spd_inverse`). The same answer as the dense Cholesky of
+    :func:`~mrds_jax.spatial.linalg.spd_solve` to rounding (tests/test_dense_linalg.py)."""
+    if module.nv <= UNROLL_MAX:         # small modules (arms, legs, payloads): the unrolled Cholesky, measured faster
+        return spd_solve(H, B)          # there (the dual-arm grasp's rollout, 1.8-2.7x, loaded 2-core machine)
+    return tree_spd_solve(H, dof_parents(module.topology), B)

@@ -1,13 +1,12 @@
-"""H⁻¹(q), two routes: Cholesky of the CRBA matrix, or O(N) per column by ABA with unit torques
-(Featherstone §7.4's unit-input method; what Pinocchio's computeMinverse computes in one sweep)."""
+"""H⁻¹(q), two routes: the CRBA matrix solved along its tree sparsity (``crba.mass_matrix_solve``), or O(N) per
+column by ABA with unit torques (Featherstone §7.4's unit-input method; what Pinocchio's computeMinverse computes in one sweep)."""
 import jax
 import jax.numpy as jnp
 
 from ..validation import module_arrays
 from .aba import articulated_inertias, articulated_solve
-from .crba import mass_matrix
+from .crba import mass_matrix, mass_matrix_solve
 from .kinematics import forward_kinematics, on_one_link
-from ..spatial.linalg import spd_solve
 
 METHODS = ("direct", "recursive")
 
@@ -19,7 +18,7 @@ def inverse_mass_matrix(module, q, method="direct"):
     nv = module.nv
     eye = jnp.eye(nv, dtype=q.dtype)
     if method == "direct":
-        return spd_solve(mass_matrix(module, q), eye)
+        return mass_matrix_solve(module, mass_matrix(module, q), eye)
     kin = forward_kinematics(module, q)
     art = articulated_inertias(module, kin)
     zero6 = jnp.zeros(6, dtype=q.dtype)

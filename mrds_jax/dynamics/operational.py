@@ -7,7 +7,7 @@ For operational points O_i, O_j of one module:
       Table 9)
   relative Jacobian         ᴱJ_EP = ᴱℜ_I (ᴵJ_IP − ᴵS_EP ᴵJ_IE)  (Bonaventura eq. 71)
 
-Ψ and Λ⁻¹ have two routes, tested equal: ``"direct"`` (Cholesky of H) and ``"recursive"``, O(N) per
+Ψ and Λ⁻¹ have two routes, tested equal: ``"direct"`` (H solved along its tree sparsity, ``crba.mass_matrix_solve``) and ``"recursive"``, O(N) per
 column: one ABA inertia pass, then for each unit task-space force a bias-force and forward pass
 (the unit-force method; Lilly & Orin compute Λ⁻¹ this way by force propagation).
 """
@@ -17,11 +17,11 @@ import jax.numpy as jnp
 from ..validation import module_arrays
 from ..spatial import act_force, inv_act_force, rigid_body_transform, spatial_rotation
 from .aba import aba, articulated_inertias, articulated_solve
-from .crba import mass_matrix
+from .crba import mass_matrix, mass_matrix_solve
 from .minverse import METHODS
 from .kinematics import (_check_reference, forward_kinematics, frame_acceleration, frame_jacobian, frame_motion,
                          frame_placement, link_accelerations, on_one_link, task_jacobian, task_rows)
-from ..spatial.linalg import matmul, spd_solve
+from ..spatial.linalg import matmul
 
 
 
@@ -69,7 +69,7 @@ def _operational_solve(module, q, force_frames, accel_frames, reference, method)
     if method == "direct":
         H = mass_matrix(module, q)
         J = task_jacobian(module, q, force_frames, reference, kin)
-        Psi = spd_solve(H, J.T)
+        Psi = mass_matrix_solve(module, H, J.T)
         Ji = task_jacobian(module, q, accel_frames, reference, kin) if accel_frames else J[:0]
         return Psi, matmul(Ji, Psi)
     return _unit_force_columns(module, q, kin, force_frames, accel_frames, reference)

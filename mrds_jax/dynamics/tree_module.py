@@ -6,10 +6,10 @@ import jax.numpy as jnp
 
 from ..model import configuration
 from ..model.tree import Module, task_slice
-from ..spatial.linalg import matmul, spd_solve
+from ..spatial.linalg import matmul
 from . import energy, interface
 from .aba import aba
-from .crba import mass_matrix, mass_matrix_from_kinematics
+from .crba import mass_matrix, mass_matrix_from_kinematics, mass_matrix_solve
 from .levels import loop_recursion
 from .kinematics import (forward_kinematics, frame_acceleration, frame_jacobian, frame_placement, frame_velocity,
                          link_accelerations, task_jacobian)
@@ -38,15 +38,15 @@ class RigidTree(interface.ModuleContract):
         """Bonaventura Step 2 (Table 18) for a rigid tree and its contact points ``points`` (frame names).
 
         ``method="direct"``: one forward-kinematics pass, H by CRBA and C v + G by RNEA at q̈ = 0 on it, and one
-        Cholesky factorisation of H for both q̈ᵒᵖᵉⁿ = H⁻¹(τ − C v − G) (Bonaventura eq. 68) and Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75):
-        ``spd_solve(H, [τ − b | Jᵀ])``; Λ⁻¹ = J Ψ (Bonaventura eq. 69-70). ``method="recursive"``: q̈ᵒᵖᵉⁿ by ABA and Ψ by
+        factorisation of H for both q̈ᵒᵖᵉⁿ = H⁻¹(τ − C v − G) (Bonaventura eq. 68) and Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75):
+        ``mass_matrix_solve(H, [τ − b | Jᵀ])`` (Cholesky, or Featherstone's sparse LTLᵀ for mid-size trees); Λ⁻¹ = J Ψ (Bonaventura eq. 69-70). ``method="recursive"``: q̈ᵒᵖᵉⁿ by ABA and Ψ by
         the O(N) recursions of :func:`~mrds_jax.dynamics.cross_space_inertia` (Table 9)."""
         kin = forward_kinematics(self, q, v)
         J = task_jacobian(self, q, points, "world_aligned", kin)
         if method == "direct":
             H = mass_matrix_from_kinematics(self, kin)
             rhs = tau - nonlinear_effects_from_kinematics(self, kin)
-            X = spd_solve(H, jnp.concatenate([rhs[:, None], J.T], axis=1))
+            X = mass_matrix_solve(self, H, jnp.concatenate([rhs[:, None], J.T], axis=1))
             qdd, Psi = X[:, 0], X[:, 1:]
         else:
             qdd = aba(self, q, v, tau)

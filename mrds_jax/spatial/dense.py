@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from .batching import fast_or_fallback
-from .linalg import cho_solve, cholesky, matmul, triangular_solve
+from .linalg import matmul, spd_inverse
 
 UNROLL_MAX = 12     # matrices up to this size are factorised by unrolled code, larger ones in a fori_loop
 JACOBI_SWEEPS = 10  # cyclic sweeps of one-sided Jacobi (quadratic convergence: 6x6 needs ~5 in float64)
@@ -236,7 +236,7 @@ def condition_number(A):
 class PivotedCholesky(NamedTuple):
     """B ≈ B̃ = L Lᵀ from :func:`pivoted_cholesky` (columns of L in pivot order, the dropped ones zero)."""
     L: jnp.ndarray          # (n, n): of B / scale; column k is the k-th pivot's column; zero for k ≥ rank
-    G_chol: jnp.ndarray     # (n, n) Cholesky factor of G = LᵀL + diag(dropped), the kept block's Gram matrix
+    G_inv: jnp.ndarray      # (n, n) inverse of G = LᵀL + diag(dropped), the kept block's Gram matrix
     rank: jnp.ndarray       # number of pivots kept (float, so that it can ride along a custom JVP)
     min_pivot: jnp.ndarray  # smallest kept pivot / largest pivot ≈ λ_min(B̃)/λ_max(B): inverse conditioning
     max_dropped: jnp.ndarray  # largest dropped pivot / largest pivot (0 at full rank): ≥ ‖B − B̃‖₂/(n·scale)
@@ -288,12 +288,12 @@ def pivoted_cholesky(B, cut):
     top = jnp.maximum(carry[4], jnp.finfo(dtype).tiny)
     rank = jnp.sum(kept)
     min_pivot = jnp.where(rank > 0, jnp.min(jnp.where(kept, kept_piv, top)) / top, 0.0)
-    return PivotedCholesky(L, cholesky(G), rank.astype(dtype), min_pivot, jnp.max(dropped_piv) / top, scale)
+    return PivotedCholesky(L, spd_inverse(G), rank.astype(dtype), min_pivot, jnp.max(dropped_piv) / top, scale)
 
 
 def _gram_solve(f, x):
     """G⁻¹ x with G = LᵀL (+ identity on the dropped columns)."""
-    return cho_solve(f.G_chol, x)
+    return matmul(f.G_inv, x)
 
 
 def _pinv_apply(f, x):
@@ -302,19 +302,19 @@ def _pinv_apply(f, x):
 
 
 def _plain_factor(B, cut):
-    """Unpivoted Cholesky of B / scale (scale = max diag B) and whether every pivot exceeds ``cut``: then B is of
-    full numerical rank and B⁺ = B⁻¹ (the fast path of :func:`psd_pinv_solve`). NaN pivots (B not numerically
-    positive definite) count as failed."""
+    """(B / scale)⁻¹ by Gauss-Jordan without pivoting (:func:`~mrds_jax.spatial.linalg.spd_inverse`; its pivots
+    are the squared pivots of the unpivoted Cholesky of B / scale, scale = max diag B), and whether every pivot
+    exceeds ``cut``: then B is of full numerical rank and B⁺ = B⁻¹ (the fast path of :func:`psd_pinv_solve`).
+    Non-positive or NaN pivots (B not numerically positive definite) count as failed."""
     dtype = B.dtype
     scale = jnp.maximum(jnp.max(jnp.diagonal(B)), jnp.finfo(dtype).tiny)
-    L = cholesky(B / scale)
-    pivots = jnp.diagonal(L) ** 2
-    return L, scale, jnp.all(pivots > cut), jnp.min(pivots)
+    B_inv, pivots = spd_inverse(B / scale, pivots=True)
+    return B_inv, scale, jnp.all(pivots > cut), jnp.min(pivots)
 
 
 def _solve_plain(B, y, cut):
-    L, scale, ok, min_pivot = _plain_factor(B, cut)
-    x = cho_solve(L, y) / scale
+    B_inv, scale, ok, min_pivot = _plain_factor(B, cut)
+    x = matmul(B_inv, y) / scale
     one, zero = jnp.ones((), B.dtype), jnp.zeros((), B.dtype)
     return ok, (x, B.shape[0] * one, min_pivot, zero)
 
@@ -325,11 +325,10 @@ def _solve_pivoted(B, y, cut):
 
 
 def _pinv_matrices_plain(B, cut):
-    L, scale, ok, min_pivot = _plain_factor(B, cut)
+    B_inv, scale, ok, min_pivot = _plain_factor(B, cut)
     n = B.shape[0]
     eye = jnp.eye(n, dtype=B.dtype)
-    Linv = triangular_solve(L, eye)
-    return ok, (matmul(Linv.T, Linv) / scale, eye, n * jnp.ones((), B.dtype), min_pivot, jnp.zeros((), B.dtype))
+    return ok, (B_inv / scale, eye, n * jnp.ones((), B.dtype), min_pivot, jnp.zeros((), B.dtype))
 
 
 def _pinv_matrices_pivoted(B, cut):
@@ -351,8 +350,9 @@ def psd_pinv_solve(B, y, cut):
     (the part of y outside it — an inconsistent right-hand side — is ignored), and among those x the
     shortest. At full numerical rank B̃ = B and x = B⁻¹ y. Never NaN for finite B, y (B = 0 gives x = 0).
 
-    Fast path: a plain (unpivoted) Cholesky of B / max diag B whose pivots all exceed ``cut`` shows B of full
-    numerical rank; then x = B⁻¹ y by that factor (rank n, ``min_pivot`` its smallest pivot, nothing dropped)
+    Fast path: an unpivoted elimination of B / max diag B (Gauss-Jordan, :func:`_plain_factor`; its pivots are
+    the unpivoted Cholesky's squared) whose pivots all exceed ``cut`` shows B of full numerical rank; then
+    x = B⁻¹ y by the inverse it gives (rank n, ``min_pivot`` its smallest pivot, nothing dropped)
     and the pivoted factorisation is not run — under ``vmap`` it runs only when some scenario of the batch
     needs it (:func:`~mrds_jax.spatial.batching.fast_or_fallback`).
 

@@ -22,7 +22,8 @@ Methods (``SolverSettings.method``):
     ≈ ε · cond Bᶜ); (iv) never NaN (Bᶜ = 0 gives Fᶜ = 0); (v) differentiable: a custom JVP, the derivative of
     the pseudo-inverse at constant rank (exact wherever the rank does not change; the discrete pivot choice is
     not differentiated). No LAPACK call (fused under ``vmap``; docs/known_traps.md): n_C argmax-pivoted
-    column steps, one Cholesky of the n_C x n_C Gram matrix LᵀL and four triangular solves.
+    column steps, the inverse of the n_C x n_C Gram matrix LᵀL (Gauss-Jordan) and four products with it; the fast
+    path of full numerical rank, one unpivoted Gauss-Jordan inverse of Bᶜ (:func:`mrds_jax.spatial.dense.psd_pinv_solve`).
     What it does not do: a genuinely independent constraint whose pivot falls below the cut (a configuration
     within ~√``regularization`` of a singular one) is dropped too, i.e. not enforced at that instant; the
     ``rank`` and ``min_pivot`` outputs show it, and :func:`~mrds_jax.system.simulate` warns.
