@@ -135,7 +135,13 @@ def checked(built, part, t_start):
     """``part`` (a block of the run from ``t_start``), or a :class:`SystemFileError` at ``[simulation] dt`` when
     its state became non-finite: with the file's settings the simulation diverged."""
     from ..integrate import SimulationError, check_trajectory
+    from ..integrate.rollout import nonfinite_description
     try:
+        if not hasattr(part, "last_finite"):          # a velocity-level (contact) trajectory
+            what = nonfinite_description(part)
+            if what is not None:
+                raise SimulationError(what)
+            return part
         return check_trajectory(part)
     except SimulationError as e:
         raise built.document.error(("simulation", "dt"), f"the simulation diverged in the block from t = "
@@ -163,7 +169,7 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
     decimation = min(sim.decimation, n_steps)
     blocks = _chunks(n_steps, decimation)
     kw = dict(dt=sim.dt, decimation=decimation, integrator=sim.integrator, forces=built.forces,
-              stabilisation=built.stabilisation, tau=built.tau)
+              stabilisation=built.stabilisation, tau=built.tau, contact_settings=built.contact_settings)
     state, t, parts = built.state, 0.0, []
     t0 = time.perf_counter()
     print(f"compiling the {sum(m.nv for m in built.system.modules)}-coordinate system "
@@ -189,6 +195,9 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
         timings.update(compile=t_compile, simulate=time.perf_counter() - t0)
     cat = lambda xs: jnp.concatenate([xs[0]] + [x[1:] for x in xs[1:]])  # noqa: E731  (drop repeated starts)
     n_mod = len(built.system.modules)
+    if not isinstance(first, Trajectory):             # velocity-level: every field has the stored states' axis
+        return type(first)(*(jax.tree.map(lambda *xs: cat(xs), *[getattr(p, f) for p in parts])
+                             for f in first._fields[:-1]), first.first_nonfinite)
     traj = Trajectory(t=cat([p.t for p in parts]), q=tuple(cat([p.q[k] for p in parts]) for k in range(n_mod)),
                       v=tuple(cat([p.v[k] for p in parts]) for k in range(n_mod)),
                       first_nonfinite=parts[0].first_nonfinite)
@@ -211,6 +220,16 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
         arrays[f"energy/{field}"] = np.asarray(getattr(diag.energy, field))
     arrays["constraint/position"] = np.asarray(diag.position_error).reshape(len(arrays["t"]), -1)
     arrays["constraint/velocity"] = np.asarray(diag.velocity_error).reshape(len(arrays["t"]), -1)
+    if hasattr(traj, "impulses"):                     # velocity-level step: contact impulses, gaps, active set
+        from ..system.timestepping import row_layout
+        layout = row_layout(system)
+        lam = np.asarray(traj.impulses)
+        arrays["contact/impulses"] = lam                                        # (n, m) N s, every row
+        arrays["contact/gaps"] = np.asarray(traj.gaps)                          # (n, limit rows + slots)
+        cn = lam[:, layout.contact_start:].reshape(len(lam), -1, 3)
+        arrays["contact/forces"] = cn / float(spec_dt(built))                  # (n, slots, [n, t1, t2]) N
+        arrays["contact/active"] = cn[:, :, 0] > 0                             # slots carrying a normal impulse
+        arrays["contact/points"] = np.asarray(traj.points)
     np.savez(out / "trajectory.npz", **arrays)
     spec = built.document.spec
     meta = dict(name=spec.name, source=str(built.document.path),
@@ -236,6 +255,10 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
         viewer_html(sc, out / "viewer.html", fps=spec.output.fps, title=spec.name)
         written.append(out / "viewer.html")
     return written, meta
+
+
+def spec_dt(built):
+    return built.document.spec.simulation.dt
 
 
 def coordinate_names(module):
