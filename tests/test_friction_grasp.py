@@ -1,0 +1,151 @@
+"""The dual-arm grasp held by friction alone (``mrds_jax.examples.dual_arm_friction_grasp``: Bonaventura's Class II
+contact, two sphere fingertips per hand pressing the box's side faces, no bilateral contact), float64, against
+Coulomb's law: the four fingertips hold the box's weight m g only while it is at most μ · 2 · squeeze, so the grasp
+holds for squeeze ≥ m g / (2 μ) = 29.4 N and slides with a = g − 2 μ squeeze / m below it; a schedule releases the
+box (free fall: a = −g exactly) and regrasps it (it slides, then sticks again) without recompiling; and the slip's
+derivative in the squeeze force, reverse mode = forward mode = central differences (1e-6 relative)."""
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+
+from mrds_jax.examples import dual_arm_friction_grasp
+from mrds_jax.system.ncp import NCPSettings
+from mrds_jax.system.timestepping import ContactSettings, contact_rollout, row_layout
+
+G0, MU, MASS, DT = 9.81, 0.5, 3.0, 1e-3
+CRITICAL = MASS * G0 / (2 * MU)        # 29.43 N
+N_STEPS = 150
+N_ARM = 3                              # links per arm in the quick tests (the six-link grasp: slow-marked)
+
+
+def rollout_of(grasp, n_steps, settings=ContactSettings()):
+    return contact_rollout(grasp.system, grasp.state.q, grasp.state.v, DT, n_steps, 1, forces=grasp.forces,
+                           settings=settings)
+
+
+@pytest.fixture(scope="module")
+def run():
+    """One compiled rollout of the grasp: the squeeze and the schedule are traced leaves of the force elements."""
+    return jax.jit(lambda grasp: rollout_of(grasp, N_STEPS))
+
+
+def impulses(grasp, tr):
+    layout = row_layout(grasp.system)
+    return np.asarray(tr.impulses)[1:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
+
+
+def slip(tr):
+    """How far the box has slid down between the fingertips since the start (m): its drop relative to the mean of
+    the contact points (each lies level with its fingertip's centre, which moves with the hand)."""
+    z_box = tr.q[2][:, 2]
+    z_hand = jnp.mean(tr.points[:, :, 2], axis=1)
+    return -((z_box - z_box[0]) - (z_hand - z_hand[1]))   # points of the stored initial state are zeros: use step 1
+
+
+def hand_sticks(lam):
+    """Per step and hand (fingertip slots [0, 1] on arm 1, [2, 3] on arm 2): whether a loaded fingertip of the hand
+    sticks, strictly inside its cone (|λ_t| < 0.95 μ λ_n). A lightly loaded second fingertip may slip a little
+    while the first holds (the load's split between the two is set by the arms' compliance)."""
+    r = np.nan_to_num(cone_ratio(lam), nan=np.inf)
+    return np.stack([r[:, :2].min(axis=1) < 0.95, r[:, 2:].min(axis=1) < 0.95], axis=1)
+
+
+def cone_ratio(lam):
+    """|λ_t| / (μ λ_n) of the slots carrying a normal impulse (NaN elsewhere): < 1 sticking, = 1 sliding."""
+    n = lam[..., 0]
+    return np.where(n > 1e-9, np.linalg.norm(lam[..., 1:], axis=-1) / (MU * np.where(n > 1e-9, n, 1.0)), np.nan)
+
+
+def check_holds(tr, grasp):
+    lam = impulses(grasp, tr)
+    assert int(tr.first_nonfinite) < 0 and float(np.max(tr.primal)) < 1e-7
+    assert hand_sticks(lam).all()                                 # each hand grips, every step
+    assert np.abs(np.asarray(slip(tr))).max() < 2e-4              # the box moves with the hands (they sag a little)
+    # the fingertips carry the weight: over the run the upward friction impulses average m g dt
+    world = np.einsum("nsk,nskj->nsj", lam, np.asarray(tr.frames)[1:])
+    np.testing.assert_allclose(world[:, :, 2].sum(axis=1).mean(), MASS * G0 * DT, rtol=2e-2)
+
+
+def check_slips(tr, grasp, squeeze):
+    lam = impulses(grasp, tr)
+    ratio = cone_ratio(lam)[10:]
+    loaded = ~np.isnan(ratio)
+    assert loaded[:, :2].any(axis=1).all() and loaded[:, 2:].any(axis=1).all()   # both hands press
+    np.testing.assert_allclose(ratio[loaded], 1.0, atol=1e-9)     # every loaded fingertip slides: on the cone's boundary
+    # slip = ½ a t² with a = g − μ Σλ_n / (m dt), the fingertips' mean normal force (nominally 2 · squeeze: the arms'
+    # compliance takes a few per cent)
+    normal = lam[:, :, 0].sum(axis=1).mean() / DT
+    np.testing.assert_allclose(normal, 2 * squeeze, rtol=0.1)
+    n = N_STEPS
+    expected = (G0 - MU * normal / MASS) * DT ** 2 * n * (n + 1) / 2          # semi-implicit Euler from rest
+    np.testing.assert_allclose(float(slip(tr)[-1]), expected, rtol=3e-2)
+    assert float(slip(tr)[-1]) > 0.02
+
+
+def test_grasp_holds_when_the_squeeze_is_enough(run):
+    grasp = dual_arm_friction_grasp(N_ARM, squeeze=2 * CRITICAL)
+    check_holds(run(grasp), grasp)
+
+
+def test_grasp_slips_when_the_squeeze_is_not_enough(run):
+    grasp = dual_arm_friction_grasp(N_ARM, squeeze=0.5 * CRITICAL)
+    check_slips(run(grasp), grasp, 0.5 * CRITICAL)
+
+
+@pytest.mark.slow
+def test_six_link_arms_hold_and_slip():
+    """The same with the six-link arms of ``dual_arm_grasp`` (18 coordinates; a longer compile)."""
+    run6 = jax.jit(lambda grasp: rollout_of(grasp, N_STEPS))
+    grasp = dual_arm_friction_grasp(6, squeeze=2 * CRITICAL)
+    check_holds(run6(grasp), grasp)
+    grasp = dual_arm_friction_grasp(6, squeeze=0.5 * CRITICAL)
+    check_slips(run6(grasp), grasp, 0.5 * CRITICAL)
+
+
+def test_grasp_releases_and_regrasps_on_a_schedule(run):
+    """Squeeze 2× the critical one, released at t₁ and regrasped at t₂ (traced: two schedules, one program)."""
+    finals = []
+    for release, regrasp in ((0.03, 0.06), (0.04, 0.065)):
+        grasp = dual_arm_friction_grasp(N_ARM, squeeze=2 * CRITICAL, release=release, regrasp=regrasp)
+        tr = run(grasp)
+        lam = impulses(grasp, tr)
+        t = np.asarray(tr.t)[1:]                      # the end time of each step
+        before, free = t <= release, (t > release + 2 * DT) & (t <= regrasp)
+        assert hand_sticks(lam[before]).all()                                  # held
+        assert np.abs(lam[free]).max() < 1e-12                                 # released: no contact impulse
+        vz = np.asarray(tr.v[2])[1:, 5]                                        # the box does not turn: body z ≈ world z
+        np.testing.assert_allclose(np.diff(vz[free]), -G0 * DT, rtol=1e-6)    # free fall
+        ratio = cone_ratio(lam)
+        after = t > regrasp
+        assert np.nanmin(np.abs(ratio[after][:5] - 1.0)) < 1e-9               # regrasped while falling: it slides
+        assert hand_sticks(lam[t > t[-1] - 0.03]).all()                        # ... and grips again
+        assert abs(vz[-1]) < 0.05
+        finals.append(float(slip(tr)[-1]))
+    assert finals[0] > 2e-3 and finals[1] > finals[0]                 # the longer fall slid further
+
+
+TIGHT = ContactSettings(ncp=NCPSettings(stages=8, iterations=50))
+N_GRAD = 60
+
+
+def final_slip(squeeze):
+    grasp = dual_arm_friction_grasp(N_ARM, squeeze=squeeze)
+    return slip(rollout_of(grasp, N_GRAD, TIGHT))[-1]
+
+
+@pytest.mark.slow
+def test_slip_gradient_in_squeeze_force():
+    """d slip / d squeeze of the slipping grasp (squeeze = 0.5 × critical): reverse mode = forward mode = central
+    differences (h = 1e-6 relative), ≈ −μ t² / m (each newton of squeeze adds 2 μ N of friction on the box; the
+    hands' compliance makes the normal force differ from 2 · squeeze by a few per cent)."""
+    s = 0.5 * CRITICAL
+    f = jax.jit(final_slip)
+    rev = float(jax.jit(jax.grad(final_slip))(s))
+    fwd = float(jax.jit(jax.jacfwd(final_slip))(s))
+    h = 1e-6 * s
+    fd = (float(f(s + h)) - float(f(s - h))) / (2 * h)
+    np.testing.assert_allclose(rev, fd, rtol=1e-6)
+    np.testing.assert_allclose(rev, fwd, rtol=1e-10)
+    np.testing.assert_allclose(rev, -MU * DT ** 2 * N_GRAD * (N_GRAD + 1) / MASS, rtol=0.15)
