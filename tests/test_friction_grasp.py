@@ -37,11 +37,11 @@ def impulses(grasp, tr):
 
 
 def slip(tr):
-    """How far the box has slid down between the fingertips since the start (m): its drop relative to the mean of
-    the contact points (each lies level with its fingertip's centre, which moves with the hand)."""
-    z_box = tr.q[2][:, 2]
-    z_hand = jnp.mean(tr.points[:, :, 2], axis=1)
-    return -((z_box - z_box[0]) - (z_hand - z_hand[1]))   # points of the stored initial state are zeros: use step 1
+    """How far the box has slid down between the fingertips after each step (m, from the first step on): its drop
+    relative to the mean of the contact points (each lies level with its fingertip's centre, which moves with the
+    hand). The stored initial state has no contact points, so the slip is counted from the end of the first step."""
+    rel = tr.q[2][1:, 2] - jnp.mean(tr.points[1:, :, 2], axis=1)
+    return rel[0] - rel
 
 
 def hand_sticks(lam):
@@ -79,7 +79,7 @@ def check_slips(tr, grasp, squeeze):
     normal = lam[:, :, 0].sum(axis=1).mean() / DT
     np.testing.assert_allclose(normal, 2 * squeeze, rtol=0.1)
     n = N_STEPS
-    expected = (G0 - MU * normal / MASS) * DT ** 2 * n * (n + 1) / 2          # semi-implicit Euler from rest
+    expected = (G0 - MU * normal / MASS) * DT ** 2 * (n * (n + 1) / 2 - 1)    # semi-implicit Euler from rest, less step 1
     np.testing.assert_allclose(float(slip(tr)[-1]), expected, rtol=3e-2)
     assert float(slip(tr)[-1]) > 0.02
 
@@ -105,24 +105,32 @@ def test_six_link_arms_hold_and_slip():
 
 
 def test_grasp_releases_and_regrasps_on_a_schedule(run):
-    """Squeeze 2× the critical one, released at t₁ and regrasped at t₂ (traced: two schedules, one program)."""
+    """Squeeze 2× the critical one, released at t₁ and regrasped at t₂ (traced: two schedules, one program). Released,
+    the box falls freely (a = −g exactly at every step without a contact impulse; the arms' springs, unloaded, swing
+    the hands back against it now and then, lightly); regrasped while falling, it slides on the fingertips' cones,
+    then grips again and stops sliding."""
     finals = []
-    for release, regrasp in ((0.03, 0.06), (0.04, 0.065)):
+    for release, regrasp in ((0.03, 0.06), (0.03, 0.07)):
         grasp = dual_arm_friction_grasp(N_ARM, squeeze=2 * CRITICAL, release=release, regrasp=regrasp)
         tr = run(grasp)
         lam = impulses(grasp, tr)
         t = np.asarray(tr.t)[1:]                      # the end time of each step
-        before, free = t <= release, (t > release + 2 * DT) & (t <= regrasp)
-        assert hand_sticks(lam[before]).all()                                  # held
-        assert np.abs(lam[free]).max() < 1e-12                                 # released: no contact impulse
-        vz = np.asarray(tr.v[2])[1:, 5]                                        # the box does not turn: body z ≈ world z
-        np.testing.assert_allclose(np.diff(vz[free]), -G0 * DT, rtol=1e-6)    # free fall
+        assert hand_sticks(lam[t <= release]).all()                            # held
+        window = (t > release) & (t <= regrasp)
+        free = window & (np.abs(lam).max(axis=(1, 2)) == 0.0)
+        assert free.sum() >= 10
+        assert lam[window, :, 0].sum(axis=1).mean() < 0.1 * 2 * 2 * CRITICAL * DT  # no squeeze: light touches at most
+        dvz = np.diff(np.asarray(tr.v[2])[:, 5])      # the box barely turns: its body z is the world's to 1e-3
+        np.testing.assert_allclose(dvz[free], -G0 * DT, rtol=1e-3)            # free fall
         ratio = cone_ratio(lam)
         after = t > regrasp
-        assert np.nanmin(np.abs(ratio[after][:5] - 1.0)) < 1e-9               # regrasped while falling: it slides
-        assert hand_sticks(lam[t > t[-1] - 0.03]).all()                        # ... and grips again
-        assert abs(vz[-1]) < 0.05
-        finals.append(float(slip(tr)[-1]))
+        sliding = np.abs(np.nan_to_num(ratio[after][:5], nan=0.0) - 1.0) < 1e-9
+        assert sliding.any(axis=1).all()                                       # regrasped while falling: it slides
+        late = t > t[-1] - 0.02
+        assert hand_sticks(lam[late]).all()                                    # ... then grips again
+        s = np.asarray(slip(tr))
+        assert np.ptp(s[late[0:]]) < 2e-4                                      # and the box has stopped sliding
+        finals.append(float(s[-1]))
     assert finals[0] > 2e-3 and finals[1] > finals[0]                 # the longer fall slid further
 
 

@@ -204,9 +204,14 @@ class Geom(Strict):
                 raise ValueError("only a plane takes 'normal' (other geoms: 'rpy')")
             if self.rpy is not None:
                 raise ValueError("give a plane's 'normal' or its 'rpy', not both")
-            if not all(math.isfinite(x) for x in self.normal) or sum(x * x for x in self.normal) <= 1e-24:
-                raise ValueError(f"normal {self.normal} is not a finite non-zero direction")
         return self
+
+    @field_validator("normal")
+    @classmethod
+    def _direction(cls, normal):
+        if normal is not None and (not all(math.isfinite(x) for x in normal) or sum(x * x for x in normal) <= 1e-24):
+            raise ValueError(f"a plane's normal must be a finite non-zero direction, got {normal}")
+        return normal
 
 
 class Pair(Strict):
