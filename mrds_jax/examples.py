@@ -131,7 +131,7 @@ def dual_arm_friction_grasp(n=6, q1=None, q2=None, mu=0.5, squeeze=40.0, release
             geoms.append(CL.sphere(f"{name}_tip{k}", name, "tip", tip_radius, position=(0.0, side * tip_radius, dz),
                                    friction=mu, conaffinity=0))           # fingertips touch the box, not each other
         forces.append(joint_spring_damper(f"{name}_hold", name, stiffness, damping, springref=jnp.asarray(
-            q1 if name == "arm1" else q2, float)))
+            q1 if name == "arm1" else q2, float), nq=n, nv=n))
         forces.append(point_force(f"{name}_squeeze", (name, "tip"), _squeeze,
                                   (jnp.array([0.0, -side, 0.0]) * jnp.asarray(squeeze, float),
                                    jnp.asarray(release, float), jnp.asarray(regrasp, float))))

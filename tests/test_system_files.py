@@ -27,7 +27,7 @@ EXPECTED = {"fourbar": (5, 3, 2), "dual_arm_grasp": (18, 12, 6), "stewart": (24,
 
 
 # ready-made contact scenes (tests/test_contact_scenes.py runs them through check and simulate)
-CONTACT_SCENES = {"box_incline", "quadruped_ground"}
+CONTACT_SCENES = {"box_incline", "quadruped_ground", "dual_arm_friction_grasp"}
 
 
 def test_ready_made_files_are_all_listed():

@@ -298,10 +298,12 @@ def _initial_v(doc, modules):
 
 
 def _ramp(t, state, params):
-    """A world force rising linearly from 0 at ``start`` to ``force`` at ``start + ramp``, then held."""
+    """A world force rising linearly from 0 at ``start`` to ``force`` at ``start + ramp``, then held (``ramp`` 0: a
+    step to ``force`` at ``start``)."""
     import jax.numpy as jnp
     force, start, ramp = params
-    return force * jnp.clip((t - start) / jnp.maximum(ramp, 1e-300), 0.0, 1.0) * (t >= start)
+    rising = jnp.clip((t - start) / jnp.where(ramp > 0, ramp, 1.0), 0.0, 1.0)
+    return force * jnp.where(ramp > 0, rising, 1.0) * (t >= start)
 
 
 def _module_of(doc, path, name, modules):
