@@ -111,7 +111,7 @@ def dual_arm_friction_grasp(n=6, q1=None, q2=None, mu=0.5, squeeze=40.0, release
             "arm2": serial_arm(n, base=(0.0, 0.4, 0.0), gravity=(0.0, 0.0, 0.0))}
     last = n - 1
     kins = {name: forward_kinematics(arm, jnp.asarray(q)) for (name, arm), q in zip(arms.items(), (q1, q2))}
-    ends = [np.asarray(kins[name].world_p[last]) for name in arms]
+    ends = [kins[name].world_p[last] for name in arms]                   # jnp throughout: the builder traces
     hx, hy, hz = (float(h) for h in half_extents)
     p_box = 0.5 * (ends[0] + ends[1])                                     # upright, between the last links
     b = ModuleBuilder()
@@ -122,9 +122,9 @@ def dual_arm_friction_grasp(n=6, q1=None, q2=None, mu=0.5, squeeze=40.0, release
     geoms = [CL.box("box", "box", "centre", (hx, hy, hz), friction=mu)]
     forces = []
     for (name, arm), side in zip(list(arms.items()), (-1.0, 1.0)):
-        face = p_box + np.array([0.0, side * hy, 0.0])                    # the hand: middle of the face, world axes
+        face = p_box + jnp.array([0.0, side * hy, 0.0])                   # the hand: middle of the face, world axes
         kin = kins[name]
-        R_tip, p_tip = compose(*inverse(kin.world_R[last], kin.world_p[last]), jnp.eye(3), jnp.asarray(face))
+        R_tip, p_tip = compose(*inverse(kin.world_R[last], kin.world_p[last]), jnp.eye(3, dtype=face.dtype), face)
         arms[name] = arm.with_params(frame_R=arm.params.frame_R.at[0].set(R_tip),
                                      frame_p=arm.params.frame_p.at[0].set(p_tip))
         for k, dz in enumerate((tip_spacing, -tip_spacing)):
@@ -136,7 +136,7 @@ def dual_arm_friction_grasp(n=6, q1=None, q2=None, mu=0.5, squeeze=40.0, release
                                   (jnp.array([0.0, -side, 0.0]) * jnp.asarray(squeeze, float),
                                    jnp.asarray(release, float), jnp.asarray(regrasp, float))))
     system = build_system({**arms, "box": box}, [], collision=geoms)
-    q_box = jnp.concatenate([jnp.asarray(p_box), jnp.array([1.0, 0.0, 0.0, 0.0])])
+    q_box = jnp.concatenate([p_box, jnp.array([1.0, 0.0, 0.0, 0.0], dtype=p_box.dtype)])
     state = SystemState((jnp.asarray(q1, float), jnp.asarray(q2, float), q_box),
                         (jnp.zeros(n), jnp.zeros(n), jnp.zeros(6)))
     return FrictionGrasp(system, state, tuple(forces))
