@@ -70,6 +70,8 @@ def test_box_incline_runs_through_check_and_simulate(tmp_path, capsys):
     assert main(["check", "box_incline", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["coordinates"], report["constraints"], report["dof"]) == (6, 0, 6)
+    c = report["collision"]                                   # the cube rests on the incline: gap 0, no penetration
+    assert (c["pairs"], c["slots"], c["penetrating"]) == (1, 8, {}) and abs(c["min_gap"]) < 1e-12
     out = tmp_path / "box"
     assert main(["simulate", "box_incline", "--out", str(out), "--no-progress", "--animation", "none",
                  "--no-cache"]) == 0

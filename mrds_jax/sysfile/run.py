@@ -37,11 +37,38 @@ def compiled_check():
     return jax.jit(_errors_and_Bc)
 
 
+@functools.cache
+def compiled_slots():
+    """The jitted contact-slot kinematics (gaps, points, frames) of a system with collision geometry."""
+    import jax
+
+    from ..system.timestepping import slot_kinematics
+    return jax.jit(slot_kinematics)
+
+
+def collision_report(system, state):
+    """Geoms, candidate pairs and contact slots of the system's collision model and its gaps at ``state``: the
+    smallest gap (m; negative: penetration) with its pair, and the pairs that penetrate. None without geometry."""
+    model = getattr(system, "collision", None)
+    if model is None or not model.n_slots:
+        return None
+    kin = compiled_slots()(system, state)
+    gap = np.where(np.asarray(kin.valid), np.asarray(kin.gap), np.inf)
+    names = [" - ".join(p) for p in model.pair_names()]
+    per_pair = {}
+    for name, k in zip(model.slot_pair, range(len(gap))):
+        per_pair[names[name]] = min(per_pair.get(names[name], np.inf), float(gap[k]))
+    closest = min(per_pair, key=per_pair.get)
+    return dict(geoms=len(model.geoms), pairs=model.n_pairs, slots=model.n_slots, min_gap=per_pair[closest],
+                closest_pair=closest, penetrating={n: g for n, g in per_pair.items() if g < -1e-9})
+
+
 def check_built(built):
     """DOF, constraint count, consistency and conditioning of the initial state, without simulating: a dict.
     The rank of the constraints is that of Bᶜ = J H⁻¹ Jᵀ (H positive definite: rank Bᶜ = rank J); joint couplings
     count as one constraint each (their rows border Bᶜ), and their residuals |g|, |G v| join the errors by name.
-    The joints with position limits are listed with their initial value (kept, not enforced: ``joint_limits``)."""
+    The joints with position limits are listed with their initial value (``joint_limits``; simulate enforces them),
+    and the collision geometry with its gaps at the initial state (:func:`collision_report`)."""
     from ..system.couplings import constraint_rows
     from ..system.limits import joint_limits_at
     system, state = built.system, built.state
@@ -65,7 +92,7 @@ def check_built(built):
                 coordinates=nv, constraints=n_C, independent_constraints=rank, redundant_constraints=n_C - rank,
                 dof=nv - rank, position_error=pos, velocity_error=vel,
                 max_position_error=max(pos.values(), default=0.0), max_velocity_error=max(vel.values(), default=0.0),
-                condition_number=cond, dtype=str(state.q[0].dtype))
+                condition_number=cond, dtype=str(state.q[0].dtype), collision=collision_report(system, state))
 
 
 def format_check(r):
@@ -79,7 +106,7 @@ def format_check(r):
     lines = [f"system {r['name']!r}: {len(r['modules'])} modules, {r['coordinates']} velocity coordinates",
              f"  contacts: {len(r['contacts'])} ({contacts})",
              f"  joint couplings: {len(r['couplings'])} ({couplings})",
-             f"  joint limits: {len(r['joint_limits'])} (kept, not enforced; {limits})",
+             f"  joint limits: {len(r['joint_limits'])} (enforced by simulate's contact step; {limits})",
              f"  constraints: {r['constraints']} ({r['independent_constraints']} independent, "
              f"{r['redundant_constraints']} redundant)",
              f"  degrees of freedom: {r['dof']}",
@@ -87,6 +114,11 @@ def format_check(r):
              f"{r['max_velocity_error']:.2e}",
              f"  condition number of Bᶜ: {r['condition_number']:.3g}",
              f"  precision: {r['dtype']}"]
+    c = r.get("collision")
+    if c is not None:
+        pen = ", ".join(f"{n} {g:.3g} m" for n, g in c["penetrating"].items()) or "none"
+        lines.insert(3, f"  collision: {c['geoms']} geoms, {c['pairs']} candidate pairs ({c['slots']} contact slots); "
+                        f"smallest gap {c['min_gap']:.3g} m ({c['closest_pair']}); penetrating at the start: {pen}")
     return "\n".join(lines)
 
 
