@@ -68,19 +68,20 @@ def check_holds(tr, grasp):
     np.testing.assert_allclose(world[:, :, 2].sum(axis=1).mean(), MASS * G0 * DT, rtol=2e-2)
 
 
-def check_slips(tr, grasp, squeeze):
+def check_slips(tr, grasp, squeeze, rtol=3e-2):
     lam = impulses(grasp, tr)
     ratio = cone_ratio(lam)[10:]
     loaded = ~np.isnan(ratio)
     assert loaded[:, :2].any(axis=1).all() and loaded[:, 2:].any(axis=1).all()   # both hands press
     np.testing.assert_allclose(ratio[loaded], 1.0, atol=1e-9)     # every loaded fingertip slides: on the cone's boundary
-    # slip = ½ a t² with a = g − μ Σλ_n / (m dt), the fingertips' mean normal force (nominally 2 · squeeze: the arms'
-    # compliance takes a few per cent)
-    normal = lam[:, :, 0].sum(axis=1).mean() / DT
-    np.testing.assert_allclose(normal, 2 * squeeze, rtol=0.1)
-    n = N_STEPS
-    expected = (G0 - MU * normal / MASS) * DT ** 2 * (n * (n + 1) / 2 - 1)    # semi-implicit Euler from rest, less step 1
-    np.testing.assert_allclose(float(slip(tr)[-1]), expected, rtol=3e-2)
+    # slip: the box accelerates down relative to the hands at a_k = g − μ N_k / m in step k, N_k = Σλ_n / dt the
+    # fingertips' normal force (nominally 2 · squeeze: the arms' compliance takes a few per cent), summed as the
+    # semi-implicit Euler step does (v_k = v_k−1 + a_k dt, x_k = x_k−1 + v_k dt), counted from the end of step 1
+    normal = lam[:, :, 0].sum(axis=1) / DT
+    np.testing.assert_allclose(normal.mean(), 2 * squeeze, rtol=0.1)
+    v = np.cumsum((G0 - MU * normal / MASS) * DT)
+    expected = np.sum(v[1:] * DT)
+    np.testing.assert_allclose(float(slip(tr)[-1]), expected, rtol=rtol)
     assert float(slip(tr)[-1]) > 0.02
 
 
@@ -101,7 +102,7 @@ def test_six_link_arms_hold_and_slip():
     grasp = dual_arm_friction_grasp(6, squeeze=2 * CRITICAL)
     check_holds(run6(grasp), grasp)
     grasp = dual_arm_friction_grasp(6, squeeze=0.5 * CRITICAL)
-    check_slips(run6(grasp), grasp, 0.5 * CRITICAL)
+    check_slips(run6(grasp), grasp, 0.5 * CRITICAL, rtol=6e-2)   # the longer arms' hands move more under the box
 
 
 def test_grasp_releases_and_regrasps_on_a_schedule(run):
