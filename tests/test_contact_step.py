@@ -244,3 +244,38 @@ def test_a_bilateral_contact_switches_off_and_on_by_a_traced_schedule():
         assert gap[late].max() < 1e-5 and vel[late].max() < 1e-3                   # regrasped: closed and held
         runs.append(tr)
     assert np.abs(np.asarray(runs[0].q[0][-1]) - np.asarray(runs[1].q[0][-1])).max() > 1e-3   # the schedules differ
+
+
+def test_make_consistent_resolves_penetration_and_limit_violation():
+    """A ball 5 cm into the floor and a limited joint 0.3 rad past its upper limit: make_consistent moves them to
+    touching (gap 0) and onto the limit, by the least change (the ball straight up, the joint back to 0.5)."""
+    from mrds_jax.system.timestepping import contact_gaps, unilateral_violations
+    b = mj.ModuleBuilder()
+    b.add_link("ball", None, "free", mass=1.0, inertia=0.004 * np.eye(3))
+    b.add_frame("c", "ball")
+    b.add_link("arm", "ball", "revolute", axis=(1, 0, 0), limits=(-0.5, 0.5), mass=0.1, inertia=1e-3 * np.eye(3))
+    system = S.build_system({"b": b.build()}, [], collision=[C.plane("floor"), C.sphere("s", "b", "c", 0.1)])
+    state = S.SystemState((jnp.array([0.01, 0.02, 0.05, 1.0, 0, 0, 0, 0.8]),), (jnp.zeros(7),))
+    assert contact_gaps(system, state) == pytest.approx({"floor/s": -0.05})
+    fixed, residual, _ = S.make_consistent(system, state)
+    assert float(residual) < 1e-12 and np.abs(np.asarray(unilateral_violations(system, fixed))).max() < 1e-12
+    np.testing.assert_allclose(np.asarray(fixed.q[0]), [0.01, 0.02, 0.1, 1.0, 0, 0, 0, 0.5], atol=1e-12)
+
+
+def test_contact_forces_active_set_and_scene_of_a_run():
+    """The four-legged table's stored run: each foot's mean force over a step is its share of the weight, straight up
+    (world axes), the active set is the four feet, and the viewer's scene shows the four slots with those forces."""
+    from mrds_jax.viz.scene import scene
+    feet = [C.sphere(f"foot{i}", "m", "c", 0.02, position=(sx * 0.2, sy * 0.15, -0.1))
+            for i, (sx, sy) in enumerate([(1, 1), (1, -1), (-1, 1), (-1, -1)])]
+    system = S.build_system({"m": free_body(3.0, np.diag([0.05, 0.06, 0.08]))}, [],
+                            collision=[C.plane("floor", friction=0.8)] + feet)
+    tr = S.simulate(system, S.SystemState((jnp.array([0.0, 0.0, 0.12, 1.0, 0, 0, 0]),), (jnp.zeros(6),)), DT, 20,
+                    decimation=10)
+    F = np.asarray(tr.contact_forces(system))
+    np.testing.assert_allclose(F[1:].sum(axis=1), [[0.0, 0.0, 3.0 * G0]] * 2, atol=1e-9)
+    assert np.all(np.asarray(tr.active_set(system))[1:]) and not np.any(np.asarray(tr.active_set(system))[0])
+    sc = scene(system, tr)
+    assert sc.points.shape == (3, 4, 3) and len(sc.contact_names) == 4
+    np.testing.assert_allclose(sc.forces[1:, :, 2].sum(axis=1), 3.0 * G0, rtol=1e-9)
+    np.testing.assert_allclose(sc.points[-1, :, 2], 0.0, atol=1e-9)

@@ -15,7 +15,10 @@ from .forces import (Actuators, ContactForce, JointSpringDamper, JointTorque, Po
                      joint_spring_damper, joint_torque, point_force, sinusoidal_torques, spring_damper, spring_state,
                      with_control)
 from .limits import JointLimitWarning, LimitExit, joint_limits_at, limit_exits
-from .simulate import (Diagnostics, Energies, InconsistentStateError, SingularConfigurationError,
+from .ncp import NCPSettings, NCPSolution, RowLayout, ncp_residuals, project_friction_cone, solve_ncp
+from .timestepping import (ContactSettings, ContactTrajectory, StepReport, contact_rollout, contact_step, row_layout,
+                           slot_kinematics)
+from .simulate import (ContactSolveWarning, Diagnostics, Energies, InconsistentStateError, SingularConfigurationError,
                        SingularConfigurationWarning, StateReport, check_initial_state, all_constraint_errors, constraint_matrix,
                        default_stabilisation, dynamics_path, make_consistent, project_positions, report_solve,
                        project_velocities, simulate, system_acceleration, system_energy, total_momentum,

@@ -72,13 +72,15 @@ class NCPSettings(NamedTuple):
     """ADMM of :func:`solve_ncp`: ``stages`` factorisations × ``iterations`` each; ``rho`` the initial penalty
     relative to the largest diagonal entry of G; ``prox`` the proximal weight η relative to it; ``tikhonov`` the
     relative regularisation of the derivative's linear system; ``mode_tol`` the relative tolerance that decides
-    the modes (separated, sticking, sliding) for the derivative."""
+    the modes (separated, sticking, sliding) for the derivative; ``relaxation`` α ∈ (0, 2) the over-relaxation of
+    the z-update (Boyd et al. 2011, §3.4.3; 1 is plain ADMM)."""
     stages: int = 4
     iterations: int = 25
     rho: float = 0.1
     prox: float = 1e-9
     tikhonov: float = 1e-12
     mode_tol: float = 1e-7
+    relaxation: float = 1.6
 
 
 class NCPSolution(NamedTuple):
@@ -173,11 +175,18 @@ def ncp_residuals(G, g, lam, layout, mu, active):
 
 
 # ----------------------------------------------------------------------------- ADMM
+def _scale(G):
+    """max |diag G|, the problem's impulse-to-velocity scale; 1 when G is 0 (no impulse moves anything: the problem
+    is solved as well as it can be, λ finite, and the primal residual says what is not met)."""
+    d = jnp.max(jnp.abs(jnp.diagonal(G))) if G.shape[0] else jnp.zeros((), G.dtype)
+    return jnp.where(d > 0, d, 1.0)
+
+
 def _masked_problem(G, g, active):
     """G and g with the inactive rows decoupled: their impulses are 0 (G's row and column replaced by the scale on
     the diagonal, g's entry by 0)."""
     a = active.astype(G.dtype)
-    scale = jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(G))), jnp.finfo(G.dtype).tiny)
+    scale = _scale(G)
     Gm = G * a[:, None] * a[None, :] + jnp.diag((1.0 - a) * scale)
     return Gm, g * a, scale
 
@@ -202,8 +211,9 @@ def _admm(G, g, layout, mu, active, lam0, settings):
             x, z, u, z_prev = c
             s = _shift(matmul(Gm, x) + gm, layout, mu)
             x = cho_solve(L, -(gm + s) + R * (z - u) + eta * x)
-            z_new = jnp.where(conic > 0, project(x + u), x * a)
-            u = u + (x - z_new) * conic
+            xr = settings.relaxation * x + (1.0 - settings.relaxation) * z      # over-relaxation (Boyd §3.4.3)
+            z_new = jnp.where(conic > 0, project(xr + u), x * a)
+            u = u + (xr - z_new) * conic
             return x, z_new, u, z
 
         x, z, u, z_prev = jax.lax.fori_loop(0, settings.iterations, iterate, (x, z, u, z))
@@ -299,7 +309,7 @@ def _solve_core_jvp(layout, settings, primals, tangents):
     lam, dual = _admm(G, g, layout, mu, active, lam0, settings)
     sigma = matmul(G, lam) + g
     M, Pmat, Qmu = _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, settings.mode_tol)
-    scale = jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(G))), jnp.finfo(G.dtype).tiny)
+    scale = _scale(G)
     rhs = -matmul(Pmat, matmul(dG, lam) + dg) + matmul(Qmu, dmu)
     # Tikhonov-regularised least squares (minimum-norm dλ for redundant rows): (MᵀM + εI) dλ = Mᵀ rhs
     eps = settings.tikhonov * scale * scale

@@ -11,6 +11,7 @@ from .build import SystemState
 from .couplings import coupling_jacobian
 from .diagnostics import _flat, all_constraint_errors
 from .stabilisation import constraint_jacobian
+from .timestepping import unilateral_violations
 
 
 # ----------------------------------------------------------------------------- consistent initial states
@@ -25,7 +26,9 @@ def _retract(system, q, dv_flat):
 
 def project_positions(system, state, t=0.0, iterations=10, position_targets=(), rcond=1e-10):
     """Gauss-Newton on Φ_p(q) = 0 with a fixed number of ``iterations``, Φ_p the contacts' position errors and
-    the joint couplings' residuals g (:func:`all_constraint_errors`): q ← q ⊕ Δ with the least-norm
+    the joint couplings' residuals g (:func:`all_constraint_errors`), and the penetrations of the collision slots and
+    violations of the joint limits, min(d, 0) (:func:`~.timestepping.unilateral_violations`: a penetrating or
+    violated row is pushed back to d = 0, the others are left alone): q ← q ⊕ Δ with the least-norm
     Δ = −J⁺ Φ_p, J = ∂Φ_p/∂Δ (exact, by forward-mode autodiff through the configuration update, so
     quaternions stay unit). Returns (state with projected q and the given v, residual max |Φ_p|).
     Pure and jit-able. Redundant constraints are fine (least squares with cut-off ``rcond``, by LAPACK's
@@ -37,7 +40,9 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
     zeros_v = tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)
 
     def phi_p(q):
-        return all_constraint_errors(system, SystemState(q, zeros_v), t, position_targets)[0]
+        state = SystemState(q, zeros_v)
+        return jnp.concatenate([all_constraint_errors(system, state, t, position_targets)[0],
+                                unilateral_violations(system, state)])
 
     def body(_, q):
         r = phi_p(q)

@@ -29,7 +29,7 @@ from .limits import report_limits
 from .solve import SolverSettings
 from .acceleration import resolve_stabilisation, system_acceleration
 from .solve_report import _last_finite_state, _state_at, _weak_contacts
-from .timestepping import ContactSettings, contact_rollout, has_unilateral_rows
+from .timestepping import ContactSettings, contact_rollout, has_unilateral_rows, validate_contact_settings
 
 # the public names of the run-time files, importable from here as before the split (module docstring)
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
@@ -127,8 +127,12 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     """
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
     if unilateral and (has_unilateral_rows(system) or contact_modes is not None):
+        settings = validate_contact_settings(ContactSettings() if contact_settings is None else contact_settings)
+        if contact_modes is not None and not callable(contact_modes):
+            raise validation.ArgumentError("simulate: contact_modes must be a function (t, q, v, mode_params) -> "
+                                           f"one boolean per contact, got {type(contact_modes).__name__}")
         return _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end,
-                                 residual_warn, contact_settings or ContactSettings(), contact_modes, mode_params)
+                                 residual_warn, settings, contact_modes, mode_params)
     forces = tuple(forces)
     stabilisation = resolve_stabilisation(stabilisation, dt)
     chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible

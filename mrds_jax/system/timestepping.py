@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import validation
 from ..dynamics.interface import (integrate_configuration, mass_matrix, normalize_configuration,
                                   open_chain_acceleration, point_jacobians, point_motion)
 from ..spatial import skew
@@ -53,6 +54,34 @@ class ContactSettings(NamedTuple):
     baumgarte: float = 0.2
     restitution_velocity: float = 1e-3
     margin: float = 1e-3
+
+
+def validate_contact_settings(settings, where="simulate"):
+    """Named errors (:class:`~mrds_jax.validation.ArgumentError`) for settings that cannot work, before anything
+    compiles: a non-integer or < 1 stage or iteration count, a non-positive ρ, a negative proximal weight, β outside
+    [0, 1], a negative margin or restitution threshold."""
+    if not isinstance(settings, ContactSettings):
+        raise validation.ArgumentError(f"{where}: contact_settings must be a ContactSettings, got "
+                                       f"{type(settings).__name__}")
+    if not isinstance(settings.ncp, NCPSettings):
+        raise validation.ArgumentError(f"{where}: ContactSettings.ncp must be an NCPSettings, got "
+                                       f"{type(settings.ncp).__name__}")
+    validation.count(settings.ncp.stages, "NCPSettings.stages", where)
+    validation.count(settings.ncp.iterations, "NCPSettings.iterations", where)
+    validation.positive(settings.ncp.rho, "NCPSettings.rho", where)
+    for name in ("prox", "tikhonov", "mode_tol"):
+        validation.positive(getattr(settings.ncp, name), f"NCPSettings.{name}", where, allow_zero=True)
+    if not 0.0 < float(settings.ncp.relaxation) < 2.0:
+        raise validation.ArgumentError(f"{where}: NCPSettings.relaxation must be in (0, 2) (ADMM converges there; 1 is "
+                                       f"plain ADMM), got {settings.ncp.relaxation}")
+    validation.positive(settings.baumgarte, "ContactSettings.baumgarte", where, allow_zero=True)
+    if float(settings.baumgarte) > 1.0:
+        raise validation.ArgumentError(f"{where}: ContactSettings.baumgarte is the fraction of a position error "
+                                       f"removed per step, in [0, 1]; got {settings.baumgarte}")
+    validation.positive(settings.margin, "ContactSettings.margin", where, allow_zero=True)
+    validation.positive(settings.restitution_velocity, "ContactSettings.restitution_velocity", where,
+                        allow_zero=True)
+    return settings
 
 
 class StepReport(NamedTuple):
@@ -250,6 +279,39 @@ def contact_rows_at(system, state, v, v_free, dt, settings):
     return kin.J, g, kin, vf[:, 0]
 
 
+def unilateral_violations(system, state):
+    """min(d, 0) of every joint-limit row and every valid contact slot at ``state`` (m or rad; 0 where a row is not
+    violated): what :func:`~.projection.make_consistent` drives to zero (penetration and limit violation), and what
+    ``mrds-jax check`` reports."""
+    dtype = state.q[0].dtype
+    limits = limit_rows(system)
+    parts = []
+    for k, iq, _, lo, hi, _ in limits.joints:
+        q = state.q[k][iq]
+        parts += [q - lo, hi - q]
+    out = [jnp.minimum(jnp.stack(parts), 0.0)] if parts else []
+    if n_contact_slots(system):
+        kin = slot_kinematics(system, state)
+        out.append(jnp.where(kin.valid, jnp.minimum(kin.gap, 0.0), 0.0))
+    return jnp.concatenate(out) if out else jnp.zeros(0, dtype)
+
+
+def contact_gaps(system, state):
+    """Per candidate pair of the collision model (by geom names): the smallest gap of its valid slots at ``state``
+    (m; negative: penetration), as a dict — what ``mrds-jax check`` lists. Concrete states only."""
+    model = collision_model_of(system)
+    if model is None or not model.n_slots:
+        return {}
+    kin = slot_kinematics(system, state)
+    gap, valid = np.asarray(kin.gap), np.asarray(kin.valid)
+    out, start = {}, 0
+    for (i, j), n in zip(model.pairs, model.slots):
+        g = gap[start:start + n][valid[start:start + n]]
+        out[f"{model.geoms[i].name}/{model.geoms[j].name}"] = float(g.min()) if g.size else float("inf")
+        start += n
+    return out
+
+
 # ----------------------------------------------------------------------------- one step
 def _module_factors(system, q):
     return [cholesky(mass_matrix(m, qk)) for m, qk in zip(system.modules, q)]
@@ -334,6 +396,21 @@ class ContactTrajectory(NamedTuple):
     dual: jnp.ndarray
     complementarity: jnp.ndarray
     first_nonfinite: jnp.ndarray   # step index where the state first became non-finite, −1 if never
+    dt: jnp.ndarray = None         # the step (an impulse over dt is the mean force of its step)
+
+    def contact_forces(self, system):
+        """(n_out, n_slots, 3) world-axes mean force on geom 2 by geom 1 of every contact slot over the step that
+        produced each stored state: (λ_n n + λ_t1 t1 + λ_t2 t2)/dt (zeros at the first state and where the slot
+        does not touch)."""
+        layout = row_layout(system)
+        lam = jnp.asarray(self.impulses)[:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
+        return jnp.einsum("tsk,tskj->tsj", lam, jnp.asarray(self.frames)) / self.dt
+
+    def active_set(self, system, tol=0.0):
+        """(n_out, n_slots) bool: the slots that carry an impulse (λ_n > tol) at each stored state."""
+        layout = row_layout(system)
+        lam = jnp.asarray(self.impulses)[:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
+        return lam[:, :, 0] > tol
 
 
 def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=(), tau=None,
@@ -371,4 +448,5 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     t = t0 + dt * decimation * jnp.arange(n_steps // decimation + 1, dtype=dtype)
     reps = cat(zeros, reps)
     return ContactTrajectory(t, cat(tuple(q0), qs), cat(tuple(v0), vs), reps.impulses, reps.gaps, reps.points,
-                             reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4])
+                             reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4],
+                             jnp.asarray(dt, dtype))

@@ -96,8 +96,19 @@ def scene(system, traj, forces=False, tau=None):
             f = jnp.zeros_like(pts)
         return segs, pts, f
 
+    stepped = hasattr(traj, "impulses")          # a velocity-level run (ContactTrajectory): no acceleration-level forces
+    if stepped:
+        forces = False
     segs, pts, f = jax.jit(jax.vmap(frame))(tuple(traj.q), tuple(traj.v))
     owner = np.concatenate([np.full(m.topology.n_links + len(m.topology.frame_links), k)
                             for k, m in enumerate(system.modules)])
-    return Scene(np.asarray(traj.t), np.asarray(segs), owner, np.asarray(pts), np.asarray(f),
-                 tuple(system.module_names), tuple(system.contact_names))
+    names = tuple(system.contact_names)
+    pts, f = np.asarray(pts), np.asarray(f)
+    if stepped and getattr(system, "collision", None) is not None and system.collision.n_slots:
+        # the collision slots as contact points, with their mean forces over the step (zero where not touching)
+        model = system.collision
+        names += tuple(f"{model.geoms[i].name}/{model.geoms[j].name}#{s}"
+                       for (i, j), n in zip(model.pairs, model.slots) for s in range(n))
+        pts = np.concatenate([pts, np.asarray(traj.points)], axis=1)
+        f = np.concatenate([f, np.asarray(traj.contact_forces(system))], axis=1)
+    return Scene(np.asarray(traj.t), np.asarray(segs), owner, pts, f, tuple(system.module_names), names)
