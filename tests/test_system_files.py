@@ -244,12 +244,12 @@ def test_system_file_geometry_friction_filters_and_limits(tmp_path):
     # check reports the gaps: the hand (r = 5 cm, centre at x = 1 m, z = 0) is 0.1 m from the post's face x = 0.9 m
     from mrds_jax.sysfile import check_built
     c = check_built(built)["collision"]
-    assert (c["geoms"], c["pairs"], c["closest_pair"], c["penetrating"]) == (4, 2, "hand - post", {})
+    assert (c["geoms"], c["pairs"], c["closest_pair"], c["penetrating"]) == (4, 2, "hand/post", {})
     np.testing.assert_allclose(c["min_gap"], 0.05, rtol=1e-12)
     path.write_text(path.read_text().replace("position = [0.0, 0.0, -1.0]", "position = [0.0, 0.0, 0.02]"))
     c = check_built(load_system_file(path))["collision"]      # the floor now 7 cm into the hand (its lowest point -5 cm)
-    assert list(c["penetrating"]) == ["floor - hand"]         # (the upper arm is excluded from the ground)
-    np.testing.assert_allclose(c["penetrating"]["floor - hand"], -0.07, rtol=1e-12)
+    assert list(c["penetrating"]) == ["floor/hand"]         # (the upper arm is excluded from the ground)
+    np.testing.assert_allclose(c["penetrating"]["floor/hand"], -0.07, rtol=1e-12)
     # without the exclude the upper arm meets the floor (restitution: the larger, 0.5)
     path.write_text(GEOMETRY.split("[[collision.exclude]]")[0])
     model = load_system_file(path).system.collision

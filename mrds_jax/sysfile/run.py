@@ -37,27 +37,15 @@ def compiled_check():
     return jax.jit(_errors_and_Bc)
 
 
-@functools.cache
-def compiled_slots():
-    """The jitted contact-slot kinematics (gaps, points, frames) of a system with collision geometry."""
-    import jax
-
-    from ..system.timestepping import slot_kinematics
-    return jax.jit(slot_kinematics)
-
-
 def collision_report(system, state):
-    """Geoms, candidate pairs and contact slots of the system's collision model and its gaps at ``state``: the
-    smallest gap (m; negative: penetration) with its pair, and the pairs that penetrate. None without geometry."""
+    """Geoms, candidate pairs and contact slots of the system's collision model and its gaps at ``state``
+    (:func:`~mrds_jax.system.timestepping.contact_gaps`): the smallest gap (m; negative: penetration) with its pair,
+    and the pairs that penetrate. None without geometry."""
+    from ..system.timestepping import contact_gaps
     model = getattr(system, "collision", None)
     if model is None or not model.n_slots:
         return None
-    kin = compiled_slots()(system, state)
-    gap = np.where(np.asarray(kin.valid), np.asarray(kin.gap), np.inf)
-    names = [" - ".join(p) for p in model.pair_names()]
-    per_pair = {}
-    for name, k in zip(model.slot_pair, range(len(gap))):
-        per_pair[names[name]] = min(per_pair.get(names[name], np.inf), float(gap[k]))
+    per_pair = contact_gaps(system, state)
     closest = min(per_pair, key=per_pair.get)
     return dict(geoms=len(model.geoms), pairs=model.n_pairs, slots=model.n_slots, min_gap=per_pair[closest],
                 closest_pair=closest, penetrating={n: g for n, g in per_pair.items() if g < -1e-9})
@@ -227,9 +215,9 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
         timings.update(compile=t_compile, simulate=time.perf_counter() - t0)
     cat = lambda xs: jnp.concatenate([xs[0]] + [x[1:] for x in xs[1:]])  # noqa: E731  (drop repeated starts)
     n_mod = len(built.system.modules)
-    if not isinstance(first, Trajectory):             # velocity-level: every field has the stored states' axis
-        return type(first)(*(jax.tree.map(lambda *xs: cat(xs), *[getattr(p, f) for p in parts])
-                             for f in first._fields[:-1]), first.first_nonfinite)
+    if not isinstance(first, Trajectory):             # velocity-level: the fields along the stored states, joined
+        return first._replace(**{f: jax.tree.map(lambda *xs: cat(xs), *[getattr(p, f) for p in parts])
+                                 for f in first._fields if f not in ("first_nonfinite", "dt")})
     traj = Trajectory(t=cat([p.t for p in parts]), q=tuple(cat([p.q[k] for p in parts]) for k in range(n_mod)),
                       v=tuple(cat([p.v[k] for p in parts]) for k in range(n_mod)),
                       first_nonfinite=parts[0].first_nonfinite)
@@ -253,14 +241,11 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
     arrays["constraint/position"] = np.asarray(diag.position_error).reshape(len(arrays["t"]), -1)
     arrays["constraint/velocity"] = np.asarray(diag.velocity_error).reshape(len(arrays["t"]), -1)
     if hasattr(traj, "impulses"):                     # velocity-level step: contact impulses, gaps, active set
-        from ..system.timestepping import row_layout
-        layout = row_layout(system)
         lam = np.asarray(traj.impulses)
         arrays["contact/impulses"] = lam                                        # (n, m) N s, every row
         arrays["contact/gaps"] = np.asarray(traj.gaps)                          # (n, limit rows + slots)
-        cn = lam[:, layout.contact_start:].reshape(len(lam), -1, 3)
-        arrays["contact/forces"] = cn / float(spec_dt(built))                  # (n, slots, [n, t1, t2]) N
-        arrays["contact/active"] = cn[:, :, 0] > 0                             # slots carrying a normal impulse
+        arrays["contact/forces"] = np.asarray(traj.contact_forces(system))     # (n, slots, 3) N, world axes
+        arrays["contact/active"] = np.asarray(traj.active_set(system))         # slots carrying a normal impulse
         arrays["contact/points"] = np.asarray(traj.points)
     np.savez(out / "trajectory.npz", **arrays)
     spec = built.document.spec
@@ -287,10 +272,6 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
         viewer_html(sc, out / "viewer.html", fps=spec.output.fps, title=spec.name)
         written.append(out / "viewer.html")
     return written, meta
-
-
-def spec_dt(built):
-    return built.document.spec.simulation.dt
 
 
 def coordinate_names(module):
