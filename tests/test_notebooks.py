@@ -30,6 +30,11 @@ NOTEBOOK_SETUP = {
         images=4,                                   # task path, history, forces, geometry
         files={fast: {"run/design.json": 5_000, "history.png": 5_000, "forces.png": 5_000, "geometry.png": 5_000}
                for fast in (True, False)}),
+    "contact_monte_carlo.ipynb": dict(
+        fast_env="CONTACT_MC_FAST", out_env="CONTACT_MC_OUT",
+        images=2,                                   # slide/mass/force scatter, histograms
+        files={fast: {"touchdown_monte_carlo.png": 5_000, "touchdown_histograms.png": 5_000, "summary.json": 100}
+               for fast in (True, False)}),
     "flexible_links.ipynb": dict(
         fast_env="FLEX_NOTEBOOK_FAST", out_env="FLEX_NOTEBOOK_OUT",
         images=4,                                   # modes, System 2a, System 6a, animation

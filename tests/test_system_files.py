@@ -26,8 +26,12 @@ BAD = Path(__file__).parent / "data" / "bad_systems"
 EXPECTED = {"fourbar": (5, 3, 2), "dual_arm_grasp": (18, 12, 6), "stewart": (24, 18, 6), "quadruped": (18, 12, 6)}
 
 
+# ready-made contact scenes (tests/test_contact_scenes.py runs them through check and simulate)
+CONTACT_SCENES = {"box_incline", "quadruped_ground", "dual_arm_friction_grasp"}
+
+
 def test_ready_made_files_are_all_listed():
-    assert set(example_files()) == set(EXPECTED)
+    assert set(example_files()) == set(EXPECTED) | CONTACT_SCENES
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -139,3 +143,144 @@ def test_diverging_simulation_is_a_user_error_at_dt(tmp_path, capsys):
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mrds-jax")]
     assert len(err) == 1 and re.search(r"diverging\.toml:11: simulation\.dt: the simulation diverged in the block from "
                                        r"t = 0 s: the state became NaN/inf at step \d+.*; try a smaller dt", err[0]), err
+
+
+GEOMETRY = """name = "geometry"
+
+[[module]]
+name = "arm"
+
+[[module.link]]
+name = "upper"
+axis = [0.0, 1.0, 0.0]
+limits = ["-30 deg", "45 deg"]
+
+[[module.link]]
+name = "lower"
+parent = "upper"
+position = [0.5, 0.0, 0.0]
+axis = [0.0, 1.0, 0.0]
+
+[[module.frame]]
+name = "shoulder"
+link = "upper"
+
+[[module.frame]]
+name = "tip"
+link = "lower"
+position = [0.5, 0.0, 0.0]
+
+[[geom]]
+name = "floor"
+kind = "plane"
+position = [0.0, 0.0, -1.0]
+normal = [0.0, 0.0, 2.0]
+friction = 0.4
+
+[[geom]]
+name = "hand"
+kind = "sphere"
+on = "arm/tip"
+radius = "5 cm"
+friction = 0.9
+priority = 1
+
+[[geom]]
+name = "upperarm"
+kind = "capsule"
+on = "arm/shoulder"
+position = [0.25, 0.0, 0.0]
+rpy = [0.0, "90 deg", 0.0]
+radius = 0.03
+half_length = 0.2
+restitution = 0.5
+
+[[geom]]
+name = "post"
+kind = "box"
+position = [0.8, 0.0, -0.5]
+half_extents = [0.1, 0.1, 0.5]
+contype = 2
+conaffinity = 2
+
+[[collision.pair]]
+geoms = ["post", "hand"]
+friction = 0.1
+
+[[collision.exclude]]
+bodies = ["arm/upper", "ground"]
+geoms = ["upperarm", "floor"]
+"""
+
+
+def test_system_file_geometry_friction_filters_and_limits(tmp_path):
+    """[[geom]] tables become the system's collision model: sizes, poses (a plane by its normal, a capsule turned by
+    rpy), MuJoCo's friction mixing (the higher priority's), explicit pairs with their own friction, contype/
+    conaffinity and excludes (by body or by geom); link limits become the step's one-sided rows."""
+    from mrds_jax.collision import SLOTS
+    from mrds_jax.system.timestepping import row_layout
+    both = tmp_path / "both.toml"
+    both.write_text(GEOMETRY)
+    with pytest.raises(SystemFileError, match=r"an exclude gives either 'bodies' or 'geoms'") as info:
+        load_system_file(both)
+    assert info.value.key == "collision.exclude[0]"
+    path = tmp_path / "geometry.toml"
+    path.write_text(GEOMETRY.replace('geoms = ["upperarm", "floor"]\n', ""))
+    built = load_system_file(path)
+    model = built.system.collision
+    geoms = {g.name: g for g in model.geoms}
+    np.testing.assert_allclose(geoms["floor"].rotation[:, 2], [0.0, 0.0, 1.0], atol=1e-15)
+    np.testing.assert_allclose(geoms["upperarm"].rotation[:, 2], [1.0, 0.0, 0.0], atol=1e-15)   # capsule axis along x
+    np.testing.assert_allclose(geoms["hand"].size, [0.05, 0.0, 0.0])
+    np.testing.assert_allclose(geoms["post"].size, [0.1, 0.1, 0.5])
+    pairs = {frozenset(p): (float(f), float(e)) for p, f, e in zip(model.pair_names(), model.friction,
+                                                                 model.restitution)}
+    # floor-hand: priority 1 wins (0.9); floor-upperarm excluded with the whole upper link (and upperarm-hand by
+    # the parent-child filter); the post (contype 2) meets nothing but the explicit pair, with its own friction
+    assert pairs == {frozenset({"floor", "hand"}): (0.9, 0.0), frozenset({"post", "hand"}): (0.1, 0.0)}
+    assert model.slots == tuple(SLOTS[(model.geoms[i].kind, model.geoms[j].kind)] for i, j in model.pairs)
+    assert built.system.modules[0].topology.joint_limits[0] == pytest.approx((-np.pi / 6, np.pi / 4))
+    assert row_layout(built.system).n_unilateral == 2
+    # check reports the gaps: the hand (r = 5 cm, centre at x = 1 m, z = 0) is 0.1 m from the post's face x = 0.9 m
+    from mrds_jax.sysfile import check_built
+    c = check_built(built)["collision"]
+    assert (c["geoms"], c["pairs"], c["closest_pair"], c["penetrating"]) == (4, 2, "hand/post", {})
+    np.testing.assert_allclose(c["min_gap"], 0.05, rtol=1e-12)
+    path.write_text(path.read_text().replace("position = [0.0, 0.0, -1.0]", "position = [0.0, 0.0, 0.02]"))
+    c = check_built(load_system_file(path))["collision"]      # the floor now 7 cm into the hand (its lowest point -5 cm)
+    assert list(c["penetrating"]) == ["floor/hand"]         # (the upper arm is excluded from the ground)
+    np.testing.assert_allclose(c["penetrating"]["floor/hand"], -0.07, rtol=1e-12)
+    # without the exclude the upper arm meets the floor (restitution: the larger, 0.5)
+    path.write_text(GEOMETRY.split("[[collision.exclude]]")[0])
+    model = load_system_file(path).system.collision
+    pairs = {frozenset(p): float(e) for p, e in zip(model.pair_names(), model.restitution)}
+    assert pairs[frozenset({"floor", "upperarm"})] == 0.5
+
+
+MJCF = """<mujoco>
+  <worldbody>
+    <geom name="ground" type="plane" size="1 1 0.1" friction="0.7"/>
+    <body name="a" pos="0 0 1"><freejoint/><geom name="ball" type="sphere" size="0.1" friction="0.3"/></body>
+    <body name="b" pos="1 0 1"><freejoint/><geom name="cube" type="box" size="0.1 0.1 0.1" contype="2" conaffinity="2"/></body>
+  </worldbody>
+  <contact><pair geom1="ball" geom2="cube" friction="0.2 0.2 0.005 0.0001 0.0001"/></contact>
+</mujoco>
+"""
+
+
+def test_mjcf_collision_model_is_kept_and_extended(tmp_path):
+    """An MJCF file's geoms and pairs come with it (ground-ball by the filters, friction the larger; ball-cube by
+    its <pair>, friction 0.2; ground-cube filtered out by contype/conaffinity); a [[geom]] wall added in the system
+    file pairs with them by the filters, and the file's own pairs keep their friction."""
+    (tmp_path / "scene.xml").write_text(MJCF)
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\nmjcf = "scene.xml"\n')
+
+    def pairs(model):
+        return {frozenset(p): round(float(f), 12) for p, f in zip(model.pair_names(), model.friction)}
+
+    expected = {frozenset({"ground", "ball"}): 0.7, frozenset({"ball", "cube"}): 0.2}
+    assert pairs(load_system_file(path).system.collision) == expected
+    path.write_text('name = "s"\nmjcf = "scene.xml"\n\n[[geom]]\nname = "wall"\nkind = "plane"\n'
+                    'position = [3.0, 0.0, 0.0]\nnormal = [-1.0, 0.0, 0.0]\nfriction = 0.5\n')
+    assert pairs(load_system_file(path).system.collision) == {**expected, frozenset({"wall", "ball"}): 0.5}

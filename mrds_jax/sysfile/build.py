@@ -125,6 +125,7 @@ class Built:
     stabilisation: object
     position_residual: float = 0.0
     velocity_residual: float = 0.0
+    contact_settings: object = None     # mrds_jax.system.timestepping.ContactSettings of [collision]
 
 
 def _rotation(rpy):
@@ -169,7 +170,7 @@ def _built_module(doc, k, spec):
         try:
             b.add_link(link.name, link.parent, link.joint, axis=link.axis, axis2=link.axis2, pitch=link.pitch,
                        position=link.position, rotation=_rotation(link.rpy), mass=link.mass, com=link.com,
-                       inertia=_inertia(link.inertia))
+                       inertia=_inertia(link.inertia), limits=link.limits)
         except (KeyError, ValueError) as e:
             message = str(e).strip("'\"")
             raise doc.error(("module", k, "link", j, link_key(message)), message) from None
@@ -186,7 +187,7 @@ def _built_module(doc, k, spec):
 
 def _imported(doc):
     """(modules dict, contacts, q dict, joint couplings) of the file's ``mjcf`` and ``ckcm`` entries."""
-    modules, contacts, q0, couplings = {}, [], {}, []
+    modules, contacts, q0, couplings, geoms = {}, [], {}, [], []
     spec = doc.spec
     if spec.mjcf is not None:
         from ..loaders.mjcf import load_mjcf
@@ -203,6 +204,8 @@ def _imported(doc):
         modules.update(zip(system.module_names, system.modules))
         contacts += list(system.contacts)
         couplings += list(system.couplings)
+        if system.collision is not None:
+            geoms.append(system.collision)
         q0.update(zip(system.module_names, state.q))
     if spec.ckcm is not None:
         from .. import ckcm
@@ -220,7 +223,7 @@ def _imported(doc):
         modules.update(zip(system.module_names, system.modules))
         contacts += list(system.contacts)
         q0.update(zip(system.module_names, state.q))
-    return modules, contacts, q0, couplings
+    return modules, contacts, q0, couplings, geoms
 
 
 def _side(doc, path, text, modules):
@@ -294,11 +297,69 @@ def _initial_v(doc, modules):
     return v
 
 
-def _forces(doc, system, modules):
-    from ..system import spring_damper
+def _ramp(t, state, params):
+    """A world force rising linearly from 0 at ``start`` to ``force`` at ``start + ramp``, then held (``ramp`` 0: a
+    step to ``force`` at ``start``)."""
+    import jax.numpy as jnp
+    force, start, ramp = params
+    rising = jnp.clip((t - start) / jnp.where(ramp > 0, ramp, 1.0), 0.0, 1.0)
+    return force * jnp.where(ramp > 0, rising, 1.0) * (t >= start)
+
+
+def _module_of(doc, path, name, modules):
+    if name not in modules:
+        raise doc.error(path, f"no module named {name!r} (modules: {sorted(modules)}){did_you_mean(name, modules)}")
+    return modules[name]
+
+
+def _joint_spring(doc, i, f, modules, q):
+    """A :func:`~mrds_jax.system.joint_spring_damper` on the one-coordinate ``joints`` of ``module`` (default all),
+    about ``springref`` (default: the initial configuration)."""
+    from ..model.tree import ONE_COORDINATE
+    from ..system import joint_spring_damper
+    module = _module_of(doc, ("force", i, "module"), f.module, modules)
+    t = module.topology
+    one = [j for j, kind in enumerate(t.joint_kinds) if kind in ONE_COORDINATE]
+    if f.joints is None:
+        chosen = one
+    else:
+        chosen = []
+        for j, name in enumerate(f.joints):
+            if name not in t.joint_names:
+                raise doc.error(("force", i, "joints", j), f"module {f.module!r} has no joint {name!r}"
+                                f"{did_you_mean(name, t.joint_names)}")
+            if t.joint_names.index(name) not in one:
+                raise doc.error(("force", i, "joints", j), f"joint {name!r} is {t.joint_kinds[t.joint_names.index(name)]}"
+                                f"; joint springs act on one-coordinate joints ({', '.join(ONE_COORDINATE)})")
+            chosen.append(t.joint_names.index(name))
+    k, d = np.zeros(module.nv), np.zeros(module.nv)
+    for j in chosen:
+        k[t.v_slices[j]], d[t.v_slices[j]] = f.stiffness, f.damping
+    ref = q[f.module] if f.springref is None else np.asarray(f.springref, dtype=float)
+    if ref.shape != (module.nq,):
+        raise doc.error(("force", i, "springref"), f"module {f.module!r} has nq = {module.nq}, got {ref.size} values")
+    if f.stiffness < 0 or f.damping < 0:
+        raise doc.error(("force", i, "stiffness" if f.stiffness < 0 else "damping"), "must be >= 0")
+    return joint_spring_damper(f.name, f.module, k, d, springref=ref)
+
+
+def _forces(doc, system, modules, q=None):
+    import jax.numpy as jnp
+
+    from ..system import point_force, spring_damper
     forces, tau = [], {n: np.zeros(m.nv) for n, m in modules.items()}
     for i, f in enumerate(doc.spec.force):
-        if f.kind == "spring_damper":
+        if f.kind == "joint_spring_damper":
+            forces.append(_joint_spring(doc, i, f, modules, q))
+        elif f.kind == "point_force":
+            if f.a is None or f.force is None:
+                raise doc.error(("force", i), f"point_force {f.name!r} needs keys 'a' (module/frame) and 'force'")
+            side = _side(doc, ("force", i, "a"), f.a, modules)
+            if side is None:
+                raise doc.error(("force", i, "a"), "a point force acts on a module's point, not on the ground")
+            params = (jnp.asarray(f.force, dtype=float), jnp.asarray(f.start), jnp.asarray(f.ramp))
+            forces.append(point_force(f.name, side, _ramp, params))
+        elif f.kind == "spring_damper":
             sides = []
             for key in ("a", "b"):
                 if getattr(f, key) is None:
@@ -331,13 +392,105 @@ def _consistent(system, state, tol=1e-12):
                for e in errors.position + errors.velocity + tuple(couplings))
 
 
+def _geom(doc, i, spec, modules):
+    """A :class:`~mrds_jax.collision.Geom` of a ``[[geom]]`` table."""
+    from .. import collision as C
+    path = ("geom", i)
+    side = _side(doc, path + ("on",), spec.on, modules)
+    module, frame = (None, None) if side is None else side
+    common = dict(position=spec.position, friction=spec.friction, restitution=spec.restitution, contype=spec.contype,
+                  conaffinity=spec.conaffinity, priority=spec.priority)
+    rotation = None if spec.rpy is None else _rotation(spec.rpy)
+    try:
+        if spec.kind == "plane":
+            return C.plane(spec.name, module, frame, normal=spec.normal, rotation=rotation, **common)
+        if spec.kind == "sphere":
+            return C.sphere(spec.name, module, frame, spec.radius, rotation=rotation, **common)
+        if spec.kind == "box":
+            return C.box(spec.name, module, frame, spec.half_extents, rotation=rotation, **common)
+        return getattr(C, spec.kind)(spec.name, module, frame, spec.radius, spec.half_length, rotation=rotation,
+                                     **common)
+    except C.CollisionError as e:
+        raise doc.error(path, str(e)) from None
+
+
+def _body(doc, path, text, modules):
+    """"ground" → None, "module/link" → (module, link name), checked."""
+    if text == "ground":
+        return None
+    module, sep, link = text.partition("/")
+    if not sep or not module or not link:
+        raise doc.error(path, f"{text!r} is neither 'ground' nor 'module/link'")
+    t = getattr(_module_of(doc, path, module, modules), "topology", None)
+    names = getattr(t, "link_names", ())
+    if link not in names:
+        raise doc.error(path, f"module {module!r} has no link {link!r} (its links: {list(names)})"
+                              f"{did_you_mean(link, names)}")
+    return (module, link)
+
+
+def _collision(doc, modules, imported):
+    """The system's :class:`~mrds_jax.collision.CollisionModel` (None without geometry): the ``[[geom]]`` tables
+    with ``[collision]``'s pairs and excludes, and the collision model an MJCF file brought (its pairs kept as
+    they are: its candidate pairs become explicit pairs, every other pair of its geoms is excluded)."""
+    from .. import collision as C
+    spec = doc.spec
+    geoms = [_geom(doc, i, g, modules) for i, g in enumerate(spec.geom)]
+    if not geoms and not spec.collision.pair and not spec.collision.exclude:
+        return imported[0] if imported else None
+    pairs, excludes = [], []
+    for model in imported:
+        names = model.geom_names
+        kept = set(model.pairs)
+        for k, (i, j) in enumerate(model.pairs):
+            pairs.append((names[i], names[j], {"friction": model.friction[k], "restitution": model.restitution[k]}))
+        excludes += [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))
+                     if (i, j) not in kept and (j, i) not in kept]
+        geoms = list(model.geoms) + geoms
+    seen = {}
+    for i, g in enumerate(geoms):
+        if g.name in seen:
+            raise doc.error(("geom", i - (len(geoms) - len(spec.geom))), f"geom name {g.name!r} is already taken")
+        seen[g.name] = i
+    for k, pair in enumerate(spec.collision.pair):
+        for j, name in enumerate(pair.geoms):
+            if name not in seen:
+                raise doc.error(("collision", "pair", k, "geoms"), f"no geom named {name!r} (geoms: {list(seen)})"
+                                f"{did_you_mean(name, seen)}")
+        options = {key: getattr(pair, key) for key in ("friction", "restitution") if getattr(pair, key) is not None}
+        pairs.append((*pair.geoms, options))
+    for k, ex in enumerate(spec.collision.exclude):
+        path = ("collision", "exclude", k)
+        if ex.geoms is not None:
+            for name in ex.geoms:
+                if name not in seen:
+                    raise doc.error(path + ("geoms",), f"no geom named {name!r} (geoms: {list(seen)})"
+                                    f"{did_you_mean(name, seen)}")
+            excludes.append(tuple(ex.geoms))
+        else:
+            excludes.append(tuple(_body(doc, path + ("bodies",), b, modules) for b in ex.bodies))
+    try:
+        return C.collision_model(geoms, modules, pairs=pairs, excludes=excludes,
+                                 filter_parent=spec.collision.filter_parent)
+    except C.CollisionError as e:
+        raise doc.error(("collision",) if not spec.geom else ("geom",), str(e)) from None
+
+
+def contact_settings(doc):
+    """The velocity-level step's :class:`~mrds_jax.system.timestepping.ContactSettings` of ``[collision]``."""
+    from ..system.ncp import NCPSettings
+    from ..system.timestepping import ContactSettings
+    c = doc.spec.collision
+    return ContactSettings(ncp=NCPSettings(stages=c.stages, iterations=c.iterations), baumgarte=c.baumgarte)
+
+
 def build(doc):
     """A :class:`Built` from a :class:`Document` (errors name the key and line)."""
     import jax
     import jax.numpy as jnp
 
     from .. import system as S
-    modules, contacts, q0, couplings = _imported(doc)
+    modules, contacts, q0, couplings, imported_geoms = _imported(doc)
     for k, spec in enumerate(doc.spec.module):
         if spec.name in modules:
             raise doc.error(("module", k, "name"), f"module name {spec.name!r} is already taken")
@@ -346,8 +499,9 @@ def build(doc):
         raise doc.error(("module",), "the file defines no module (give mjcf, ckcm or [[module]] tables)")
     q = _initial_q(doc, modules, q0)
     contacts += [_contact(doc, i, c, modules, q) for i, c in enumerate(doc.spec.contact)]
+    collision = _collision(doc, modules, imported_geoms)
     try:
-        system = S.build_system(modules, contacts, couplings=couplings)
+        system = S.build_system(modules, contacts, couplings=couplings, collision=collision)
     except ValueError as e:
         raise doc.error(("contact",), str(e)) from None
     v = _initial_v(doc, modules)
@@ -357,11 +511,11 @@ def build(doc):
     if doc.spec.initial.make_consistent and (system.contacts or system.couplings) and not _consistent(system, state):
         state, rp, rv = _compiled_make_consistent()(system, state)    # one compiled Gauss-Newton, not op by op
         rp, rv = float(rp), float(rv)
-    forces, tau = _forces(doc, system, modules)
+    forces, tau = _forces(doc, system, modules, q)
     sim = doc.spec.simulation
     stab = None if sim.baumgarte is None else S.baumgarte(sim.baumgarte)
     if sim.precision == "float32":
         cast = lambda x: jnp.asarray(x, jnp.float32) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x  # noqa: E731
         system, state, forces = jax.tree.map(cast, (system, state, forces))
         tau = tuple(np.asarray(t, np.float32) for t in tau)
-    return Built(doc, system, state, forces, tuple(jnp.asarray(t) for t in tau), stab, rp, rv)
+    return Built(doc, system, state, forces, tuple(jnp.asarray(t) for t in tau), stab, rp, rv, contact_settings(doc))

@@ -37,11 +37,26 @@ def compiled_check():
     return jax.jit(_errors_and_Bc)
 
 
+def collision_report(system, state):
+    """Geoms, candidate pairs and contact slots of the system's collision model and its gaps at ``state``
+    (:func:`~mrds_jax.system.timestepping.contact_gaps`): the smallest gap (m; negative: penetration) with its pair,
+    and the pairs that penetrate. None without geometry."""
+    from ..system.timestepping import contact_gaps
+    model = getattr(system, "collision", None)
+    if model is None or not model.n_slots:
+        return None
+    per_pair = contact_gaps(system, state)
+    closest = min(per_pair, key=per_pair.get)
+    return dict(geoms=len(model.geoms), pairs=model.n_pairs, slots=model.n_slots, min_gap=per_pair[closest],
+                closest_pair=closest, penetrating={n: g for n, g in per_pair.items() if g < -1e-9})
+
+
 def check_built(built):
     """DOF, constraint count, consistency and conditioning of the initial state, without simulating: a dict.
     The rank of the constraints is that of Bᶜ = J H⁻¹ Jᵀ (H positive definite: rank Bᶜ = rank J); joint couplings
     count as one constraint each (their rows border Bᶜ), and their residuals |g|, |G v| join the errors by name.
-    The joints with position limits are listed with their initial value (kept, not enforced: ``joint_limits``)."""
+    The joints with position limits are listed with their initial value (``joint_limits``; simulate enforces them),
+    and the collision geometry with its gaps at the initial state (:func:`collision_report`)."""
     from ..system.couplings import constraint_rows
     from ..system.limits import joint_limits_at
     system, state = built.system, built.state
@@ -65,7 +80,7 @@ def check_built(built):
                 coordinates=nv, constraints=n_C, independent_constraints=rank, redundant_constraints=n_C - rank,
                 dof=nv - rank, position_error=pos, velocity_error=vel,
                 max_position_error=max(pos.values(), default=0.0), max_velocity_error=max(vel.values(), default=0.0),
-                condition_number=cond, dtype=str(state.q[0].dtype))
+                condition_number=cond, dtype=str(state.q[0].dtype), collision=collision_report(system, state))
 
 
 def format_check(r):
@@ -79,7 +94,7 @@ def format_check(r):
     lines = [f"system {r['name']!r}: {len(r['modules'])} modules, {r['coordinates']} velocity coordinates",
              f"  contacts: {len(r['contacts'])} ({contacts})",
              f"  joint couplings: {len(r['couplings'])} ({couplings})",
-             f"  joint limits: {len(r['joint_limits'])} (kept, not enforced; {limits})",
+             f"  joint limits: {len(r['joint_limits'])} (enforced by simulate's contact step; {limits})",
              f"  constraints: {r['constraints']} ({r['independent_constraints']} independent, "
              f"{r['redundant_constraints']} redundant)",
              f"  degrees of freedom: {r['dof']}",
@@ -87,6 +102,11 @@ def format_check(r):
              f"{r['max_velocity_error']:.2e}",
              f"  condition number of Bᶜ: {r['condition_number']:.3g}",
              f"  precision: {r['dtype']}"]
+    c = r.get("collision")
+    if c is not None:
+        pen = ", ".join(f"{n} {g:.3g} m" for n, g in c["penetrating"].items()) or "none"
+        lines.insert(3, f"  collision: {c['geoms']} geoms, {c['pairs']} candidate pairs ({c['slots']} contact slots); "
+                        f"smallest gap {c['min_gap']:.3g} m ({c['closest_pair']}); penetrating at the start: {pen}")
     return "\n".join(lines)
 
 
@@ -135,7 +155,13 @@ def checked(built, part, t_start):
     """``part`` (a block of the run from ``t_start``), or a :class:`SystemFileError` at ``[simulation] dt`` when
     its state became non-finite: with the file's settings the simulation diverged."""
     from ..integrate import SimulationError, check_trajectory
+    from ..integrate.rollout import nonfinite_description
     try:
+        if not hasattr(part, "last_finite"):          # a velocity-level (contact) trajectory
+            what = nonfinite_description(part)
+            if what is not None:
+                raise SimulationError(what)
+            return part
         return check_trajectory(part)
     except SimulationError as e:
         raise built.document.error(("simulation", "dt"), f"the simulation diverged in the block from t = "
@@ -163,7 +189,7 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
     decimation = min(sim.decimation, n_steps)
     blocks = _chunks(n_steps, decimation)
     kw = dict(dt=sim.dt, decimation=decimation, integrator=sim.integrator, forces=built.forces,
-              stabilisation=built.stabilisation, tau=built.tau)
+              stabilisation=built.stabilisation, tau=built.tau, contact_settings=built.contact_settings)
     state, t, parts = built.state, 0.0, []
     t0 = time.perf_counter()
     print(f"compiling the {sum(m.nv for m in built.system.modules)}-coordinate system "
@@ -189,6 +215,9 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
         timings.update(compile=t_compile, simulate=time.perf_counter() - t0)
     cat = lambda xs: jnp.concatenate([xs[0]] + [x[1:] for x in xs[1:]])  # noqa: E731  (drop repeated starts)
     n_mod = len(built.system.modules)
+    if not isinstance(first, Trajectory):             # velocity-level: the fields along the stored states, joined
+        return first._replace(**{f: jax.tree.map(lambda *xs: cat(xs), *[getattr(p, f) for p in parts])
+                                 for f in first._fields if f not in ("first_nonfinite", "dt")})
     traj = Trajectory(t=cat([p.t for p in parts]), q=tuple(cat([p.q[k] for p in parts]) for k in range(n_mod)),
                       v=tuple(cat([p.v[k] for p in parts]) for k in range(n_mod)),
                       first_nonfinite=parts[0].first_nonfinite)
@@ -211,6 +240,13 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
         arrays[f"energy/{field}"] = np.asarray(getattr(diag.energy, field))
     arrays["constraint/position"] = np.asarray(diag.position_error).reshape(len(arrays["t"]), -1)
     arrays["constraint/velocity"] = np.asarray(diag.velocity_error).reshape(len(arrays["t"]), -1)
+    if hasattr(traj, "impulses"):                     # velocity-level step: contact impulses, gaps, active set
+        lam = np.asarray(traj.impulses)
+        arrays["contact/impulses"] = lam                                        # (n, m) N s, every row
+        arrays["contact/gaps"] = np.asarray(traj.gaps)                          # (n, limit rows + slots)
+        arrays["contact/forces"] = np.asarray(traj.contact_forces(system))     # (n, slots, 3) N, world axes
+        arrays["contact/active"] = np.asarray(traj.active_set(system))         # slots carrying a normal impulse
+        arrays["contact/points"] = np.asarray(traj.points)
     np.savez(out / "trajectory.npz", **arrays)
     spec = built.document.spec
     meta = dict(name=spec.name, source=str(built.document.path),

@@ -4,11 +4,12 @@ A system file is TOML (the format is documented in ``docs/system_files.md``). Qu
 SI units (m, rad, kg, s, kg m², m/s², N or N m) or strings with a unit, ``"30 deg"``, ``"5 mm"``, ``"2 ms"``;
 a unit of the wrong kind (``dt = "2 kg"``) is an error. Unknown keys are errors (``extra="forbid"``).
 """
+import math
 import re
 import typing
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 # unit -> (dimension, factor to SI)
 UNITS = {
@@ -78,6 +79,16 @@ class Link(Strict):
     mass: Annotated[Mass, Field(gt=0)] = 1.0
     com: _vector(Length, 3) = [0.0, 0.0, 0.0]
     inertia: Annotated[list[Inertia], Field(min_length=3, max_length=6)] = [1e-3, 1e-3, 1e-3]
+    limits: Optional[_vector(Union[Angle, Length], 2)] = None   # [lower, upper] of a one-coordinate joint's q
+
+    @field_validator("limits")
+    @classmethod
+    def _ordered_limits(cls, limits):
+        if limits is not None:
+            lo, hi = limits
+            if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+                raise ValueError(f"limits [{lo:g}, {hi:g}] need finite lower <= upper")
+        return limits
 
 
 class Frame(Strict):
@@ -127,9 +138,13 @@ class Contact(Strict):
 
 
 class ForceElement(Strict):
-    """``[[force]]``: ``spring_damper`` between points a and b, or ``joint_force`` (constant, one module)."""
+    """``[[force]]``: ``spring_damper`` between points a and b, ``joint_force`` (constant, one module),
+    ``joint_spring_damper`` (per-joint springs of ``stiffness`` about the initial configuration, or ``springref``,
+    and dampers of ``damping`` on the one-coordinate ``joints`` of ``module``, default all of them) or
+    ``point_force`` (a world-axes ``force`` at point ``a``, ramped linearly from zero at ``start`` to its full value
+    at ``start + ramp``, then held; ``ramp = 0``: a step at ``start``)."""
     name: str
-    kind: Literal["spring_damper", "joint_force"]
+    kind: Literal["spring_damper", "joint_force", "joint_spring_damper", "point_force"]
     a: Optional[str] = None
     b: Optional[str] = None
     stiffness: Stiffness = 0.0
@@ -137,6 +152,99 @@ class ForceElement(Strict):
     rest_length: Length = 0.0
     module: Optional[str] = None
     values: list[Force] = []
+    joints: Optional[list[str]] = None
+    springref: Optional[list[float]] = None
+    force: Optional[_vector(Force, 3)] = None
+    start: Annotated[Time, Field(ge=0, allow_inf_nan=False)] = 0.0
+    ramp: Annotated[Time, Field(ge=0, allow_inf_nan=False)] = 0.0
+
+
+GEOMS = ("plane", "sphere", "capsule", "box", "cylinder")
+_SIZES = {"plane": (), "sphere": ("radius",), "capsule": ("radius", "half_length"),
+          "cylinder": ("radius", "half_length"), "box": ("half_extents",)}
+PositiveLength = Annotated[Length, Field(gt=0, allow_inf_nan=False)]
+Friction = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Restitution = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class Geom(Strict):
+    """``[[geom]]``: a collision primitive on an operational point (``on = "module/frame"``) or on the ground
+    (``on = "ground"``, world coordinates), with its pose in that frame (``position``, ``rpy``; a plane may give
+    its ``normal`` instead of ``rpy``) and its size: sphere ``radius``; capsule and cylinder ``radius`` and
+    ``half_length`` along local z; box ``half_extents``; a plane none (the half-space below its local z).
+    ``friction`` (Coulomb, ≥ 0), ``restitution`` (in [0, 1]), MuJoCo's ``contype``/``conaffinity`` filter bits
+    and ``priority`` (mrds_jax.collision)."""
+    name: str
+    kind: Literal[GEOMS]
+    on: str = "ground"
+    position: _vector(Length, 3) = [0.0, 0.0, 0.0]
+    rpy: Optional[_vector(Angle, 3)] = None
+    normal: Optional[_vector(float, 3)] = None
+    radius: Optional[PositiveLength] = None
+    half_length: Optional[PositiveLength] = None
+    half_extents: Optional[_vector(PositiveLength, 3)] = None
+    friction: Friction = 1.0
+    restitution: Restitution = 0.0
+    contype: Annotated[int, Field(ge=0)] = 1
+    conaffinity: Annotated[int, Field(ge=0)] = 1
+    priority: int = 0
+
+    @model_validator(mode="after")
+    def _sizes_of_the_kind(self):
+        need = _SIZES[self.kind]
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"a {self.kind} geom needs {' and '.join(repr(k) for k in missing)}")
+        extra = [k for k in ("radius", "half_length", "half_extents") if k not in need and getattr(self, k) is not None]
+        if extra:
+            raise ValueError(f"a {self.kind} geom has no {' or '.join(repr(k) for k in extra)} (it takes "
+                             f"{list(need) or 'no size'})")
+        if self.normal is not None:
+            if self.kind != "plane":
+                raise ValueError("only a plane takes 'normal' (other geoms: 'rpy')")
+            if self.rpy is not None:
+                raise ValueError("give a plane's 'normal' or its 'rpy', not both")
+        return self
+
+    @field_validator("normal")
+    @classmethod
+    def _direction(cls, normal):
+        if normal is not None and (not all(math.isfinite(x) for x in normal) or sum(x * x for x in normal) <= 1e-24):
+            raise ValueError(f"a plane's normal must be a finite non-zero direction, got {normal}")
+        return normal
+
+
+class Pair(Strict):
+    """``[[collision.pair]]``: two geoms that collide whatever the filters say (MuJoCo ``<pair>``), optionally
+    with their own ``friction`` and ``restitution``."""
+    geoms: _vector(str, 2)
+    friction: Optional[Friction] = None
+    restitution: Optional[Restitution] = None
+
+
+class Exclude(Strict):
+    """``[[collision.exclude]]``: two bodies (``"module/link"`` or ``"ground"``) or two geoms that never collide
+    (MuJoCo ``<exclude>``); give ``bodies`` or ``geoms``."""
+    bodies: Optional[_vector(str, 2)] = None
+    geoms: Optional[_vector(str, 2)] = None
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        if (self.bodies is None) == (self.geoms is None):
+            raise ValueError("an exclude gives either 'bodies' or 'geoms'")
+        return self
+
+
+class Collision(Strict):
+    """``[collision]``: explicit pairs and excludes, MuJoCo's parent–child filter, and the velocity-level
+    step's settings (mrds_jax.system.timestepping.ContactSettings): ``baumgarte`` (the fraction of a penetration
+    removed per step), ``stages`` and ``iterations`` of the NCP solver."""
+    pair: list[Pair] = []
+    exclude: list[Exclude] = []
+    filter_parent: bool = True
+    baumgarte: Annotated[float, Field(ge=0, le=1)] = 0.2
+    stages: Annotated[int, Field(ge=1)] = 4
+    iterations: Annotated[int, Field(ge=1)] = 25
 
 
 class Initial(Strict):
@@ -172,6 +280,8 @@ class SystemFile(Strict):
     module: list[Module] = []
     contact: list[Contact] = []
     force: list[ForceElement] = []
+    geom: list[Geom] = []
+    collision: Collision = Collision()
     initial: Initial = Initial()
     simulation: Simulation = Simulation()
     output: Output = Output()
