@@ -277,8 +277,9 @@ def cmd_simulate(args):
         _compilation_cache(args)
         return sysfile_cli.cmd_simulate_file(args)
     if not args.design:
-        raise ArgumentError("give a SYSTEM_FILE (or a ready-made name: fourbar, stewart, dual_arm_grasp, "
-                            "quadruped) or --design design.json")
+        from mrds_jax.sysfile import example_files
+        raise ArgumentError(f"give a SYSTEM_FILE (or a ready-made name: {', '.join(sorted(example_files()))}) or "
+                            "--design design.json")
     from mrds_jax import validation
     check_options(args, positive=("--dt",))
     from mrds_jax.ckcm.design import load_design, model_description
