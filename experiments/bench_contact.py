@@ -11,14 +11,15 @@ Scenes (both loaded by ``load_mjcf(..., return_mapping=True, return_forces=True)
   parameters; timed from 0.1 s (after touch-down) in both engines.
 
 Ours: float32, batch B (default 4096), small random velocities per scenario (1e-3), a ``jit(vmap)`` of a
-STEPS-step ``contact_rollout`` returning the last state; compile = lower + compile; kernels = static count of
+short ``contact_rollout`` (``--steps``, ``--biped-steps``) returning the last state; compile = lower + compile; kernels = static count of
 the compiled rollout's kernels (``bench_gpu.count_kernels``: a while body counted once). MuJoCo: ``mj_step`` on one
 thread from the same state (its file's solver settings), × ``os.cpu_count()``. Where the time goes: the same
 rollout with the ADMM cut down (1 stage × 0 iterations: free velocity, rows, J, G = J H⁻¹ Jᵀ and one Cholesky;
 then 4 stages × 0 iterations: + 3 Cholesky factorisations; the default 4 × 25: + the 100 ADMM iterations).
 Times are the minimum of ``--repeats`` calls after compilation.
 
-    python experiments/bench_contact.py [--batch 4096] [--steps 20] [--out experiments/out/bench_contact.md]
+    python experiments/bench_contact.py [--batch 4096] [--steps 10] [--biped-steps 2] [--no-breakdown]
+        [--out experiments/out/bench_contact.md]
 """
 import argparse
 import datetime
@@ -151,7 +152,8 @@ def load_line():
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=4096)
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--biped-steps", type=int, default=2, help="the biped's rollout length (its step is ~50x slower)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--scenes", default="quadruped,biped")
     ap.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=True)
@@ -167,7 +169,7 @@ def main(argv=None):
     out()
     out(f"{platform.node()}: {cpu}, {cores} cores; jax {jax.__version__}, jaxlib {jax.lib.__version__ if hasattr(jax.lib, '__version__') else ''}"
         f" mujoco {mujoco.__version__}; {load_line()} at start.")
-    out(f"Ours: float32, batch {a.batch}, jit(vmap(contact_rollout)) of {a.steps} steps, best of {a.repeats} after "
+    out(f"Ours: float32, batch {a.batch}, jit(vmap(contact_rollout)) of {a.steps} steps (biped {a.biped_steps}), best of {a.repeats} after "
         f"compilation. MuJoCo: mj_step, float64, one thread, best of {a.repeats} × 2000 steps, × {cores} cores.")
     out()
     out("| scene | nv | rows (loops, limits, contacts×3) | engine | ADMM stages × iterations | steps/s | "
@@ -182,7 +184,8 @@ def main(argv=None):
         out(f"| {name} | {m.nv} | - | MuJoCo ({ncon} contacts, {['pyramidal', 'elliptic'][m.opt.cone]}, "
             f"noslip {m.opt.noslip_iterations}) | - | {mj:.3g} | {1 / cores:.2f} | - | - | - |")
         for label, ncp in variants:
-            sps, cs, k, fin, layout, nv = ours(xml, m, d, a.batch, a.steps, ncp, a.repeats)
+            steps = a.biped_steps if name == "biped" else a.steps
+            sps, cs, k, fin, layout, nv = ours(xml, m, d, a.batch, steps, ncp, a.repeats)
             rows = f"{layout.size} ({layout.n_bilateral}, {layout.n_unilateral}, {3 * layout.n_contacts})"
             out(f"| {name} | {nv} | {rows} | mrds_jax float32 | {label} | {sps:.3g} | {sps / (mj * cores):.3f} | "
                 f"{cs:.1f} | {k['total']} ({k['while_loops']} while) | {fin} |")
