@@ -363,7 +363,9 @@ def build_parser():
     p.add_argument("--model", default="paper", choices=["paper", "multibody"],
                    help="the dynamics the forces come from: the paper's Lagrangian model (Nguyen & Pooran eq. 39-45) "
                         "or the MRDS multibody model of the whole closed chain")
-    p.add_argument("--legs", default="bench", choices=["bench", "paper"], help="the legs' mass model of the multibody model: bench (cylinders) or paper (eq. 40 point masses)")
+    p.add_argument("--legs", default="bench", choices=["bench", "paper"],
+                   help="the legs' mass model of the multibody model: bench (cylinders) or paper "
+                        "(Nguyen & Pooran eq. 40 point masses)")
     p.add_argument("--objective", default="peak", choices=["peak", "rms", "power"],
                    help="what is minimised: the peak actuator force (as a smooth upper bound), the RMS force or "
                         "the mean power")

@@ -9,7 +9,7 @@ order, :class:`RowLayout`:
 * ``n_bilateral`` rows of equalities (loops, joint couplings, grasps that are switched on): λ free, σ = 0;
 * ``n_unilateral`` one-sided rows (joint limits): 0 ≤ λ ⊥ σ ≥ 0;
 * ``n_contacts`` frictional contacts of three rows each, [n, t₁, t₂] (normal first): Coulomb's law as the
-  De Saxcé-Feng complementarity (De Saxcé & Feng 1998; Acary & Brogliato 2008, eq. 3.88),
+  De Saxcé-Feng complementarity (De Saxcé & Feng 1998; Acary & Brogliato 2008, §3.9),
   K_μ ∋ λ ⊥ σ̃ ∈ K_μ*,  σ̃ = σ + μ‖σ_t‖ e_n,  K_μ = {‖λ_t‖ ≤ μ λ_n},  K_μ* = {μ‖σ_t‖ ≤ σ_n}.
   It gives λ = 0 when the contact opens (σ_n > 0), σ = 0 when it sticks and λ on the cone's boundary opposite to a
   sliding velocity when it slides — exact Coulomb friction, not a convex relaxation (σ_n = 0 while sliding: no
