@@ -59,6 +59,26 @@ FULL_MODE_ONLY = {
     "tests/test_contact_step.py::test_two_stacked_cubes_rest",
     "tests/test_contact_step.py::test_velocity_level_motion_converges_to_the_exact_one_as_dt_goes_to_zero",
     "tests/test_contact_step.py::test_contact_forces_active_set_and_scene_of_a_run",
+    # the contact gradient through a rollout (the default run keeps the solve's implicit derivative under the
+    # narrow phase's derivative checks, tests/test_collision_narrowphase.py, and every contact physics check), the
+    # ready-made contact scenes' simulations (their files are still built and checked: test_friction_grasp's
+    # ready-made file, test_system_files' bad geometry), the MuJoCo outer bound (the narrow phase against MuJoCo stays)
+    "tests/test_contact_gradients.py::test_sliding_box_travel_gradient_in_friction_and_slope",
+    "tests/test_contact_scenes.py::test_quadruped_stands_by_friction_with_its_weight_on_its_feet",
+    "tests/test_contact_scenes.py::test_pushed_quadruped_stands_below_the_friction_limit_and_slides_above_it",
+    "tests/test_contact_scenes.py::test_box_incline_runs_through_check_and_simulate",
+    "tests/test_friction_grasp.py::test_grasp_holds_when_the_squeeze_is_enough",
+    "tests/test_friction_grasp.py::test_grasp_slips_when_the_squeeze_is_not_enough",
+    "tests/test_friction_grasp.py::test_grasp_releases_and_regrasps_on_a_schedule",
+    "tests/test_contact_mujoco.py::test_rigid_table_lands_like_mujoco",
+    # the tree solve's gradient (its values against numpy on four tree shapes stay), two notebooks' fast modes
+    # (their full modes run there; the other notebooks' fast modes stay), the mass matrix of two random trees
+    # (UR5, Panda and the free-base tree stay, and ABA of the same two trees)
+    "tests/test_dense_linalg.py::test_tree_spd_solve_gradient_equals_central_differences",
+    "tests/test_notebooks.py::test_notebook_executes[ckcm_design_optimisation.ipynb-fast]",
+    "tests/test_notebooks.py::test_notebook_executes[contact_monte_carlo.ipynb-fast]",
+    "tests/test_tree_vs_pinocchio.py::test_mass_matrix[branching]",
+    "tests/test_tree_vs_pinocchio.py::test_mass_matrix[prismatic_screw_spherical]",
     # design optimisation: the multibody model's gradients (the paper model's stay), L-BFGS, the simulated optimum,
     # the killed-and-resumed command line (resume and damaged-file checks stay)
     "tests/test_ckcm_design.py::test_gradients_match_central_differences[multibody]",
