@@ -241,7 +241,8 @@ def test_command_line_optimize_then_simulate(optimum, tmp_path, capsys):
     saved = D.load_design(out / "design.json")
     assert saved.verification["all_ok"] and saved.after == optimum[0].after
     assert main(["simulate", "--design", str(out / "design.json"), "--dt", "0.005", "--no-cache"]) == 0
-    assert "peak applied force" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "peak actuator force, one figure per model" in text and "as the plant, flying path 0" in text
 
 
 def test_command_line_bad_input(tmp_path, capsys):
