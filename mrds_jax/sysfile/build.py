@@ -226,20 +226,24 @@ def _imported(doc):
     return modules, contacts, q0, couplings, geoms
 
 
-def _side(doc, path, text, modules):
-    """"ground" → None, "module/frame" → (module, frame), checked against the modules."""
+def _ground_or_member(doc, path, text, modules, kind, noun, plural, names_of):
+    """"ground" → None, "module/<kind>" → (module, name), the name checked against ``names_of(module)``."""
     if text == "ground":
         return None
-    module, sep, frame = text.partition("/")
-    if not sep or not module or not frame:
-        raise doc.error(path, f"{text!r} is neither 'ground' nor 'module/frame'")
-    if module not in modules:
-        raise doc.error(path, f"no module named {module!r} (modules: {sorted(modules)}){did_you_mean(module, modules)}")
-    names = modules[module].topology.frame_names
-    if frame not in names:
-        raise doc.error(path, f"module {module!r} has no operational point {frame!r} (its points: {list(names)})"
-                              f"{did_you_mean(frame, names)}")
-    return (module, frame)
+    module, sep, name = text.partition("/")
+    if not sep or not module or not name:
+        raise doc.error(path, f"{text!r} is neither 'ground' nor 'module/{kind}'")
+    names = names_of(_module_of(doc, path, module, modules))
+    if name not in names:
+        raise doc.error(path, f"module {module!r} has no {noun} {name!r} (its {plural}: {list(names)})"
+                              f"{did_you_mean(name, names)}")
+    return (module, name)
+
+
+def _side(doc, path, text, modules):
+    """"ground" → None, "module/frame" → (module, frame), checked against the modules."""
+    return _ground_or_member(doc, path, text, modules, "frame", "operational point", "points",
+                             lambda m: m.topology.frame_names)
 
 
 def _frame_pose(module, q, frame):
@@ -416,17 +420,8 @@ def _geom(doc, i, spec, modules):
 
 def _body(doc, path, text, modules):
     """"ground" → None, "module/link" → (module, link name), checked."""
-    if text == "ground":
-        return None
-    module, sep, link = text.partition("/")
-    if not sep or not module or not link:
-        raise doc.error(path, f"{text!r} is neither 'ground' nor 'module/link'")
-    t = getattr(_module_of(doc, path, module, modules), "topology", None)
-    names = getattr(t, "link_names", ())
-    if link not in names:
-        raise doc.error(path, f"module {module!r} has no link {link!r} (its links: {list(names)})"
-                              f"{did_you_mean(link, names)}")
-    return (module, link)
+    return _ground_or_member(doc, path, text, modules, "link", "link", "links",
+                             lambda m: getattr(getattr(m, "topology", None), "link_names", ()))
 
 
 def _collision(doc, modules, imported):

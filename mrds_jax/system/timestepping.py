@@ -39,6 +39,7 @@ from ..spatial.linalg import cho_solve, cholesky, matmul
 from .build import SystemState
 from .couplings import coupling_errors, coupling_jacobian, constraint_rows
 from .forces import generalized_forces
+from .limits import limited_joints
 from .ncp import NCPSettings, RowLayout, solve_ncp
 from .stabilisation import constraint_errors, constraint_jacobian
 
@@ -107,18 +108,15 @@ class LimitRows(NamedTuple):
 
 
 def limit_rows(system):
-    """The joint limits the modules keep (``Topology.joint_limits``) as one-sided rows (:class:`LimitRows`); joints
-    with more than one coordinate (spherical, free) have no scalar limit and are skipped."""
+    """The joint limits the modules keep (:func:`~.limits.limited_joints`) as one-sided rows (:class:`LimitRows`);
+    joints with more than one coordinate (spherical, free) have no scalar limit and are skipped."""
     out = []
-    for k, (name, module) in enumerate(zip(system.module_names, system.modules)):
-        topology = getattr(module, "topology", None)
-        for j, lim in enumerate(getattr(topology, "joint_limits", ()) or ()):
-            if lim is None:
-                continue
-            qs, vs = topology.q_slices[j], topology.v_slices[j]
-            if qs.stop - qs.start != 1 or vs.stop - vs.start != 1:
-                continue
-            out.append((k, qs.start, vs.start, float(lim[0]), float(lim[1]), f"{name}.{topology.joint_names[j]}"))
+    for k, name, joint, _, lower, upper in limited_joints(system):
+        topology = system.modules[k].topology
+        j = topology.joint_names.index(joint)
+        qs, vs = topology.q_slices[j], topology.v_slices[j]
+        if qs.stop - qs.start == 1 and vs.stop - vs.start == 1:
+            out.append((k, qs.start, vs.start, lower, upper, f"{name}.{joint}"))
     return LimitRows(tuple(out))
 
 
