@@ -91,3 +91,16 @@ def test_painleve_rod_stays_finite_and_reports_its_residuals():
     for x in (tr.q[0], tr.v[0], tr.impulses, tr.primal, tr.dual, tr.complementarity):
         assert np.all(np.isfinite(np.asarray(x)))
     assert float(np.max(tr.impulses)) > 0                        # it did touch and push
+
+
+def test_touch_down_and_lift_off_do_not_recompile():
+    """One compiled program serves a ball that never reaches the floor, one that lands, and one thrown up off it:
+    inactive slots are masked, so the contact events change no shape (the jitted core's cache holds one entry)."""
+    from mrds_jax.system.simulate import _contact_core
+    system = ball_system()
+    before = _contact_core._cache_size()
+    for z, vz in ((5.0, 0.0), (0.3, 0.0), (0.1, 3.0)):
+        state = S.SystemState((jnp.array([0.0, 0.0, z, 1.0, 0.0, 0.0, 0.0]),),
+                              (jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, vz]),))
+        S.simulate(system, state, 1e-3, 300, decimation=300)
+    assert _contact_core._cache_size() == before + 1
