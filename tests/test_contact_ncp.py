@@ -19,7 +19,7 @@ from mrds_jax.system.ncp import (NCPSettings, RowLayout, solution_modes, ncp_res
 
 MAX = RowLayout(n_bilateral=6, n_unilateral=6, n_contacts=4)
 TOL = 1e-8
-SETTINGS = NCPSettings(stages=80, iterations=100, relaxation=1.0)   # plain ADMM, converged far below TOL on
+SETTINGS = NCPSettings(stages=80, iterations=100, relaxation=1.0, tolerance=1e-15)   # plain ADMM, converged far below TOL on
 # every problem (a step uses far fewer iterations; its default over-relaxation 1.6 converges faster on most problems
 # but stalls at 1e-4 on one rank-deficient problem here, number 47)
 

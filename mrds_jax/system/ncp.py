@@ -26,16 +26,19 @@ Unified and Efficient Approach", RSS 2024, the scheme of Pinocchio's ``ADMMConst
 
 R = ρ on the one-sided and contact rows and 0 on the bilateral ones (which the linear step solves exactly, up to
 the proximal weight η that keeps redundant loops solvable), Π_K the projection onto the product of the cones.
-A fixed number of stages (``SolverSettings``-like :class:`NCPSettings`), each one Cholesky factorisation (from which
-the stage's (G + R + ηI)⁻¹ is formed once, so that an iteration is a matrix-vector product) and a fixed number of
-iterations; between stages ρ is rebalanced by the ratio of the primal and dual residuals (Boyd et
-al. 2011, §3.4.1). Fixed shapes and iteration counts: the solve batches under ``vmap`` and runs on a GPU; no
-LAPACK call (:mod:`mrds_jax.spatial.linalg`). Warm start from the previous step's λ.
+Stages (:class:`NCPSettings`), each one Cholesky factorisation (from which the stage's (G + R + ηI)⁻¹ is formed
+once, so that an iteration is a matrix-vector product), and iterations within a stage, both iterated to a
+tolerance with caps (``lax.while_loop``: under ``vmap`` the loop runs until every scenario computed together has
+converged, MuJoCo Warp's and Kamino's per-world exit); between stages ρ is rebalanced by the ratio of the primal
+and dual residuals (Boyd et al. 2011, §3.4.1), and a stage ends early when they drift apart by 10× (Pinocchio's
+spectral rule's trigger). Warm start from the previous step's λ and, for the scaled dual, from its constraint
+velocities on the rows that carry an impulse (u₀ = −σ̃(λ₀)/ρ: a solved problem is a fixed point at iteration 0). Fixed shapes: the solve batches
+under ``vmap`` and runs on a GPU; no LAPACK call (:mod:`mrds_jax.spatial.linalg`).
 
 **Residuals** (:func:`ncp_residuals`), in impulse-velocity units, reported per step: primal = the largest
 violation of σ's constraints (|σ| on bilateral rows, max(−σ, 0) on one-sided rows, the distance of σ̃ from K_μ*
 on contacts), dual = the distance of λ from K (0 for the returned λ, which is projected; before projection it
-measures ADMM's consensus), complementarity = max over rows/cones of |λᵀσ̃|.
+measures ADMM's consensus, reported as max diag G · ‖x − z‖∞ in velocity units), complementarity = max over rows/cones of |λᵀσ̃|.
 
 **Derivative** (:func:`solve_ncp` is a ``jax.custom_jvp``): implicit differentiation at the solution with each
 row's mode fixed: inactive or separated rows keep dλ = 0, sticking contacts and active bilateral and one-sided
@@ -52,6 +55,9 @@ import jax.numpy as jnp
 
 from ..spatial.dense import solve as lu_solve_dense
 from ..spatial.linalg import cho_solve, cholesky, matmul
+
+MIN_STAGE = 10   # iterations before a stage may end because the primal and dual residuals drifted 10× apart (fewer
+                 # spend the stages' budget of factorisations too soon: tests/test_contact_ncp.py's problem 12)
 
 
 class RowLayout(NamedTuple):
@@ -70,26 +76,33 @@ class RowLayout(NamedTuple):
 
 
 class NCPSettings(NamedTuple):
-    """ADMM of :func:`solve_ncp`: ``stages`` factorisations × ``iterations`` each; ``rho`` the initial penalty
-    relative to the largest diagonal entry of G; ``prox`` the proximal weight η relative to it; ``tikhonov`` the
-    relative regularisation of the derivative's linear system; ``mode_tol`` the relative tolerance that decides
-    the modes (separated, sticking, sliding) for the derivative; ``relaxation`` α ∈ (0, 2) the over-relaxation of
-    the z-update (Boyd et al. 2011, §3.4.3; 1 is plain ADMM)."""
-    stages: int = 4
-    iterations: int = 25
+    """ADMM of :func:`solve_ncp`, iterated to a tolerance with caps: at most ``stages`` factorisations (ρ is
+    rebalanced between stages) × at most ``iterations`` iterations each; the loop leaves as soon as the
+    residuals (:func:`ncp_residuals`, and ADMM's consensus and dual change) are all within ``tolerance`` × the
+    problem's velocity scale max|g| (floored at 64 ulp of the dtype), so a warm-started step that is already
+    solved costs one check and no factorisation. ``rho`` the initial penalty relative to the largest diagonal
+    entry of G; ``prox`` the proximal weight η relative to it; ``tikhonov`` the relative regularisation of the
+    derivative's linear system; ``mode_tol`` the relative tolerance that decides the modes (separated, sticking,
+    sliding) for the derivative; ``relaxation`` α ∈ (0, 2) the over-relaxation of the z-update (Boyd et al.
+    2011, §3.4.3; 1 is plain ADMM)."""
+    stages: int = 8
+    iterations: int = 50
     rho: float = 0.1
     prox: float = 1e-9
     tikhonov: float = 1e-12
     mode_tol: float = 1e-7
     relaxation: float = 1.6
+    tolerance: float = 1e-10
 
 
 class NCPSolution(NamedTuple):
     lam: jnp.ndarray             # (m,) impulses λ
     sigma: jnp.ndarray           # (m,) post-step constraint velocities σ = G λ + g
     primal: jnp.ndarray          # () largest violation of σ's constraints (module docstring)
-    dual: jnp.ndarray            # () ADMM's consensus ‖x − z‖∞ at the last iteration
+    dual: jnp.ndarray            # () ADMM's consensus max diag G · ‖x − z‖∞ at the last iteration (velocity units)
     complementarity: jnp.ndarray  # () max |λᵀσ̃| over rows and cones
+    iterations: jnp.ndarray = None  # () ADMM iterations run (0: the warm start was already a solution)
+    converged: jnp.ndarray = None   # () bool: the residuals are within NCPSettings.tolerance (module docstring)
 
 
 # ----------------------------------------------------------------------------- cones
@@ -192,51 +205,129 @@ def _masked_problem(G, g, active):
     return Gm, g * a, scale
 
 
+def convergence_tolerance(g, tolerance):
+    """The absolute tolerance of a problem with free velocities ``g``: ``tolerance`` (relative) × max|g|, the
+    relative part floored at 64 ulp of the dtype (float32 cannot resolve less)."""
+    rel = jnp.maximum(jnp.asarray(tolerance, g.dtype), 64 * jnp.finfo(g.dtype).eps)
+    return rel * jnp.max(jnp.abs(g), initial=jnp.finfo(g.dtype).tiny)
+
+
+def _carrying(lam, layout):
+    """1 on the rows of one-sided rows and contacts whose (normal) impulse is positive, else 0: where a warm start
+    carries a dual estimate (a row that did not act has none; starting it from σ̃/ρ biases redundant sets toward
+    internal forces)."""
+    _, lu, lc = _split(lam, layout)
+    on_c = jnp.repeat((lc[:, 0] > 0).astype(lam.dtype), 3)
+    return _join(jnp.zeros(layout.n_bilateral, lam.dtype), (lu > 0).astype(lam.dtype), on_c)
+
+
+def polish_modes(Gm, gm, layout, guess, active, eta):
+    """Solution polishing (Stellato et al., "OSQP", Math. Prog. Comp. 2020, §5.2) for the NCP: take the modes of
+    ``guess`` — bilateral rows, one-sided rows with λ > 0 and contacts with λ_n > 0 closed (sticking: σ = 0 on all
+    three rows), the rest open (λ = 0) — and solve the linear system of the closed rows, G_cc λ_c = −g_c (with the
+    proximal ηI, which picks the minimum-norm impulses of a redundant set, and a refinement within G's range),
+    exactly. The result is an NCP solution
+    when it lies in the cones and the open rows separate; the caller checks that with the residuals and otherwise
+    iterates. Sliding contacts have no linear mode system and are left to ADMM."""
+    _, lu, lc = _split(guess, layout)
+    closed = _join(jnp.ones(layout.n_bilateral, bool), lu > 0, jnp.repeat(lc[:, 0] > 0, 3)) & active
+    c = closed.astype(Gm.dtype)
+    scale = _scale(Gm)
+    Gc = Gm * c[:, None] * c[None, :]
+    L = cholesky(Gc + jnp.diag((1.0 - c) * scale + eta))
+    lam = -cho_solve(L, gm * c)
+    # one step of iterative refinement restricted to G's range, δ = A⁻¹ G A⁻¹ r (A = G_cc + ηI): removes the O(η)
+    # bias of ηI (to O(η²)) where G_cc is regular and adds nothing along its null space, where plain refinement
+    # would add −g_null/η per step (the internal forces of a redundant set whose gaps disagree by rounding)
+    r = -(gm + matmul(Gc, lam)) * c
+    return lam + cho_solve(L, matmul(Gc, cho_solve(L, r)))
+
+
 def _admm(G, g, layout, mu, active, lam0, settings):
+    """ADMM on the masked problem (module docstring), iterated to ``settings.tolerance``: an outer loop of stages
+    (one factorisation of G + R + ηI each, ρ rebalanced between them by the ratio of the primal and dual
+    residuals, Boyd et al. 2011, §3.4.1) around an inner loop of iterations, both ``lax.while_loop`` with caps, so
+    that under ``vmap`` the loops leave when every scenario computed together has converged. The scaled dual is
+    warm-started from the warm start's own constraint velocities, u₀ = −σ̃(λ₀)/ρ on the rows that carry an impulse
+    (at a solution, λ = Π_K(λ − σ̃/ρ): the previous step's solution is a fixed point). Returns (λ, consensus, iterations, converged)."""
     Gm, gm, scale = _masked_problem(G, g, active)
     m = layout.size
+    dtype = G.dtype
     eta = settings.prox * scale
-    conic = jnp.concatenate([jnp.zeros(layout.n_bilateral, G.dtype),
-                             jnp.ones(m - layout.n_bilateral, G.dtype)])
-    a = active.astype(G.dtype)
+    conic = jnp.concatenate([jnp.zeros(layout.n_bilateral, dtype), jnp.ones(m - layout.n_bilateral, dtype)])
+    a = active.astype(dtype)
+    tol = convergence_tolerance(gm, settings.tolerance)
+    refine = layout.n_bilateral > 0          # redundant bilateral rows make A ill-conditioned (η ~ 1e-9)
 
     def project(w):
         return project_impulses(w, layout, mu) * a
 
-    def stage(carry, _):
-        x, z, u, rho = carry
-        R = rho * conic
-        # the stage's matrix A = G + R + ηI inverted once (its Cholesky factor, then the substitutions on all
-        # columns of I at a time): an iteration is then matrix-vector products instead of two sequential
-        # substitutions of m rows (loops of m trips). One step of iterative refinement, x += A⁻¹(r − A x), gives
-        # back the accuracy of the substitutions where A is ill-conditioned (redundant bilateral rows: η ~ 1e-9).
-        diag = R + eta
-        Ainv = cho_solve(cholesky(Gm + jnp.diag(diag)), jnp.eye(m, dtype=G.dtype))
+    def shifted_velocity(lam):
+        sigma = matmul(Gm, lam) + gm
+        return sigma + _shift(sigma, layout, mu)
 
-        def iterate(_, c):
-            x, z, u, z_prev = c
-            s = _shift(matmul(Gm, x) + gm, layout, mu)
-            r = -(gm + s) + R * (z - u) + eta * x
+    def residual(x, z, z_prev, rho):
+        """max of the NCP residuals at z (primal, complementarity per impulse), the consensus and the dual
+        change, in velocity units."""
+        primal, outside, comp = ncp_residuals(Gm, gm, z, layout, mu, active)
+        lam_scale = jnp.maximum(jnp.max(jnp.abs(z)), jnp.finfo(dtype).tiny)
+        consensus = scale * jnp.max(jnp.abs((x - z) * conic))
+        change = rho * jnp.max(jnp.abs((z - z_prev) * conic))
+        res = jnp.maximum(jnp.maximum(primal, comp / lam_scale), jnp.maximum(consensus, change))
+        res = jnp.maximum(res, scale * outside)
+        return jnp.where(jnp.isnan(res), jnp.inf, res), consensus, change
+
+    def stage(carry):
+        x, z, u, rho, k, total, _, _ = carry
+        R = rho * conic
+        diag = R + eta
+        # A = G + R + ηI inverted once per stage (its Cholesky factor, then the substitutions on all columns of I):
+        # an iteration is then matrix-vector products, not two sequential substitutions of m rows
+        Ainv = cho_solve(cholesky(Gm + jnp.diag(diag)), jnp.eye(m, dtype=dtype))
+
+        def iterate(c):
+            x, z, u, i, total, _, _, _ = c
+            r = -(gm + _shift(matmul(Gm, x) + gm, layout, mu)) + R * (z - u) + eta * x
             x = matmul(Ainv, r)
-            x = x + matmul(Ainv, r - matmul(Gm, x) - diag * x)                  # one step of iterative refinement
+            if refine:
+                x = x + matmul(Ainv, r - matmul(Gm, x) - diag * x)          # one step of iterative refinement
             xr = settings.relaxation * x + (1.0 - settings.relaxation) * z      # over-relaxation (Boyd §3.4.3)
             z_new = jnp.where(conic > 0, project(xr + u), x * a)
             u = u + (xr - z_new) * conic
-            return x, z_new, u, z
+            res, consensus, change = residual(x, z_new, z, rho)
+            return x, z_new, u, i + 1, total + 1, res, consensus, change
 
-        x, z, u, z_prev = jax.lax.fori_loop(0, settings.iterations, iterate, (x, z, u, z))
-        r_primal = jnp.max(jnp.abs((x - z) * conic))
-        r_dual = jnp.max(jnp.abs(rho * (z - z_prev) * conic))
-        ratio = jnp.sqrt(jnp.maximum(r_primal, 1e-300) / jnp.maximum(r_dual, 1e-300))
-        ratio = jnp.where((r_primal > 0) & (r_dual > 0), jnp.clip(ratio, 0.1, 10.0), 1.0)
-        u = u / ratio                      # scaled dual u = y/ρ follows ρ
-        return (x, z, u, rho * ratio), r_primal
+        def unbalanced(consensus, change):
+            return (consensus > 10 * change) | (change > 10 * consensus)
 
-    lam0 = project(lam0)
-    rho0 = jnp.asarray(settings.rho, G.dtype) * scale
-    (x, z, u, _), r = jax.lax.scan(stage, (lam0, lam0, jnp.zeros_like(lam0), rho0), None, length=settings.stages)
+        def going(c):
+            _, _, _, i, _, res, consensus, change = c
+            return (i < settings.iterations) & ~(res <= tol) & ~((i >= MIN_STAGE) & unbalanced(consensus, change))
+
+        inf = jnp.asarray(jnp.inf, dtype)
+        x, z, u, _, total, res, consensus, change = jax.lax.while_loop(
+            going, iterate, (x, z, u, jnp.zeros((), jnp.int32), total, inf, inf, inf))
+        ratio = jnp.sqrt(jnp.maximum(consensus, 1e-300) / jnp.maximum(change, 1e-300))
+        ratio = jnp.where((consensus > 0) & (change > 0), jnp.clip(ratio, 0.1, 10.0), 1.0)
+        return x, z, u / ratio, rho * ratio, k + 1, total, res, consensus     # scaled dual u = y/ρ follows ρ
+
+    def more_stages(carry):
+        return (carry[4] < settings.stages) & ~(carry[6] <= tol)
+
+    z0 = project(lam0)
+    rho0 = jnp.asarray(settings.rho, dtype) * scale
+    # the warm start's modes polished into an exact solution (polish_modes) where that is one: a step whose
+    # contacts keep their modes (standing, holding, resting, nothing near) needs no iteration
+    zp = polish_modes(Gm, gm, layout, z0, active, jnp.maximum(eta, 64 * jnp.finfo(dtype).eps * scale))
+    res_p, _, _ = residual(zp, zp, zp, rho0)
+    z0 = jnp.where(res_p <= tol, zp, z0)
+    u0 = -shifted_velocity(z0) * conic * _carrying(z0, layout) / rho0
+    res0, _, _ = residual(z0, z0, z0, rho0)
+    zero = jnp.zeros((), jnp.int32)
+    x, z, _, _, _, total, res, consensus = jax.lax.while_loop(
+        more_stages, stage, (z0, z0, u0, rho0, zero, zero, res0, jnp.zeros((), dtype)))
     lam = jnp.where(conic > 0, z, x) * a
-    return lam, r[-1]
+    return lam, consensus, total, res <= tol
 
 
 # ----------------------------------------------------------------------------- the derivative
@@ -305,7 +396,8 @@ def _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, tol):
 
 
 def _solve_fixed_modes(G, g, mu, active, lam0, layout, settings):
-    return _admm(G, g, layout, mu, active, lam0, settings)
+    lam, consensus, iterations, converged = _admm(G, g, layout, mu, active, lam0, settings)
+    return lam, jnp.stack([consensus, iterations.astype(g.dtype), converged.astype(g.dtype)])
 
 
 _solve_core = jax.custom_jvp(_solve_fixed_modes, nondiff_argnums=(5, 6))
@@ -314,7 +406,7 @@ _solve_core = jax.custom_jvp(_solve_fixed_modes, nondiff_argnums=(5, 6))
 def _solve_core_jvp(layout, settings, primals, tangents):
     G, g, mu, active, lam0 = primals
     dG, dg, dmu, _, _ = tangents
-    lam, dual = _admm(G, g, layout, mu, active, lam0, settings)
+    lam, info = _solve_fixed_modes(G, g, mu, active, lam0, layout, settings)
     sigma = matmul(G, lam) + g
     M, Pmat, Qmu = _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, settings.mode_tol)
     scale = _scale(G)
@@ -323,7 +415,7 @@ def _solve_core_jvp(layout, settings, primals, tangents):
     eps = settings.tikhonov * scale * scale
     A = matmul(M.T, M) + eps * jnp.eye(M.shape[0], dtype=G.dtype)
     dlam = lu_solve_dense(A, matmul(M.T, rhs))
-    return (lam, dual), (dlam * active.astype(G.dtype), jnp.zeros_like(dual))
+    return (lam, info), (dlam * active.astype(G.dtype), jnp.zeros_like(info))
 
 
 _solve_core.defjvp(_solve_core_jvp)
@@ -342,7 +434,12 @@ def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
     active = jnp.ones(m, bool) if active is None else jnp.asarray(active, bool)
     lam0 = jnp.zeros(m, dtype) if lam0 is None else jnp.asarray(lam0, dtype)
     G = 0.5 * (G + G.T)
-    lam, dual = _solve_core(G, g, mu, active, jax.lax.stop_gradient(lam0), layout, settings)
+    if m == 0:                              # nothing to solve (a step whose buffer of active rows is empty)
+        zero = jnp.zeros((), dtype)
+        return NCPSolution(g, g, zero, zero, zero, jnp.zeros((), jnp.int32), jnp.ones((), bool))
+    lam, info = _solve_core(G, g, mu, active, jax.lax.stop_gradient(lam0), layout, settings)
+    info = jax.lax.stop_gradient(info)
     sigma = matmul(G, lam) + g
     primal, _, comp = ncp_residuals(G, g, lam, layout, mu, active)
-    return NCPSolution(lam, sigma * active.astype(dtype), primal, dual, comp)
+    return NCPSolution(lam, sigma * active.astype(dtype), primal, info[0], comp, info[1].astype(jnp.int32),
+                       info[2] > 0)

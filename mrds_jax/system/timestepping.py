@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import validation
 from ..dynamics.interface import (integrate_configuration, mass_matrix, normalize_configuration,
-                                  open_chain_acceleration, point_jacobians, point_motion)
+                                  open_chain_inverse_dynamics, point_jacobians, point_motion)
 from ..spatial import skew
 from ..spatial.linalg import cho_solve, cholesky, matmul
 from .build import SystemState
@@ -50,11 +50,23 @@ class ContactSettings(NamedTuple):
     the closing speed below which restitution is not applied (avoids chatter at rest); ``margin``: a one-sided row
     or contact slot takes part in the step's problem when its gap, advanced by the free velocity over the step,
     is below ``margin`` (m, or rad for limits of revolute joints): d + dt min(ẋ_n,free, 0) < margin. Farther rows
-    cannot touch within the step and are masked (which keeps the problem well scaled)."""
+    cannot touch within the step and are masked (which keeps the problem well scaled).
+
+    ``max_limit_rows`` and ``max_contacts``: the capacity of the step's buffer of active one-sided rows (joint-limit
+    rows) and contact slots. The rows that can act within the step (``margin``) are gathered into it, nearest
+    first, and only they enter the solve (:func:`contact_step`); more candidates than places is an overflow, named
+    in the step's report (``StepReport.overflow``) and in a warning of :func:`~.simulate.simulate` — the farthest
+    candidates are left out of that step. None: from the model, :func:`buffer_capacity` (every limited joint, a
+    joint's two rows cannot both be near; at most :data:`AUTO_MAX_CONTACTS` contact slots)."""
     ncp: NCPSettings = NCPSettings()
     baumgarte: float = 0.2
     restitution_velocity: float = 1e-3
     margin: float = 1e-3
+    max_limit_rows: Optional[int] = None
+    max_contacts: Optional[int] = None
+
+
+AUTO_MAX_CONTACTS = 32    # MuJoCo's humanoid standing has ~10 contacts, a quadruped 4-8
 
 
 def validate_contact_settings(settings, where="simulate"):
@@ -82,6 +94,11 @@ def validate_contact_settings(settings, where="simulate"):
     validation.positive(settings.margin, "ContactSettings.margin", where, allow_zero=True)
     validation.positive(settings.restitution_velocity, "ContactSettings.restitution_velocity", where,
                         allow_zero=True)
+    validation.positive(settings.ncp.tolerance, "NCPSettings.tolerance", where)
+    for name in ("max_limit_rows", "max_contacts"):
+        value = getattr(settings, name)
+        if value is not None:
+            validation.count(value, f"ContactSettings.{name}", where)
     return settings
 
 
@@ -95,6 +112,9 @@ class StepReport(NamedTuple):
     primal: jnp.ndarray            # () solver residuals (:func:`~.ncp.ncp_residuals`)
     dual: jnp.ndarray
     complementarity: jnp.ndarray
+    iterations: jnp.ndarray        # () ADMM iterations of the step (0: nothing to solve, or the warm start solved it)
+    converged: jnp.ndarray         # () bool: residuals within NCPSettings.tolerance
+    overflow: jnp.ndarray          # () bool: more rows could act than the buffer holds (:class:`ContactSettings`)
 
 
 # ----------------------------------------------------------------------------- the rows' static structure
@@ -162,8 +182,8 @@ def bilateral_rows(system, state, v_free, t, dt, beta):
     dtype = state.q[0].dtype
     free = SystemState(state.q, v_free)
     J = jnp.concatenate([constraint_jacobian(system, state, t + dt), coupling_jacobian(system, state)])
-    err = constraint_errors(system, free, t + dt)
-    pos = constraint_errors(system, state, t + dt).position
+    err = constraint_errors(system, free, t + dt)          # Φ_p depends on q only: one pass gives both
+    pos = err.position
     phi_v = jnp.concatenate(err.velocity) if err.velocity else jnp.zeros(0, dtype)
     phi_p = jnp.concatenate(pos) if pos else jnp.zeros(0, dtype)
     cp, _ = coupling_errors(system, state)
@@ -180,25 +200,6 @@ def _gap_term(gap, dt, beta):
 def _near(gap, v_free_n, dt, margin):
     """Whether a one-sided row can close within the step (:class:`ContactSettings` ``margin``)."""
     return gap + dt * jnp.minimum(v_free_n, 0.0) < margin
-
-
-def limit_rows_at(system, limits, state, v_free, dt, beta):
-    """(J, g, gaps, free normal velocities) of the joint limits (module docstring, step 2)."""
-    dtype = state.q[0].dtype
-    nv = sum(m.nv for m in system.modules)
-    offsets = np.cumsum([0] + [m.nv for m in system.modules])
-    J = np.zeros((limits.n_rows, nv))
-    gaps, vels = [], []
-    for r, (k, iq, iv, lo, hi, _) in enumerate(limits.joints):
-        J[2 * r, offsets[k] + iv], J[2 * r + 1, offsets[k] + iv] = 1.0, -1.0
-        q = state.q[k][iq]
-        gaps += [q - lo, hi - q]
-        vels += [v_free[k][iv], -v_free[k][iv]]
-    if not limits.joints:
-        empty = jnp.zeros(0, dtype)
-        return jnp.zeros((0, nv), dtype), empty, empty, empty
-    gaps, vels = jnp.stack(gaps), jnp.stack(vels)
-    return jnp.asarray(J, dtype), vels + _gap_term(gaps, dt, beta), gaps, vels
 
 
 class SlotKinematics(NamedTuple):
@@ -248,38 +249,13 @@ def geom_world_frames(system, state):
 
 
 def slot_kinematics(system, state):
-    """:class:`SlotKinematics` of every contact slot of ``system``'s collision model at ``state``."""
-    from ..collision import contact_slots
-    model = collision_model_of(system)
-    frames = _geom_frames(system, model, state)
-    slots = contact_slots(model, tuple((R, p) for R, p, _, _ in frames))
-    rows = []
-    start = 0
-    for (i, j), n in zip(model.pairs, model.slots):
-        for s in range(start, start + n):
-            x = slots.point[s]
-
-            def point_jacobian(gi):
-                _, _, origin, Jf = frames[gi]
-                return Jf[3:] - matmul(skew(x - origin), Jf[:3])   # v_x = v_o + ω × (x − o), o the point's origin
-
-            rows.append(matmul(slots.frame[s], point_jacobian(j) - point_jacobian(i)))
-        start += n
-    J = jnp.concatenate(rows) if rows else jnp.zeros((0, sum(m.nv for m in system.modules)), state.q[0].dtype)
-    return SlotKinematics(slots.gap, slots.point, slots.frame, slots.valid, slots.friction, slots.restitution, J)
-
-
-def contact_rows_at(system, state, v, v_free, dt, settings):
-    """(J, g, kinematics) of the contact slots (module docstring, step 2)."""
-    kin = slot_kinematics(system, state)
-    n = kin.gap.shape[0]
-    vf = matmul(kin.J, _flat_v(system, v_free)).reshape(n, 3)
-    v_before = matmul(kin.J, _flat_v(system, v)).reshape(n, 3)[:, 0]
-    closing = (v_before < -settings.restitution_velocity) & (kin.gap <= 0)
-    bounce = jnp.where(closing, kin.restitution * v_before, 0.0)
-    gn = vf[:, 0] + _gap_term(kin.gap, dt, settings.baumgarte) + bounce
-    g = jnp.concatenate([gn[:, None], vf[:, 1:]], axis=1).reshape(-1)
-    return kin.J, g, kin, vf[:, 0]
+    """:class:`SlotKinematics` of every contact slot of ``system``'s collision model at ``state`` (all slots: the
+    step itself builds the rows of the gathered ones only, :func:`active_rows`)."""
+    cand = candidates(system, state)
+    sl = cand.slots
+    n = sl.gap.shape[0]
+    J = slot_rows(cand, jnp.arange(n)).reshape(3 * n, -1)
+    return SlotKinematics(sl.gap, sl.point, sl.frame, sl.valid, sl.friction, sl.restitution, J)
 
 
 def unilateral_violations(system, state):
@@ -294,8 +270,8 @@ def unilateral_violations(system, state):
         parts += [q - lo, hi - q]
     out = [jnp.minimum(jnp.stack(parts), 0.0)] if parts else []
     if n_contact_slots(system):
-        kin = slot_kinematics(system, state)
-        out.append(jnp.where(kin.valid, jnp.minimum(kin.gap, 0.0), 0.0))
+        slots = candidates(system, state).slots
+        out.append(jnp.where(slots.valid, jnp.minimum(slots.gap, 0.0), 0.0))
     return jnp.concatenate(out) if out else jnp.zeros(0, dtype)
 
 
@@ -305,8 +281,8 @@ def contact_gaps(system, state):
     model = collision_model_of(system)
     if model is None or not model.n_slots:
         return {}
-    kin = slot_kinematics(system, state)
-    gap, valid = np.asarray(kin.gap), np.asarray(kin.valid)
+    slots = candidates(system, state).slots
+    gap, valid = np.asarray(slots.gap), np.asarray(slots.valid)
     out, start = {}, 0
     for (i, j), n in zip(model.pairs, model.slots):
         g = gap[start:start + n][valid[start:start + n]]
@@ -335,6 +311,16 @@ def delassus(system, factors, J):
     return matmul(J, Psi), Psi
 
 
+def free_velocity(system, q, v, taus, Q, dt):
+    """Step 1: (v_free, factors) with v_free = v + dt H⁻¹(τ + Q − C v − G) per module and the Cholesky factors of
+    the modules' H, computed once (CRBA and RNEA at q̈ = 0, Featherstone RBDA §6.2 and §5.3): the same factors then
+    serve every H⁻¹Jᵀ of the step."""
+    factors = _module_factors(system, q)
+    v_free = tuple(vk + dt * cho_solve(L, tk + Qk - open_chain_inverse_dynamics(m, qk, vk, jnp.zeros_like(vk)))
+                   for m, L, qk, vk, tk, Qk in zip(system.modules, factors, q, v, taus, Q))
+    return v_free, factors
+
+
 def _bilateral_active(system, active_contacts, dtype):
     """Row mask of the loops and couplings from a per-contact switch (None: all on)."""
     names, slices = constraint_rows(system)
@@ -347,41 +333,226 @@ def _bilateral_active(system, active_contacts, dtype):
     return jnp.concatenate(parts) if parts else jnp.zeros(0, bool)
 
 
+class LoopSolve(NamedTuple):
+    """The bilateral rows solved on their own (:func:`eliminate_bilateral`)."""
+    Psi: jnp.ndarray        # (Σnv, n_b) H⁻¹ J_bᵀ
+    factor: jnp.ndarray     # (n_b, n_b) Cholesky factor of the masked G_bb + ηI
+    impulses: jnp.ndarray   # (n_b,) λ_b⁰ = −G_bb⁻¹ g_b, the loops' impulses with no one-sided row acting
+    velocity: jnp.ndarray   # (Σnv,) v_c = v_free + Ψ_b λ_b⁰, the free velocity with the loops closed
+    active: jnp.ndarray     # (n_b,) row mask (switched-off grasps)
+
+
+def eliminate_bilateral(system, factors, Jb, gb, active, v_free, prox):
+    """The loops, couplings and switched-on grasps are always active: their block G_bb = J_b H⁻¹ J_bᵀ (Bonaventura's
+    Bᶜ, eq. 88) is factored once (Cholesky, with the proximal ηI of :class:`~.ncp.NCPSettings` that keeps redundant
+    loops solvable, and switched-off rows decoupled), and they are eliminated from the step's problem by a Schur
+    complement: with λ_b = λ_b⁰ − G_bb⁻¹ G_ba λ_a, the one-sided rows see the Delassus matrix of the constrained
+    system, G_aa − G_ab G_bb⁻¹ G_ba, and the free velocity v_c with the loops closed (:func:`reduced_problem`).
+    Exact: the same λ as one solve over all rows (tests/test_contact_step.py)."""
+    dtype = gb.dtype
+    Psi = _minv_times(system, factors, Jb.T)
+    a = active.astype(dtype)
+    Gbb = matmul(Jb, Psi) * a[:, None] * a[None, :]
+    scale = jnp.max(jnp.abs(jnp.diagonal(Gbb)), initial=0.0) if Gbb.shape[0] else jnp.ones((), dtype)
+    scale = jnp.where(scale > 0, scale, 1.0)
+    L = cholesky(Gbb + jnp.diag((1.0 - a) * scale + prox * scale))
+    lam0 = -cho_solve(L, gb * a) if gb.shape[0] else gb
+    v_c = _flat_v(system, v_free) + (matmul(Psi, lam0) if gb.shape[0] else 0.0)
+    return LoopSolve(Psi * a[None, :], L, lam0, v_c, active)
+
+
+class Candidates(NamedTuple):
+    """Every one-sided row and contact slot of the model at a state (static shapes): what can be gathered."""
+    limit_gap: jnp.ndarray       # (n_l,) gaps of the limit rows (q − q_lo, q_hi − q)
+    limit_dof: np.ndarray        # (n_l,) static flat velocity index of each limit row
+    limit_sign: np.ndarray       # (n_l,) static ±1: J row = sign · e_dof
+    slots: object                # SlotSet of the collision model (gap, point, frame, valid, friction, restitution)
+    geom_jacobian: jnp.ndarray   # (n_geoms, 6, Σnv) world-aligned Jacobians of the points the geoms ride on
+    geom_origin: jnp.ndarray     # (n_geoms, 3) those points' world positions
+    slot_geoms: np.ndarray       # (n_slots, 2) static geom indices (i, j) of each slot's pair
+
+
+def limit_structure(system, limits):
+    """Static flat velocity index and sign of every limit row (lower: +e_j, upper: −e_j)."""
+    offsets = np.cumsum([0] + [m.nv for m in system.modules])
+    dof = np.array([offsets[k] + iv for k, _, iv, _, _, _ in limits.joints for _ in (0, 1)], dtype=np.int32)
+    sign = np.tile(np.array([1.0, -1.0]), len(limits.joints))
+    return dof, sign
+
+
+def candidates(system, state):
+    """:class:`Candidates` at ``state``: the limit rows' gaps and the collision model's slots (its narrow phase,
+    every pair) with the geoms' frame Jacobians, from which any slot's rows follow (:func:`slot_rows`)."""
+    from ..collision import contact_slots
+    dtype = state.q[0].dtype
+    limits = limit_rows(system)
+    dof, sign = limit_structure(system, limits)
+    gaps = [g for k, iq, _, lo, hi, _ in limits.joints for g in (state.q[k][iq] - lo, hi - state.q[k][iq])]
+    limit_gap = jnp.stack(gaps) if gaps else jnp.zeros(0, dtype)
+    model = collision_model_of(system)
+    nv = sum(m.nv for m in system.modules)
+    if model is None or not model.n_slots:
+        return Candidates(limit_gap, dof, sign, None, jnp.zeros((0, 6, nv), dtype), jnp.zeros((0, 3), dtype),
+                          np.zeros((0, 2), np.int32))
+    frames = _geom_frames(system, model, state)
+    slots = contact_slots(model, tuple((R, p) for R, p, _, _ in frames))
+    slot_geoms = np.array([model.pairs[k] for k in model.slot_pair], dtype=np.int32).reshape(-1, 2)
+    return Candidates(limit_gap, dof, sign, slots, jnp.stack([f[3] for f in frames]),
+                      jnp.stack([f[2] for f in frames]), slot_geoms)
+
+
+def _point_jacobian(cand, geom, x):
+    """(…, 3, Σnv) Jacobian of the material point of ``geom`` at world position ``x``: v_x = v_o + ω × (x − o)."""
+    Jg, o = cand.geom_jacobian[geom], cand.geom_origin[geom]
+    return Jg[..., 3:, :] - jnp.einsum("...ij,...jk->...ik", jax.vmap(skew)(x - o) if x.ndim > 1 else skew(x - o),
+                                       Jg[..., :3, :])
+
+
+def slot_rows(cand, index):
+    """(k, 3, Σnv) rows [n, t₁, t₂] of the relative velocity of geom 2's point w.r.t. geom 1's at the slots
+    ``index`` (module docstring, step 2)."""
+    gi, gj = jnp.asarray(cand.slot_geoms[:, 0])[index], jnp.asarray(cand.slot_geoms[:, 1])[index]
+    x = cand.slots.point[index]
+    rel = _point_jacobian(cand, gj, x) - _point_jacobian(cand, gi, x)
+    return jnp.einsum("kij,kjn->kin", cand.slots.frame[index], rel)
+
+
+def slot_velocities(cand, v_flat):
+    """(n_slots, 3) relative velocities of every slot in its contact frame at generalized velocity ``v_flat``, from
+    the geoms' twists (one product per geom, not per slot)."""
+    twist = matmul(cand.geom_jacobian, v_flat)                                    # (n_geoms, 6)
+    x = cand.slots.point
+
+    def point_velocity(g):
+        w, vo = twist[g, :3], twist[g, 3:]
+        return vo + jnp.cross(w, x - cand.geom_origin[g])
+
+    rel = point_velocity(cand.slot_geoms[:, 1]) - point_velocity(cand.slot_geoms[:, 0])
+    return jnp.einsum("kij,kj->ki", cand.slots.frame, rel)
+
+
+def buffer_capacity(system, settings=ContactSettings()):
+    """(limit rows, contact slots) of the step's buffer of active rows (:class:`ContactSettings`)."""
+    n_l, n_c = limit_rows(system).n_rows, n_contact_slots(system)
+    cap_l = n_l // 2 if settings.max_limit_rows is None else settings.max_limit_rows
+    cap_c = min(n_c, AUTO_MAX_CONTACTS) if settings.max_contacts is None else settings.max_contacts
+    return min(cap_l, n_l), min(cap_c, n_c)
+
+
+def gather_nearest(near, priority, capacity):
+    """Indices (capacity,) of the ``near`` entries with the smallest ``priority``, nearest first, a mask of which
+    of them are near, and whether more were near than fit (overflow). Static shapes: a fixed-capacity buffer."""
+    n = near.shape[0]
+    if capacity >= n:
+        index = jnp.arange(n, dtype=jnp.int32)
+        return index, near, jnp.zeros((), bool)
+    key = jnp.where(near, -priority, -jnp.inf)
+    _, index = jax.lax.top_k(key, capacity)
+    return index, near[index], jnp.sum(near) > capacity
+
+
+class ActiveRows(NamedTuple):
+    """The step's buffer of active one-sided rows: K_l limit rows then K_c contact slots (3 rows each)."""
+    J: jnp.ndarray           # (K, Σnv)
+    g: jnp.ndarray           # (K,) free constraint velocities at v_c with the gap and restitution terms
+    active: jnp.ndarray      # (K,) bool: a near row in this place (the rest is padding)
+    friction: jnp.ndarray    # (K_c,)
+    rows: jnp.ndarray        # (K,) int: the row of each place in the full layout (:func:`row_layout`)
+    overflow: jnp.ndarray    # () bool
+    layout: RowLayout        # RowLayout(0, K_l, K_c)
+
+
+def active_rows(system, cand, v, v_c, dt, settings):
+    """Gather the rows that can act within the step (``margin``, judged at the loop-closed free velocity v_c) into
+    the fixed-capacity buffer (:func:`buffer_capacity`), and build their rows J and free velocities g (module
+    docstring, step 2) for those only."""
+    dtype = v_c.dtype
+    beta = settings.baumgarte
+    full = row_layout(system)
+    cap_l, cap_c = buffer_capacity(system, settings)
+    # limit rows: J = ±e_dof
+    vn_l = cand.limit_sign * v_c[cand.limit_dof] if cand.limit_dof.size else jnp.zeros(0, dtype)
+    near_l = _near(cand.limit_gap, vn_l, dt, settings.margin)
+    il, al, over_l = gather_nearest(near_l, cand.limit_gap + dt * vn_l, cap_l)
+    nv = v_c.shape[0]
+    Jl = (jax.nn.one_hot(jnp.asarray(cand.limit_dof)[il], nv, dtype=dtype)
+          * jnp.asarray(cand.limit_sign, dtype)[il][:, None]) if cap_l else jnp.zeros((0, nv), dtype)
+    gl = vn_l[il] + _gap_term(cand.limit_gap[il], dt, beta) if cap_l else jnp.zeros(0, dtype)
+    rows = [jnp.asarray(full.n_bilateral + il, jnp.int32)]
+    parts_J, parts_g, parts_a, mu = [Jl], [gl], [al], jnp.zeros(0, dtype)
+    over = over_l
+    if cap_c:
+        sl = cand.slots
+        vel = slot_velocities(cand, v_c)
+        vn = vel[:, 0]
+        near_c = sl.valid & _near(sl.gap, vn, dt, settings.margin)
+        ic, ac, over_c = gather_nearest(near_c, sl.gap + dt * vn, cap_c)
+        v_before = slot_velocities(cand, v)[ic, 0]
+        closing = (v_before < -settings.restitution_velocity) & (sl.gap[ic] <= 0)
+        bounce = jnp.where(closing, sl.restitution[ic] * v_before, 0.0)
+        gn = vn[ic] + _gap_term(sl.gap[ic], dt, beta) + bounce
+        parts_J.append(slot_rows(cand, ic).reshape(3 * cap_c, nv))
+        parts_g.append(jnp.concatenate([gn[:, None], vel[ic, 1:]], axis=1).reshape(-1))
+        parts_a.append(jnp.repeat(ac, 3))
+        rows.append((full.contact_start + 3 * ic[:, None] + jnp.arange(3)[None]).reshape(-1).astype(jnp.int32))
+        mu = sl.friction[ic]
+        over = over | over_c
+    return ActiveRows(jnp.concatenate(parts_J), jnp.concatenate(parts_g), jnp.concatenate(parts_a), mu,
+                      jnp.concatenate(rows), over, RowLayout(0, cap_l, cap_c))
+
+
+def reduced_problem(system, factors, loops, Jb, rows):
+    """(G, g, Ψ_a, X) of the one-sided rows with the loops eliminated (:func:`eliminate_bilateral`):
+    Ψ_a = H⁻¹ J_aᵀ, X = G_bb⁻¹ G_ba, G = J_a Ψ_a − G_ab X (the Delassus matrix of the loop-constrained system),
+    g = the rows' free velocities at v_c."""
+    Psi_a = _minv_times(system, factors, rows.J.T)
+    Gaa = matmul(rows.J, Psi_a)
+    if Jb.shape[0] == 0:
+        return Gaa, Psi_a, jnp.zeros((0, rows.J.shape[0]), Gaa.dtype)
+    a = loops.active.astype(Gaa.dtype)
+    Gba = matmul(Jb, Psi_a) * a[:, None]
+    X = cho_solve(loops.factor, Gba)
+    return Gaa - matmul(Gba.T, X), Psi_a, X
+
+
 def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_contacts=None,
                  settings=ContactSettings()):
     """One velocity-level step (module docstring): returns (q⁺, v⁺, :class:`StepReport`). ``lam_prev``: the
     previous step's impulses (warm start), zeros at the first step; ``active_contacts``: None or a (n_contacts,)
-    boolean switch of the system's (bilateral) contacts — grasps, welds — at this step."""
+    boolean switch of the system's (bilateral) contacts — grasps, welds — at this step.
+
+    The cost follows the rows that can touch: the loops are solved on their own (:func:`eliminate_bilateral`),
+    the one-sided rows and contact slots within reach are gathered into a fixed-capacity buffer
+    (:func:`active_rows`), and only they enter the NCP (:func:`~.ncp.solve_ncp`, whose loop leaves at once when
+    none is active). The impulses are reported in the full static layout (:func:`row_layout`)."""
     dtype = q[0].dtype
     state = SystemState(tuple(q), tuple(v))
     Q = generalized_forces(system, forces, state, t)
     taus = [jnp.zeros(m.nv, dtype) for m in system.modules] if tau is None else [jnp.asarray(x, dtype) for x in tau]
-    v_free = tuple(vk + dt * open_chain_acceleration(m, qk, vk, tk + Qk)
-                   for m, qk, vk, tk, Qk in zip(system.modules, q, v, taus, Q))
-    beta = settings.baumgarte
+    v_free, factors = free_velocity(system, q, v, taus, Q, dt)
     layout = row_layout(system)
-    Jb, gb = bilateral_rows(system, state, v_free, t, dt, beta)
-    Jl, gl, gaps_l, vn_l = limit_rows_at(system, limit_rows(system), state, v_free, dt, beta)
-    parts_J, parts_g = [Jb, Jl], [gb, gl]
-    active = [_bilateral_active(system, active_contacts, dtype), _near(gaps_l, vn_l, dt, settings.margin)]
-    if layout.n_contacts:
-        Jc, gc, kin, vn_c = contact_rows_at(system, state, v, v_free, dt, settings)
-        parts_J.append(Jc)
-        parts_g.append(gc)
-        active.append(jnp.repeat(kin.valid & _near(kin.gap, vn_c, dt, settings.margin), 3))
-        mu, gaps_c, points, frames = kin.friction, kin.gap, kin.point, kin.frame
-    else:
-        mu, gaps_c = jnp.zeros(0, dtype), jnp.zeros(0, dtype)
-        points, frames = jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype)
-    J, g, active = jnp.concatenate(parts_J), jnp.concatenate(parts_g), jnp.concatenate(active)
-    factors = _module_factors(system, q)
-    G, Psi = delassus(system, factors, J)
-    sol = solve_ncp(G, g, layout, mu, active, lam_prev, settings.ncp)
-    v_new = _split_v(system, _flat_v(system, v_free) + matmul(Psi, sol.lam))
+    Jb, gb = bilateral_rows(system, state, v_free, t, dt, settings.baumgarte)
+    loops = eliminate_bilateral(system, factors, Jb, gb, _bilateral_active(system, active_contacts, dtype), v_free,
+                                settings.ncp.prox)
+    cand = candidates(system, state)
+    rows = active_rows(system, cand, _flat_v(system, v), loops.velocity, dt, settings)
+    G, Psi_a, X = reduced_problem(system, factors, loops, Jb, rows)
+    sol = solve_ncp(G, rows.g, rows.layout, rows.friction, rows.active, jnp.asarray(lam_prev, dtype)[rows.rows],
+                    settings.ncp)
+    lam_b = loops.impulses - (matmul(X, sol.lam) if Jb.shape[0] else 0.0)
+    v_flat = loops.velocity + matmul(Psi_a, sol.lam) - (matmul(loops.Psi, matmul(X, sol.lam)) if Jb.shape[0] else 0.0)
+    v_new = _split_v(system, v_flat)
     q_new = tuple(normalize_configuration(m, integrate_configuration(m, qk, vk, dt))
                   for m, qk, vk in zip(system.modules, q, v_new))
-    report = StepReport(sol.lam, sol.sigma, jnp.concatenate([gaps_l, gaps_c]), points, frames, sol.primal, sol.dual,
-                        sol.complementarity)
+    lam = jnp.zeros(layout.size, dtype).at[:layout.n_bilateral].set(lam_b).at[rows.rows].add(sol.lam)
+    sigma = jnp.zeros(layout.size, dtype).at[rows.rows].add(sol.sigma)
+    n_slots = layout.n_contacts
+    if n_slots:
+        gaps_c, points, frames = cand.slots.gap, cand.slots.point, cand.slots.frame
+    else:
+        gaps_c, points, frames = jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype)
+    report = StepReport(lam, sigma, jnp.concatenate([cand.limit_gap, gaps_c]), points, frames, sol.primal, sol.dual,
+                        sol.complementarity, sol.iterations, sol.converged, rows.overflow)
     return q_new, v_new, report
 
 
@@ -400,6 +571,10 @@ class ContactTrajectory(NamedTuple):
     complementarity: jnp.ndarray
     first_nonfinite: jnp.ndarray   # step index where the state first became non-finite, −1 if never
     dt: jnp.ndarray = None         # the step (an impulse over dt is the mean force of its step)
+    iterations_max: jnp.ndarray = None   # (n_out,) most ADMM iterations of a step since the previous stored state
+    iterations_mean: jnp.ndarray = None  # (n_out,) their mean over those steps
+    converged: jnp.ndarray = None        # (n_out,) bool: every one of those steps within NCPSettings.tolerance
+    overflow: jnp.ndarray = None         # (n_out,) bool: some step had more candidate rows than the buffer holds
 
     def contact_forces(self, system):
         """(n_out, n_slots, 3) world-axes mean force on geom 2 by geom 1 of every contact slot over the step that
@@ -428,7 +603,8 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     n_gaps = layout.n_unilateral + layout.n_contacts
     zeros = StepReport(jnp.zeros(layout.size, dtype), jnp.zeros(layout.size, dtype), jnp.zeros(n_gaps, dtype),
                        jnp.zeros((layout.n_contacts, 3), dtype), jnp.zeros((layout.n_contacts, 3, 3), dtype),
-                       *(jnp.zeros((), dtype) for _ in range(3)))
+                       *(jnp.zeros((), dtype) for _ in range(3)), jnp.zeros((), jnp.int32), jnp.ones((), bool),
+                       jnp.zeros((), bool))
 
     def step(carry, _):
         q, v, lam, k, bad = carry
@@ -443,13 +619,17 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
         carry, reps = jax.lax.scan(step, carry, None, length=decimation)
         last = jax.tree.map(lambda x: x[-1], reps)
         worst = [jnp.max(x) for x in (reps.primal, reps.dual, reps.complementarity)]
-        return carry, (carry[0], carry[1], last._replace(primal=worst[0], dual=worst[1], complementarity=worst[2]))
+        last = last._replace(primal=worst[0], dual=worst[1], complementarity=worst[2],
+                             iterations=jnp.max(reps.iterations), converged=jnp.all(reps.converged),
+                             overflow=jnp.any(reps.overflow))
+        return carry, (carry[0], carry[1], last, jnp.mean(reps.iterations.astype(dtype)))
 
     init = (tuple(q0), tuple(v0), jnp.zeros(layout.size, dtype), jnp.zeros((), jnp.int32), -jnp.ones((), jnp.int32))
-    carry, (qs, vs, reps) = jax.lax.scan(block, init, None, length=n_steps // decimation)
+    carry, (qs, vs, reps, mean_iterations) = jax.lax.scan(block, init, None, length=n_steps // decimation)
     cat = lambda first, rest: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)  # noqa: E731
     t = t0 + dt * decimation * jnp.arange(n_steps // decimation + 1, dtype=dtype)
     reps = cat(zeros, reps)
     return ContactTrajectory(t, cat(tuple(q0), qs), cat(tuple(v0), vs), reps.impulses, reps.gaps, reps.points,
                              reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4],
-                             jnp.asarray(dt, dtype))
+                             jnp.asarray(dt, dtype), reps.iterations, cat(jnp.zeros((), dtype), mean_iterations),
+                             reps.converged, reps.overflow)
