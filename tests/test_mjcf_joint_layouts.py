@@ -211,3 +211,66 @@ def test_layout_mujoco_refuses_is_named():
              <geom size="0.1" contype="0" conaffinity="0"/></body></worldbody></mujoco>"""
     with pytest.raises(ValueError, match=r"MuJoCo could not load the MJCF: .*ball followed by rotation in body 'arm'"):
         load_mjcf(xml)
+
+
+def test_massless_links_do_not_break_mujocos_parent_filter(humanoid):
+    """The thighs' parent body is the pelvis, not the massless hip frames between: no butt–thigh pair, as MuJoCo
+    (filterparent). The candidate pairs are those MuJoCo's documented filter gives (weld bodies, parent–child,
+    contype/conaffinity, excludes), brute force."""
+    system, _, _, model, _ = humanoid
+    expected = set()
+    for g1 in range(model.ngeom):
+        for g2 in range(g1 + 1, model.ngeom):
+            b1, b2 = (int(model.body_weldid[model.geom_bodyid[g]]) for g in (g1, g2))
+            p1, p2 = (int(model.body_weldid[model.body_parentid[b]]) for b in (b1, b2))
+            raw = sorted(int(model.geom_bodyid[g]) for g in (g1, g2))
+            if (b1 == b2 or (b1 and b2 and (p1 == b2 or p2 == b1))
+                    or not (model.geom_contype[g1] & model.geom_conaffinity[g2]
+                            or model.geom_contype[g2] & model.geom_conaffinity[g1])
+                    or (raw[0] << 16) + raw[1] in set(int(x) for x in model.exclude_signature)):
+                continue
+            expected.add(frozenset(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in (g1, g2)))
+    assert set(frozenset(p) for p in system.collision.pair_names()) == expected
+    assert frozenset(("butt", "thigh_right")) not in expected
+
+
+def test_every_layout_cannot_be_written_back_yet(layouts):
+    with pytest.raises(ValueError, match=r"link 'base:h1' is massless .* not implemented"):
+        mj.export.to_mjcf(layouts[0])
+
+
+# ---------------------------------------------------------------------------------------------- keyframes
+def test_keyframe_state_of_the_humanoid():
+    """``mapping.keyframe_state``: the file's key as our state (inside its limits, so projecting leaves it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        system, mapping = load_mjcf(DATA / "humanoid.xml", return_mapping=True, collision=False)
+    model = mujoco.MjModel.from_xml_path(str(DATA / "humanoid.xml"))
+    state = mapping.keyframe_state("squat", system)
+    np.testing.assert_allclose(state.q[0], mapping.state(model.key_qpos[0]).q[0], atol=1e-15)
+    assert float(np.abs(state.v[0]).max()) == 0.0
+    np.testing.assert_allclose(mapping.keyframe_state(1).q[0], model.key_qpos[1], atol=0)   # by index, no loops
+    with pytest.raises(KeyError, match=r"no keyframe named 'sqat'; the file's keyframes are \['squat', "
+                                       r"'stand_on_left_leg'\]; did you mean 'squat'\?"):
+        mapping.keyframe_state("sqat")
+    with pytest.raises(KeyError, match=r"keyframe index 2 out of range: the file has 2 keyframes"):
+        mapping.keyframe_state(2)
+
+
+def test_keyframe_state_is_projected_onto_the_loop():
+    """A key written near, not on, the four-bar's loop: projected (make_consistent) so that our exact constraint
+    holds; without the system the mapping refuses rather than hand back a state off the loop."""
+    path = Path(mj.__file__).parent / "data" / "systems" / "fourbar.xml"
+    model = mujoco.MjModel.from_xml_path(str(path))
+    qpos = np.array(model.qpos0)
+    mujoco.mj_integratePos(model, qpos, np.full(model.nv, 0.02), 1.0)
+    key = f'<keyframe><key name="home" qpos="{" ".join(repr(float(x)) for x in qpos)}"/></keyframe></mujoco>'
+    system, mapping = load_mjcf(path.read_text().replace("</mujoco>", key), return_mapping=True)
+    off = mj.system.constraint_errors(system, mapping.state(qpos)).position
+    assert max(float(np.abs(e).max()) for e in off) > 1e-3                          # the key is off the loop
+    state = mapping.keyframe_state("home", system)
+    errors = mj.system.constraint_errors(system, state)
+    assert max(float(np.abs(e).max()) for e in errors.position + errors.velocity) < 1e-10
+    assert np.abs(mapping.to_mujoco(state)[0] - qpos).max() < 0.05                   # near the key
+    with pytest.raises(ValueError, match=r"keyframe 'home': the model has loops .* pass the system"):
+        mapping.keyframe_state("home")

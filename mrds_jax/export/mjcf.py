@@ -81,6 +81,10 @@ def _module_bodies(name, module, indent):
             lines.append(f'{pad}  <joint name="{jname}" type="free"{_armature(arm, name, t.joint_names[i])}/>')
         elif kind != "fixed":
             raise ValueError(f"module {name!r}: joint {t.joint_names[i]!r} of kind {kind!r} has no MJCF equivalent")
+        if float(p.mass[i]) == 0.0:
+            raise ValueError(f"module {name!r}: link {t.link_names[i]!r} is massless (a frame between several joints "
+                             "of one body); MuJoCo requires mass in every moving body, and writing such a chain back "
+                             "as one body with several joints is not implemented")
         I = np.asarray(p.inertia[i])
         lines.append(f'{pad}  <inertial pos="{_fmt(p.com[i])}" mass="{float(p.mass[i]):.17g}" '
                      f'fullinertia="{_fmt([I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]])}"/>')

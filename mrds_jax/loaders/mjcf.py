@@ -77,7 +77,10 @@ gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kep
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
 equalities on joints other than hinges and slides (a universal joint's hinges included), ``tendon`` equalities on
 spatial tendons, equality ``flex``/``distance``, flexes, a free joint below a moving body. Not physics, so not read: the time step
-and integrator, keyframes (pass a key's qpos to ``MjcfMapping.state``), visual elements.
+and integrator, visual elements. **Keyframes** (``<key>``: ``qpos``, ``qvel``) come with the mapping:
+``mapping.keyframe_state("home", system)`` is the key's state made consistent (projected onto the loops,
+couplings, joint limits and out of penetration by :func:`~mrds_jax.system.make_consistent`); a key's ``ctrl``,
+``act`` and ``time`` are not read.
 
 State conversions (free joints: MuJoCo's qvel is [v_world; ω_body], ours [ω_body; v_body]) come with
 ``load_mjcf(..., return_mapping=True)`` as an :class:`MjcfMapping`.
@@ -90,7 +93,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..validation import ModelError
+from ..validation import ArgumentError, ModelError, UnknownNameError, did_you_mean
 from ..model.builder import ModuleBuilder
 
 
@@ -100,12 +103,55 @@ class MjcfMapping:
 
     ``qpos_index[k]``/``dof_index[k]``: integer arrays into MuJoCo's qpos/qvel of module k's q and v (in
     order). ``free[k]``: (q offset, v offset) of module k's free joints. ``qpos0``: MuJoCo's reference
-    configuration (where body-based ``connect``/``weld`` anchors were computed: a consistent state)."""
+    configuration (where body-based ``connect``/``weld`` anchors were computed: a consistent state).
+    ``keyframes``: the file's ``<key>``s as (name, qpos, qvel), unnamed ones as ``key<k>``; ``constrained``: whether
+    the file closes loops or couples joints (active equalities), so that a keyframe needs projecting onto them."""
     module_names: tuple
     qpos_index: tuple
     dof_index: tuple
     free: tuple
     qpos0: np.ndarray
+    keyframes: tuple = ()
+    constrained: bool = False
+
+    def keyframe(self, key):
+        """(qpos, qvel) of keyframe ``key`` (its name or index); UnknownNameError listing the keyframes otherwise."""
+        names = [k[0] for k in self.keyframes]
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            if not -len(names) <= key < len(names):
+                raise UnknownNameError(f"keyframe index {key} out of range: the file has {len(names)} keyframes "
+                                       f"{names}")
+            return self.keyframes[key][1:]
+        if key not in names:
+            raise UnknownNameError(f"no keyframe named {key!r}; the file's keyframes are {names}"
+                                   f"{did_you_mean(key, names)}")
+        return self.keyframes[names.index(key)][1:]
+
+    def keyframe_state(self, key, system=None, iterations=20, tol=1e-9):
+        """The :class:`~mrds_jax.system.SystemState` of the file's keyframe ``key`` (name or index: MuJoCo's
+        ``key_qpos``, ``key_qvel``; its ``ctrl``/``act``/``time`` are not read), made consistent for ``system``
+        when given: :func:`~mrds_jax.system.make_consistent` projects it onto the loops, couplings, joint limits
+        and, with collision, out of penetration (MuJoCo starts a key as written and lets its soft constraints pull
+        it together; our constraints are exact, so a start must satisfy them). ``system`` is required when the file
+        has loops (``constrained``); ModelError when the projection leaves a residual above ``tol``."""
+        qpos, qvel = self.keyframe(key)
+        state = self.state(qpos, qvel)
+        if system is None:
+            if self.constrained:
+                raise ArgumentError(f"keyframe {key!r}: the model has loops or joint couplings; pass the system, "
+                                    f"mapping.keyframe_state({key!r}, system), to project the keyframe onto them")
+            return state
+        if not (system.contacts or system.couplings or getattr(system, "collision", None)
+                or any(getattr(m.topology, "joint_limits", ()) for m in system.modules)):
+            return state
+        from ..system import make_consistent
+        state = jax.tree.map(lambda x: jnp.asarray(x, dtype=system.modules[0].params.mass.dtype), state)
+        state, rp, rv = jax.jit(make_consistent, static_argnames="iterations")(system, state, iterations=iterations)
+        if not (float(rp) <= tol and float(rv) <= tol):
+            raise ModelError(f"keyframe {key!r}: projecting it onto the constraints left residuals {float(rp):.3g} "
+                             f"(position) and {float(rv):.3g} (velocity) above {tol:g}; the keyframe is too far from "
+                             "a configuration that closes the loops")
+        return state
 
     def state(self, qpos=None, qvel=None):
         """:class:`~mrds_jax.system.SystemState` from MuJoCo's qpos/qvel (default: qpos0, zero velocity)."""
@@ -767,7 +813,8 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
     (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
     mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
-    reference configuration ``qpos0``, where body-based loop anchors were computed). With ``return_forces=True``
+    reference configuration ``qpos0``, where body-based loop anchors were computed; ``mapping.keyframe_state(name,
+    system)`` a keyframe's consistent state). With ``return_forces=True``
     the force elements the file describes come last: a tuple with the joints' passive forces
     (:class:`~mrds_jax.system.JointSpringDamper`) and the actuators (:class:`~mrds_jax.system.Actuators`, control
     zero until :func:`~mrds_jax.system.with_control`), for ``simulate(..., forces=...)``.
@@ -823,9 +870,16 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
         qi.append(np.concatenate(q_))
         di.append(np.concatenate(d_))
         free.append(tuple(offs))
-    mapping = MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0))
+    mapping = MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0),
+                          keyframes=_keyframes(model, imp.mj), constrained=bool(contacts or imp.couplings))
     return (system, mapping, *((forces,) if return_forces else ()), *collision)
 
 
 _NQ = {0: 7, 1: 4, 2: 1, 3: 1}   # mjJNT_FREE, BALL, SLIDE, HINGE
 _NV = {0: 6, 1: 3, 2: 1, 3: 1}
+
+
+def _keyframes(model, mujoco):
+    """The model's keyframes as (name, qpos, qvel) (MuJoCo's ``key_qpos``/``key_qvel``; unnamed ones ``key<k>``)."""
+    return tuple((_name(model, mujoco, mujoco.mjtObj.mjOBJ_KEY, k, "key"), np.array(model.key_qpos[k]),
+                  np.array(model.key_qvel[k])) for k in range(model.nkey))
