@@ -274,3 +274,43 @@ def test_keyframe_state_is_projected_onto_the_loop():
     assert np.abs(mapping.to_mujoco(state)[0] - qpos).max() < 0.05                   # near the key
     with pytest.raises(ValueError, match=r"keyframe 'home': the model has loops .* pass the system"):
         mapping.keyframe_state("home")
+
+
+# ---------------------------------------------------------------------------------------------- actuators
+def test_humanoid_passive_and_motor_forces_equal_mujoco(humanoid):
+    """The 21 motors (gear, ctrlrange clamping) and the joints' springs and dampers act on the right degrees of
+    freedom of the chained hinges: our generalized forces = MuJoCo's qfrc_actuator and qfrc_passive, 1e-10."""
+    system, mapping, (passive, motors), model, _ = humanoid
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        state = mapping.state(random_qpos(model, rng), rng.uniform(-2, 2, model.nv))
+        ctrl = rng.uniform(-1.5, 1.5, model.nu)                       # some beyond ctrlrange [-1, 1]
+        data.qpos[:], data.qvel[:] = mapping.to_mujoco(state)
+        data.ctrl[:] = ctrl
+        mujoco.mj_forward(model, data)
+        for element, expected in ((passive, data.qfrc_passive), (mj.system.with_control(motors, ctrl),
+                                                                 data.qfrc_actuator)):
+            Q = mj.system.generalized_forces(system, (element,), state, 0.0)[0]
+            np.testing.assert_allclose(mapping.to_mujoco(mj.system.SystemState(state.q, (Q,)))[1], expected,
+                                       atol=1e-10, rtol=0)
+
+
+def test_unread_actuators_are_named_once_with_what_the_simulation_does():
+    xml = LAYOUTS.replace("<actuator>", """<actuator>
+        <position name="slow_servo" joint="h1" kp="5" timeconst="0.1"/>
+        <motor name="on_ball" joint="b2" gear="1 0 0 0 0 0"/>
+        <muscle name="biceps" joint="h4" lengthrange="-1 1"/>
+        <motor name="through_tendon" tendon="t"/>""").replace(
+        "<actuator>", '<tendon><fixed name="t"><joint joint="h3" coef="1"/></fixed></tendon><actuator>', 1).replace(
+        'name="h4" axis="0 0 1"', 'name="h4" axis="0 0 1" actuatorfrcrange="-1 1"')
+    with pytest.warns(UserWarning) as record:
+        _, forces = load_mjcf(xml, return_forces=True, collision=False)
+    text = [str(w.message) for w in record if "actuator" in str(w.message) and "not read" in str(w.message)]
+    assert len(text) == 1, text
+    for expected in ("the simulation applies no force from them", "activation dynamics 'filterexact'",
+                     "['slow_servo']", "on a spherical joint", "['on_ball']", "['biceps']",
+                     "tendon transmission: ['through_tendon']", "actuatorfrcrange) of ['h4'] are not applied"):
+        assert expected in text[0], (expected, text[0])
+    actuators, = [f for f in forces if type(f).__name__ == "Actuators"]
+    assert actuators.actuator_names == ("actuator4", "actuator5")        # the file's motor and position servo

@@ -704,23 +704,20 @@ class _Importer:
         return tuple(out)
 
     def actuators(self):
-        """(joint, gear, gain, bias, ctrl range, force range, name) of every actuator with a joint transmission
-        on a hinge or slide (:meth:`one_coordinate_joint`), no activation dynamics and fixed/affine gain and bias;
-        others are skipped, warned."""
+        """(joint, gear, gain, bias, ctrl range, force range, name) of every actuator :meth:`unread_actuator`
+        accepts (MuJoCo's force = gain·ctrl + bias, gain and bias affine in the actuator length gear·qpos and
+        velocity gear·qvel, ``forcerange``-clamped; ``ctrlrange`` clamps the control unless the clampctrl flag is
+        disabled). What is not read is named in one warning that says what the simulation does without it."""
         m, mj = self.m, self.mj
-        out, skipped = [], []
+        out, unread = [], {}
         clamp = not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CLAMPCTRL
         for u in range(m.nu):
             name = _name(m, mj, mj.mjtObj.mjOBJ_ACTUATOR, u, "actuator")
-            j = int(m.actuator_trnid[u, 0])
-            ok = (int(m.actuator_trntype[u]) == int(mj.mjtTrn.mjTRN_JOINT)
-                  and int(m.actuator_dyntype[u]) == int(mj.mjtDyn.mjDYN_NONE)
-                  and int(m.actuator_gaintype[u]) in (int(mj.mjtGain.mjGAIN_FIXED), int(mj.mjtGain.mjGAIN_AFFINE))
-                  and int(m.actuator_biastype[u]) in (int(mj.mjtBias.mjBIAS_NONE), int(mj.mjtBias.mjBIAS_AFFINE))
-                  and getattr(self.joint_site.get(j), "kind", None) in ("revolute", "prismatic"))
-            if not ok:
-                skipped.append(name)
+            reason = self.unread_actuator(u)
+            if reason:
+                unread.setdefault(reason, []).append(name)
                 continue
+            j = int(m.actuator_trnid[u, 0])
             gain = np.array(m.actuator_gainprm[u, :3], dtype=float)
             if int(m.actuator_gaintype[u]) == int(mj.mjtGain.mjGAIN_FIXED):
                 gain[1:] = 0.0
@@ -732,10 +729,40 @@ class _Importer:
             force = m.actuator_forcerange[u] if m.actuator_forcelimited[u] else inf
             out.append(((self.joint_site[j].module, self.joint_names[j]), float(m.actuator_gear[u, 0]), gain, bias,
                         np.array(ctrl, dtype=float), np.array(force, dtype=float), name))
-        if skipped:
-            self.warn(f"actuators {skipped} are skipped: only joint transmissions on a hinge or slide, without "
-                      "activation dynamics, with fixed or affine gain and bias are read")
+        parts = [f"{reason}: {names}" for reason, names in unread.items()]
+        if parts:
+            parts = ["actuators not read, so the simulation applies no force from them (the rest of the model runs as "
+                     "if they were absent) — " + "; ".join(parts)]
+        limited = np.flatnonzero(m.jnt_actfrclimited)
+        if len(limited):
+            parts.append(f"joint actuator force limits (actuatorfrcrange) of {[self.joint_names[j] for j in limited]} "
+                         "are not applied: the actuators' summed force on those joints is not clamped (each "
+                         "actuator's own forcerange is)")
+        if parts:
+            self.warn(". ".join(parts))
         return out
+
+    def unread_actuator(self, u):
+        """Why actuator u is not read (a short phrase, the same for every actuator with that reason), or None: read
+        are joint transmissions on a hinge or slide of its own, without activation dynamics, with fixed or
+        affine gain and bias (MuJoCo's motor, position and velocity without timeconst, such general)."""
+        m, mj = self.m, self.mj
+        if int(m.actuator_trntype[u]) != int(mj.mjtTrn.mjTRN_JOINT):
+            kind = mj.mjtTrn(int(m.actuator_trntype[u])).name.removeprefix("mjTRN_").lower()
+            return f"{kind} transmission"
+        j = int(m.actuator_trnid[u, 0])
+        if getattr(self.joint_site.get(j), "kind", None) not in ("revolute", "prismatic"):
+            kind = self.joint_site[j].kind if j in self.joint_site else "unknown"
+            return f"on a {kind} joint (gear on several degrees of freedom)"
+        if int(m.actuator_dyntype[u]) != int(mj.mjtDyn.mjDYN_NONE):
+            dyn = mj.mjtDyn(int(m.actuator_dyntype[u])).name.removeprefix("mjDYN_").lower()
+            return f"activation dynamics '{dyn}'"
+        gain, bias = int(m.actuator_gaintype[u]), int(m.actuator_biastype[u])
+        if gain not in (int(mj.mjtGain.mjGAIN_FIXED), int(mj.mjtGain.mjGAIN_AFFINE)):
+            return f"gain type '{mj.mjtGain(gain).name.removeprefix('mjGAIN_').lower()}'"
+        if bias not in (int(mj.mjtBias.mjBIAS_NONE), int(mj.mjtBias.mjBIAS_AFFINE)):
+            return f"bias type '{mj.mjtBias(bias).name.removeprefix('mjBIAS_').lower()}'"
+        return None
 
     # ---------------------------------------------------------------------------------------- warnings
     def report_unmodelled(self):
@@ -775,9 +802,6 @@ class _Importer:
             self.warn(f"armature of free joints {names(J, free_arm, 'joint')} is read as ours and Pinocchio's (on the "
                       "body-frame velocity); MuJoCo's acts on the world-frame linear velocity, so the accelerations "
                       "differ by armature·ω×v")
-        if m.jnt_actfrclimited.any():
-            self.warn(f"joint actuator force ranges (actuatorfrcrange) of "
-                      f"{names(J, np.flatnonzero(m.jnt_actfrclimited), 'joint')} are ignored")
         passive = [("stiffness", np.flatnonzero(m.jnt_stiffness != 0)),
                    ("damping", sorted(set(int(m.dof_jntid[d]) for d in np.flatnonzero(m.dof_damping != 0))))]
         for label, joints in passive:
