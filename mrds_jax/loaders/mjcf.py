@@ -76,8 +76,8 @@ friction loss, contacts between geoms and explicit contact pairs (unless ``retur
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
 equalities on joints other than hinges and slides (a universal joint's hinges included), ``tendon`` equalities on
-spatial tendons, equality ``flex``/``distance``, flexes, a free joint below a moving body. Not physics, so not read: the time step
-and integrator, visual elements. **Keyframes** (``<key>``: ``qpos``, ``qvel``) come with the mapping:
+spatial tendons, equality ``flex``/``distance``, flexes, a free joint below a moving body. Not physics, so not
+read: the time step and integrator, visual elements. **Keyframes** (``<key>``: ``qpos``, ``qvel``) come with the mapping:
 ``mapping.keyframe_state("home", system)`` is the key's state made consistent (projected onto the loops,
 couplings, joint limits and out of penetration by :func:`~mrds_jax.system.make_consistent`); a key's ``ctrl``,
 ``act`` and ``time`` are not read.
