@@ -321,15 +321,42 @@ def test_unread_actuators_are_named_once_with_what_the_simulation_does():
         <motor name="on_ball" joint="b2" gear="1 0 0 0 0 0"/>
         <muscle name="biceps" joint="h4" lengthrange="-1 1"/>
         <motor name="through_tendon" tendon="t"/>""").replace(
-        "<actuator>", '<tendon><fixed name="t"><joint joint="h3" coef="1"/></fixed></tendon><actuator>', 1).replace(
-        'name="h4" axis="0 0 1"', 'name="h4" axis="0 0 1" actuatorfrcrange="-1 1"')
+        "<actuator>", '<tendon><fixed name="t"><joint joint="h3" coef="1"/></fixed></tendon><actuator>', 1)
     with pytest.warns(UserWarning) as record:
         _, forces = load_mjcf(xml, return_forces=True, collision=False)
     text = [str(w.message) for w in record if "actuator" in str(w.message) and "not read" in str(w.message)]
     assert len(text) == 1, text
     for expected in ("the simulation applies no force from them", "activation dynamics 'filterexact'",
                      "['slow_servo']", "on a spherical joint", "['on_ball']", "['biceps']",
-                     "tendon transmission: ['through_tendon']", "actuatorfrcrange) of ['h4'] are not applied"):
+                     "tendon transmission: ['through_tendon']"):
         assert expected in text[0], (expected, text[0])
     actuators, = [f for f in forces if type(f).__name__ == "Actuators"]
     assert actuators.actuator_names == ("actuator4", "actuator5")        # the file's motor and position servo
+
+
+def test_joint_actuator_force_range_clamps_the_summed_force_as_mujoco():
+    """``actuatorfrcrange`` on a hinge driven by two actuators (and on a slide by one): MuJoCo clamps qfrc_actuator
+    per joint, after each actuator's own forcerange; ours the same, 1e-12, the clamp active at some states."""
+    xml = LAYOUTS.replace('name="h2" axis="1 0.3 0"', 'name="h2" axis="1 0.3 0" actuatorfrcrange="-2 1.5"').replace(
+        'name="s1" type="slide"', 'name="s1" type="slide" actuatorfrcrange="-0.5 0.5"').replace(
+        "</actuator>", '<velocity joint="h2" kv="4" forcerange="-3 3"/><motor joint="s1" gear="2"/></actuator>')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        system, mapping, forces = load_mjcf(xml, return_mapping=True, return_forces=True, collision=False)
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    actuators, = [f for f in forces if type(f).__name__ == "Actuators"]
+    rng = np.random.default_rng(9)
+    clamped = 0
+    for _ in range(6):
+        state = mapping.state(random_qpos(model, rng), rng.uniform(-2, 2, model.nv))
+        ctrl = rng.uniform(-2, 2, model.nu)
+        data.qpos[:], data.qvel[:] = mapping.to_mujoco(state)
+        data.ctrl[:] = ctrl
+        mujoco.mj_forward(model, data)
+        Q = mj.system.generalized_forces(system, (mj.system.with_control(actuators, ctrl),), state, 0.0)
+        ours = mapping.to_mujoco(mj.system.SystemState(state.q, Q))[1]
+        np.testing.assert_allclose(ours, data.qfrc_actuator, atol=1e-12, rtol=0)
+        clamped += int(np.isclose(abs(data.qfrc_actuator[1]), 2.0) or np.isclose(data.qfrc_actuator[1], 1.5)
+                       or np.isclose(abs(data.qfrc_actuator[2]), 0.5))
+    assert clamped > 0

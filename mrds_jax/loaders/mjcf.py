@@ -50,8 +50,9 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   ``damping`` → :class:`~mrds_jax.system.JointSpringDamper` per module (MuJoCo's ``qfrc_passive``: spring
   and damper); actuators with a joint transmission on a hinge or slide, no activation dynamics and fixed or
   affine gain and bias (``motor``, ``position`` and ``velocity`` without ``timeconst``, such ``general``) → one
-  :class:`~mrds_jax.system.Actuators` (``gear``, ``ctrlrange`` clamping unless disabled, ``forcerange``;
-  MuJoCo's ``qfrc_actuator``). Without ``return_forces`` they are warned about, as not applied.
+  :class:`~mrds_jax.system.Actuators` (``gear``, ``ctrlrange`` clamping unless disabled, ``forcerange``, the
+  joints' ``actuatorfrcrange`` on the summed force; MuJoCo's ``qfrc_actuator``). Without ``return_forces`` they are
+  warned about, as not applied.
 
 * **Collision geometry** (``return_collision=True``: a :class:`~mrds_jax.collision.CollisionModel` comes
   last): geoms of type plane, sphere, capsule, cylinder and box (``geom_type``, ``geom_size``; ``geom_pos``/
@@ -700,14 +701,15 @@ class _Importer:
             cols = list(zip(*acts))
             out.append(actuators("actuators", cols[0], gear=np.array(cols[1]), gain=np.array(cols[2]),
                                  bias=np.array(cols[3]), ctrl_range=np.array(cols[4]), force_range=np.array(cols[5]),
-                                 actuator_names=cols[6]))
+                                 actuator_names=cols[6], joint_force_range=np.array(cols[7])))
         return tuple(out)
 
     def actuators(self):
-        """(joint, gear, gain, bias, ctrl range, force range, name) of every actuator :meth:`unread_actuator`
-        accepts (MuJoCo's force = gain·ctrl + bias, gain and bias affine in the actuator length gear·qpos and
-        velocity gear·qvel, ``forcerange``-clamped; ``ctrlrange`` clamps the control unless the clampctrl flag is
-        disabled). What is not read is named in one warning that says what the simulation does without it."""
+        """(joint, gear, gain, bias, ctrl range, force range, name, joint force range) of every actuator
+        :meth:`unread_actuator` accepts (MuJoCo's force = gain·ctrl + bias, gain and bias affine in the actuator
+        length gear·qpos and velocity gear·qvel, ``forcerange``-clamped; ``ctrlrange`` clamps the control unless the
+        clampctrl flag is disabled; the joint's ``actuatorfrcrange`` clamps the summed force on it). What is not
+        read is named in one warning that says what the simulation does without it."""
         m, mj = self.m, self.mj
         out, unread = [], {}
         clamp = not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CLAMPCTRL
@@ -727,19 +729,13 @@ class _Importer:
             inf = (-np.inf, np.inf)
             ctrl = m.actuator_ctrlrange[u] if m.actuator_ctrllimited[u] and clamp else inf
             force = m.actuator_forcerange[u] if m.actuator_forcelimited[u] else inf
+            joint_force = m.jnt_actfrcrange[j] if m.jnt_actfrclimited[j] else inf
             out.append(((self.joint_site[j].module, self.joint_names[j]), float(m.actuator_gear[u, 0]), gain, bias,
-                        np.array(ctrl, dtype=float), np.array(force, dtype=float), name))
-        parts = [f"{reason}: {names}" for reason, names in unread.items()]
-        if parts:
-            parts = ["actuators not read, so the simulation applies no force from them (the rest of the model runs as "
-                     "if they were absent) — " + "; ".join(parts)]
-        limited = np.flatnonzero(m.jnt_actfrclimited)
-        if len(limited):
-            parts.append(f"joint actuator force limits (actuatorfrcrange) of {[self.joint_names[j] for j in limited]} "
-                         "are not applied: the actuators' summed force on those joints is not clamped (each "
-                         "actuator's own forcerange is)")
-        if parts:
-            self.warn(". ".join(parts))
+                        np.array(ctrl, dtype=float), np.array(force, dtype=float), name,
+                        np.array(joint_force, dtype=float)))
+        if unread:
+            self.warn("actuators not read, so the simulation applies no force from them (the rest of the model runs as "
+                      "if they were absent) — " + "; ".join(f"{reason}: {names}" for reason, names in unread.items()))
         return out
 
     def unread_actuator(self, u):
