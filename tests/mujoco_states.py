@@ -1,6 +1,11 @@
-"""States that satisfy MuJoCo's own equality constraints (test helper shared by the MJCF tests)."""
+"""MuJoCo comparison helpers shared by the MJCF tests: states that satisfy MuJoCo's own equality constraints,
+random configurations in MuJoCo's layout, and the maps between its velocities/accelerations and ours."""
+import jax.numpy as jnp
 import mujoco
 import numpy as np
+
+from mrds_jax import system as S
+from mrds_jax.spatial import quat_to_rotation
 
 
 def consistent_states(model, mapping, rng, n, spread=0.3):
@@ -59,3 +64,46 @@ def mujoco_kkt_acceleration(model, data, qpos, qvel, ctrl=None):
     K = np.block([[M, J.T], [J, np.zeros((n, n))]])
     rhs = np.concatenate([data.qfrc_passive + data.qfrc_actuator - data.qfrc_bias, -Jdot_v])
     return np.linalg.solve(K, rhs)[:model.nv], pos, J
+
+
+def random_qpos(model, rng):
+    """A random configuration in MuJoCo's layout (unit quaternions for ball and free joints)."""
+    qpos = np.array(model.qpos0)
+    for j in range(model.njnt):
+        a, t = model.jnt_qposadr[j], model.jnt_type[j]
+        if t == mujoco.mjtJoint.mjJNT_FREE:
+            qpos[a:a + 3] = rng.uniform(-1, 1, 3)
+            u = rng.normal(size=4)
+            qpos[a + 3:a + 7] = u / np.linalg.norm(u)
+        elif t == mujoco.mjtJoint.mjJNT_BALL:
+            u = rng.normal(size=4)
+            qpos[a:a + 4] = u / np.linalg.norm(u)
+        else:
+            qpos[a] = rng.uniform(-1.2, 1.2)
+    return qpos
+
+
+def velocity_map(mapping, state):
+    """T with qvel = T v (v: all modules' velocities stacked), at state's configuration."""
+    sizes = [len(v) for v in state.v]
+    cols = []
+    for i in range(sum(sizes)):
+        e = np.zeros(sum(sizes))
+        e[i] = 1.0
+        vs = tuple(jnp.asarray(x) for x in np.split(e, np.cumsum(sizes)[:-1]))
+        cols.append(mapping.to_mujoco(S.SystemState(state.q, vs))[1])
+    return np.stack(cols, axis=1)
+
+
+def qdd_to_mujoco(mapping, state, qdd):
+    """Inverse of MjcfMapping.acceleration_from_mujoco."""
+    nv = sum(len(i) for i in mapping.dof_index)
+    out = np.zeros(nv)
+    for di, free, q, v, a in zip(mapping.dof_index, mapping.free, state.q, state.v, qdd):
+        a = np.array(a)
+        for fq, fv in free:
+            R = np.asarray(quat_to_rotation(jnp.asarray(q[fq + 3:fq + 7])))
+            w, vb = np.asarray(v[fv:fv + 3]), np.asarray(v[fv + 3:fv + 6])
+            a[fv:fv + 6] = np.concatenate([R @ (a[fv + 3:fv + 6] + np.cross(w, vb)), a[fv:fv + 3]])
+        out[di] = a
+    return out

@@ -28,7 +28,7 @@ from mrds_jax import contacts as C
 from mrds_jax import system as S
 from mrds_jax.model import ModuleBuilder
 from mrds_jax.loaders.mjcf import load_mjcf
-from mujoco_states import consistent_states
+from mujoco_states import consistent_states, qdd_to_mujoco, random_qpos, velocity_map
 
 DATA = Path(__file__).parent / "data"
 
@@ -37,35 +37,6 @@ DATA = Path(__file__).parent / "data"
 def dynamics_and_errors(system, state, tau):
     """Forward dynamics and our position-level constraint errors, one compiled program per system."""
     return S.forward_dynamics(system, state, tau), S.constraint_errors(system, state).position
-
-
-def random_qpos(model, rng):
-    """A random configuration in MuJoCo's layout (unit quaternions for ball and free joints)."""
-    qpos = np.array(model.qpos0)
-    for j in range(model.njnt):
-        a, t = model.jnt_qposadr[j], model.jnt_type[j]
-        if t == mujoco.mjtJoint.mjJNT_FREE:
-            qpos[a:a + 3] = rng.uniform(-1, 1, 3)
-            u = rng.normal(size=4)
-            qpos[a + 3:a + 7] = u / np.linalg.norm(u)
-        elif t == mujoco.mjtJoint.mjJNT_BALL:
-            u = rng.normal(size=4)
-            qpos[a:a + 4] = u / np.linalg.norm(u)
-        else:
-            qpos[a] = rng.uniform(-1.2, 1.2)
-    return qpos
-
-
-def velocity_map(mapping, state):
-    """T with qvel = T v (v: all modules' velocities stacked), at state's configuration."""
-    sizes = [len(v) for v in state.v]
-    cols = []
-    for i in range(sum(sizes)):
-        e = np.zeros(sum(sizes))
-        e[i] = 1.0
-        vs = tuple(jnp.asarray(x) for x in np.split(e, np.cumsum(sizes)[:-1]))
-        cols.append(mapping.to_mujoco(S.SystemState(state.q, vs))[1])
-    return np.stack(cols, axis=1)
 
 
 # ----------------------------------------------------------------------------------------------- trees
@@ -158,20 +129,6 @@ def mujoco_loop_checks(model, mapping, state, qdd, tau, h=2e-4):
         return (g[0] - 2 * g[1] + g[2]) / h ** 2
     # Richardson: the O(h²) truncation error cancels (accelerations reach 1e3 here)
     return nullspace, (4 * second_difference(h / 2) - second_difference(h)) / 3
-
-
-def qdd_to_mujoco(mapping, state, qdd):
-    """Inverse of MjcfMapping.acceleration_from_mujoco."""
-    nv = sum(len(i) for i in mapping.dof_index)
-    out = np.zeros(nv)
-    for di, free, q, v, a in zip(mapping.dof_index, mapping.free, state.q, state.v, qdd):
-        a = np.array(a)
-        for fq, fv in free:
-            R = np.asarray(mj.spatial.quat_to_rotation(jnp.asarray(q[fq + 3:fq + 7])))
-            w, vb = np.asarray(v[fv:fv + 3]), np.asarray(v[fv + 3:fv + 6])
-            a[fv:fv + 6] = np.concatenate([R @ (a[fv + 3:fv + 6] + np.cross(w, vb)), a[fv:fv + 3]])
-        out[di] = a
-    return out
 
 
 # Four-bar in the xy plane (gravity along −y) as one chain crank → coupler → rocker, the rocker's tip
@@ -383,8 +340,9 @@ def test_missing_file_and_malformed_xml_are_named(tmp_path):
 
 @pytest.mark.parametrize("equality, match", [
     ('<joint name="gear" joint1="u1" joint2="jb" polycoef="0 2 0 0 0"/>',
-     r"joint 'gear'.*'u1' is not a lone hinge or slide joint of its body; only those can be coupled"),
-    ('<joint name="lk" joint1="u1"/>', r"'lk'.*'u1' is not a lone hinge or slide"),
+     r"joint 'gear'.*'u1' is not a hinge or slide joint of its own \(a ball, free or universal joint\); only those "
+     r"can be coupled"),
+    ('<joint name="lk" joint1="u1"/>', r"'lk'.*'u1' is not a hinge or slide joint of its own.*can be locked"),
     ('<weld name="w" body1="b" torquescale="0"/>', r"weld 'w': torquescale 0.0 leaves the rotation free"),
     ('<connect name="c" site1="anchor" site2="anchor2"/>', r"connect 'c': both sides are fixed to the world"),
 ])
@@ -398,11 +356,12 @@ def test_unsupported_equalities_raise_naming_them(equality, match):
             load_mjcf(xml)
 
 
-def test_unsupported_joint_combination_raises_naming_the_body():
+def test_hinge_and_slide_on_one_body_are_two_joints():
+    """Once an error; every layout MuJoCo accepts is read (tests/test_mjcf_joint_layouts.py checks them)."""
     xml = arm_xml(body_extra='<body name="c"><joint name="h" axis="1 0 0"/><joint name="s" type="slide"/>'
                              '<geom size="0.05"/></body>')
-    with pytest.raises(ValueError, match=r"body 'c': joints \['h', 's'\] of types \['hinge', 'slide'\]"):
-        load_mjcf(xml)
+    topology = load_mjcf(xml).modules[0].topology
+    assert topology.joint_names[-2:] == ("h", "s") and topology.link_names[-2:] == ("c:h", "c")
 
 
 def test_ignored_elements_are_named_in_warnings():

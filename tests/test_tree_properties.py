@@ -211,8 +211,12 @@ def test_missing_frame_and_link_are_named():
 
 @pytest.mark.parametrize("mass", [0.0, -1.0, float("nan")])
 def test_non_positive_mass_is_named(mass):
-    with pytest.raises(ValueError, match="forearm.*mass"):      # named when the link is added
-        ModuleBuilder().add_link("forearm", mass=mass)
+    """A negative or NaN mass is named when the link is added; mass 0 (a massless link: a frame between two joints)
+    when the module is built and the link has no child to carry a mass."""
+    with pytest.raises(ValueError, match="forearm.*mass"):
+        builder = ModuleBuilder()
+        builder.add_link("forearm", mass=mass)
+        builder.build()
 
 
 @pytest.mark.parametrize("inertia", [np.diag([1.0, 1.0, -0.1]), np.array([[1, 2, 0], [0, 1, 0], [0, 0, 1.0]])])
@@ -264,3 +268,26 @@ def test_moving_support_equals_prescribed_free_base():
     kin = mj.forward_kinematics(free, q_free, v_free)
     acc = mj.link_accelerations(free, kin, a_free)
     np.testing.assert_allclose(xdd, mj.frame_acceleration(free, kin, acc, "op4", "local"), atol=1e-10)
+
+
+def test_massless_link_between_two_hinges_is_a_universal_joint():
+    """Two routes to one mechanism: a universal joint, and two revolute joints through the same point with a massless
+    link between them (how load_mjcf reads several joints on one MuJoCo body). Same H, bias and ABA to 1e-12."""
+    def arm(split):
+        b = ModuleBuilder(gravity=(0.1, -0.2, -9.81))
+        b.add_link("base", None, "revolute", axis=(0, 0, 1), mass=1.2, com=(0.2, 0, 0),
+                   inertia=np.diag([1, 2, 2.5]) * 1e-2)
+        place = dict(position=(0.4, 0.05, 0), rotation=np.asarray(rot_z(0.3)))
+        body = dict(mass=0.8, com=(0.1, 0.02, -0.03), inertia=np.diag([3, 4, 5]) * 1e-3)
+        if split:
+            b.add_link("wrist:1", "base", "revolute", axis=(1, 0, 0), mass=0.0, **place)
+            b.add_link("wrist", "wrist:1", "revolute", axis=(0, 0.6, 0.8), **body)
+        else:
+            b.add_link("wrist", "base", "universal", axis=(1, 0, 0), axis2=(0, 0.6, 0.8), **place, **body)
+        return b.build()
+    universal, chain = arm(False), arm(True)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        q, v, tau = (jnp.asarray(rng.uniform(-2, 2, 3)) for _ in range(3))
+        for f in (mj.mass_matrix, lambda m, q: mj.nonlinear_effects(m, q, v), lambda m, q: mj.aba(m, q, v, tau)):
+            np.testing.assert_allclose(f(chain, q), f(universal, q), atol=1e-12, rtol=0)

@@ -9,7 +9,8 @@ elements), decided once, before anything compiles:
    the ground. A module type without ``topology`` has one body per operational point.
 2. Two geoms on the same body never collide (ground–ground included: MuJoCo collides no two static geoms).
 3. Parent–child (``filter_parent=True``, MuJoCo's ``filterparent`` flag, on by default): two bodies of one
-   module where one is the other's parent (weld parent) do not collide; as in MuJoCo this rule never applies
+   module where one is the other's parent (weld parent, passing massless links: the frames between the joints of
+   one MuJoCo body) do not collide; as in MuJoCo this rule never applies
    when one side is the world, so ground geoms collide with the geoms of a module's root link.
 4. contype/conaffinity: a pair is a candidate when ``(contype1 & conaffinity2) or (contype2 & conaffinity1)``.
 5. ``excludes``: body pairs ((module, link) or None for the ground) that never collide (MuJoCo ``<exclude>``),
@@ -114,8 +115,18 @@ def _frame_body(module_name, module, frame, where):
     link = _weld(topology, topology.frame_links[index])
     if link < 0:
         return None, None
-    parent = _weld(topology, topology.parents[link])
+    parent = _parent_body(topology, np.asarray(module.params.mass), link)
     return (module_name, link), (None if parent < 0 else (module_name, parent))
+
+
+def _parent_body(topology, mass, link):
+    """The weld body of the link's parent, passing massless links (mass 0: the frames between several joints of
+    one MuJoCo body, which the MJCF loader makes a chain of links): MuJoCo's parent body of a body with several
+    joints is the body above all of them."""
+    parent = _weld(topology, topology.parents[link])
+    while parent >= 0 and mass[parent] == 0:
+        parent = _weld(topology, topology.parents[parent])
+    return parent
 
 
 def _body_spec(spec, modules, where):

@@ -5,8 +5,9 @@ Mapping: each module is a chain of nested bodies under the world body; link fram
 operational points become sites named ``<module>/<frame>``.
 Joints: revolute → hinge, prismatic → slide, universal → two hinges in one body (MuJoCo applies them in
 order, the second about the once-rotated axis, as ours), spherical → ball (quaternion w, x, y, z as
-ours), free → free joint; nonzero armature → the joint's ``armature`` (one value per MuJoCo joint); joint
-limits of hinges and slides → ``range``. Screw and planar_free joints have no MuJoCo equivalent and raise.
+ours), free → free joint; a chain of massless links (several joints of one body, as ``load_mjcf`` reads them) →
+one body with several joints, each at its anchor; nonzero armature → the joint's ``armature`` (one value per
+MuJoCo joint); joint limits of hinges and slides → ``range``. Screw and planar_free joints have no MuJoCo equivalent and raise.
 Contacts: ``weld`` → equality weld, ``spherical`` → equality connect (site-based); other kinds raise.
 Joint couplings (:mod:`mrds_jax.contacts.coupling`, (u − u₀) = P(w − w₀)): one joint per side with coefficient 1
 → ``<equality joint joint1 joint2 polycoef>``, otherwise fixed tendons ``<coupling>/u`` and ``<coupling>/w``
@@ -57,23 +58,41 @@ def _module_bodies(name, module, indent):
         frames[link].append(f)
     lines = []
 
-    def body(i, depth):
-        pad = " " * (indent + 2 * depth)
+    def chain_of(i):
+        """Links [i, …] written as one MuJoCo body: i and, while the last is massless (a frame between several
+        joints of one body: MuJoCo wants mass in every moving body), its only child, placed without rotation
+        (MuJoCo composes a body's joints with no fixed rotation between them), the last one with mass."""
+        chain = [i]
+        while float(p.mass[chain[-1]]) == 0.0:
+            last = chain[-1]
+            below = children[last]
+            if len(below) != 1 or frames[last] or not np.allclose(np.asarray(p.joint_R[below[0]]), np.eye(3),
+                                                                   rtol=0, atol=1e-12):
+                raise ValueError(f"module {name!r}: massless link {t.link_names[last]!r} cannot be written as part "
+                                 "of one MuJoCo body with several joints: it needs exactly one child link, placed "
+                                 "without rotation, and no operational point (MuJoCo requires mass in every moving "
+                                 "body)")
+            chain.append(below[0])
+        return chain
+
+    def joint_lines(i, pad, anchor):
+        """The MJCF joint(s) of link i, about ``anchor`` in the body frame."""
         kind = t.joint_kinds[i]
-        lines.append(f'{pad}<body name="{name}/{t.link_names[i]}" pos="{_fmt(p.joint_p[i])}" '
-                     f'quat="{_quat(p.joint_R[i])}">')
         jname = f"{name}/{t.joint_names[i]}"
         arm = np.asarray(p.armature)[t.v_slices[i]]
+        pos = f' pos="{_fmt(anchor)}"' if np.any(anchor != 0) else ""
         if kind in _JOINTS:
             lim = t.joint_limits[i] if t.joint_limits else None
             rng = "" if lim is None else f' limited="true" range="{_fmt(lim)}"'
-            lines.append(f'{pad}  <joint name="{jname}" type="{_JOINTS[kind]}" axis="{_fmt(p.axis[i])}"'
+            lines.append(f'{pad}  <joint name="{jname}" type="{_JOINTS[kind]}"{pos} axis="{_fmt(p.axis[i])}"'
                          f'{_armature(arm)}{rng}/>')
         elif kind == "universal":
-            lines.append(f'{pad}  <joint name="{jname}_1" type="hinge" axis="{_fmt(p.axis[i])}"{_armature(arm[:1])}/>')
-            lines.append(f'{pad}  <joint name="{jname}_2" type="hinge" axis="{_fmt(p.axis2[i])}"{_armature(arm[1:])}/>')
+            lines.append(f'{pad}  <joint name="{jname}_1" type="hinge"{pos} axis="{_fmt(p.axis[i])}"'
+                         f'{_armature(arm[:1])}/>')
+            lines.append(f'{pad}  <joint name="{jname}_2" type="hinge"{pos} axis="{_fmt(p.axis2[i])}"'
+                         f'{_armature(arm[1:])}/>')
         elif kind == "spherical":
-            lines.append(f'{pad}  <joint name="{jname}" type="ball"{_armature(arm, name, t.joint_names[i])}/>')
+            lines.append(f'{pad}  <joint name="{jname}" type="ball"{pos}{_armature(arm, name, t.joint_names[i])}/>')
         elif kind == "free":
             if t.parents[i] >= 0:
                 raise ValueError(f"module {name!r}: free joint {t.joint_names[i]!r} is not at a root; MuJoCo "
@@ -81,18 +100,34 @@ def _module_bodies(name, module, indent):
             lines.append(f'{pad}  <joint name="{jname}" type="free"{_armature(arm, name, t.joint_names[i])}/>')
         elif kind != "fixed":
             raise ValueError(f"module {name!r}: joint {t.joint_names[i]!r} of kind {kind!r} has no MJCF equivalent")
-        I = np.asarray(p.inertia[i])
-        lines.append(f'{pad}  <inertial pos="{_fmt(p.com[i])}" mass="{float(p.mass[i]):.17g}" '
+
+    def body(i, depth, shift):
+        """Links ``chain_of(i)`` as one body. MuJoCo composes its joints in order, each about its anchor pₖ in the
+        body frame (``mj_kinematics``): T = B Πₖ Trans(pₖ) Jₖ Trans(−pₖ); link k of the chain sits at
+        Trans(tₖ) after link k − 1, so p₀ = 0, pₖ = pₖ₋₁ + tₖ, and the body frame is the last link's moved by
+        −p_last (its inertial, sites and children shift by +p_last; ``shift`` is the parent body's)."""
+        pad = " " * (indent + 2 * depth)
+        chain = chain_of(i)
+        last = chain[-1]
+        lines.append(f'{pad}<body name="{name}/{t.link_names[last]}" pos="{_fmt(np.asarray(p.joint_p[i]) + shift)}" '
+                     f'quat="{_quat(p.joint_R[i])}">')
+        anchor = np.zeros(3)
+        for k, link in enumerate(chain):
+            anchor = anchor + (np.asarray(p.joint_p[link], dtype=float) if k else 0.0)
+            joint_lines(link, pad, anchor)
+        I = np.asarray(p.inertia[last])
+        lines.append(f'{pad}  <inertial pos="{_fmt(np.asarray(p.com[last]) + anchor)}" '
+                     f'mass="{float(p.mass[last]):.17g}" '
                      f'fullinertia="{_fmt([I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]])}"/>')
-        for f in frames[i]:
-            lines.append(f'{pad}  <site name="{name}/{t.frame_names[f]}" pos="{_fmt(p.frame_p[f])}" '
-                         f'quat="{_quat(p.frame_R[f])}"/>')
-        for c in children[i]:
-            body(c, depth + 1)
+        for f in frames[last]:
+            lines.append(f'{pad}  <site name="{name}/{t.frame_names[f]}" '
+                         f'pos="{_fmt(np.asarray(p.frame_p[f]) + anchor)}" quat="{_quat(p.frame_R[f])}"/>')
+        for c in children[last]:
+            body(c, depth + 1, anchor)
         lines.append(f"{pad}</body>")
 
     for root in children[-1]:
-        body(root, 0)
+        body(root, 0, np.zeros(3))
     return lines
 
 

@@ -13,10 +13,15 @@ Mapping:
   Bodies without joints are merged into the moving body they are welded to (inertias summed); bodies
   welded to the world are the fixed ground.
 * **Joints**: hinge → revolute, slide → prismatic, ball → spherical (quaternion w, x, y, z, body-frame
-  angular velocity, as MuJoCo), free → free (root bodies only), two hinges on one body through one point →
-  universal (MuJoCo applies them in order, the second about the once-rotated axis, as ours). A link frame is
-  the MuJoCo body frame moved to the joint's ``pos`` (our joints turn about the link origin); hinge and slide
-  ``ref`` values are folded into the joint placement, so our q equals MuJoCo's qpos.
+  angular velocity, as MuJoCo), free → free (root bodies only). A link frame is the MuJoCo body frame moved to
+  the joint's ``pos`` (our joints turn about the link origin); hinge and slide ``ref`` values are folded into the
+  joint placement, so our q equals MuJoCo's qpos. **Several joints on one body** (any hinges and slides, at any
+  ``pos``, with ``ref``; a ball after them or slides after a ball — MuJoCo refuses a rotation after a ball)
+  compose as MuJoCo composes them, in order, each about its own anchor in the body frame (``mj_kinematics``):
+  each becomes one of our joints on a chain of massless links named ``<body>:<joint>``, the last link (named as
+  the body) carrying the body's mass, so every joint keeps its name, limits, armature and actuators. Two
+  hinges through one point without ``ref`` or limits become one universal joint (one link; the native CKCM
+  build's legs) — MuJoCo applies them in order, the second about the once-rotated axis, as ours.
 * **Operational points**: every body (named as the body; merged bodies on their owner) and every site
   (named as the site, or ``site:<name>`` when a body already has that name in the module).
 * **Contacts** from ``<equality>`` (named as the equality, ``equality<k>`` when unnamed): ``connect`` →
@@ -28,7 +33,7 @@ Mapping:
   ours are exact, so those parameters (and a weld's positive ``torquescale``, a weight of the soft residual)
   have no counterpart and are not used.
 * **Joint couplings** (``System.couplings``, :mod:`mrds_jax.contacts.coupling`): ``joint`` equalities with two
-  lone hinges or slides and a non-constant ``polycoef`` (q₁ − q₁₀ = P(q₂ − q₂₀), q₀ = ``qpos0``) and ``tendon``
+  hinges or slides and a non-constant ``polycoef`` (q₁ − q₁₀ = P(q₂ − q₂₀), q₀ = ``qpos0``) and ``tendon``
   equalities on fixed tendons (L₁ − L₁₀ = P(L₂ − L₂₀), L = Σ coef·qpos, L₀ = ``tendon_length0``; one tendon:
   L₁ − L₁₀ = polycoef[0]), named as the equality; the joints may lie in different trees. They are joint-space
   rows of the general path's constraint solve (:mod:`mrds_jax.system.couplings`), exact like the contacts.
@@ -45,8 +50,9 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   ``damping`` → :class:`~mrds_jax.system.JointSpringDamper` per module (MuJoCo's ``qfrc_passive``: spring
   and damper); actuators with a joint transmission on a hinge or slide, no activation dynamics and fixed or
   affine gain and bias (``motor``, ``position`` and ``velocity`` without ``timeconst``, such ``general``) → one
-  :class:`~mrds_jax.system.Actuators` (``gear``, ``ctrlrange`` clamping unless disabled, ``forcerange``;
-  MuJoCo's ``qfrc_actuator``). Without ``return_forces`` they are warned about, as not applied.
+  :class:`~mrds_jax.system.Actuators` (``gear``, ``ctrlrange`` clamping unless disabled, ``forcerange``, the
+  joints' ``actuatorfrcrange`` on the summed force; MuJoCo's ``qfrc_actuator``). Without ``return_forces`` they are
+  warned about, as not applied.
 
 * **Collision geometry** (``return_collision=True``: a :class:`~mrds_jax.collision.CollisionModel` comes
   last): geoms of type plane, sphere, capsule, cylinder and box (``geom_type``, ``geom_size``; ``geom_pos``/
@@ -61,18 +67,21 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   kinds the narrow phase does not collide. MuJoCo's ``margin``/``gap``, ``solref``/``solimp``, torsional and
   rolling friction have no counterpart (the contacts are hard) and are not read. Restitution is 0.
 
-* **Joint limits** of lone hinges and slides (``jnt_range`` where ``limited``) → ``Topology.joint_limits``: kept,
-  not enforced; ``simulate`` reports where a trajectory leaves them.
+* **Joint limits** of hinges and slides (``jnt_range`` where ``limited``) → ``Topology.joint_limits``, enforced by
+  ``simulate``'s contact step; cone limits of ball joints (``jnt_range[1]``, the largest rotation angle) →
+  ``Topology.cone_limits``: kept, not enforced, said so in one warning.
 
 Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons not used by a tendon
-equality (and the stiffness, damping, friction loss and limits of those that are), other joint limits,
+equality (and the stiffness, damping, friction loss and limits of those that are), ball joints' cone limits,
 friction loss, contacts between geoms and explicit contact pairs (unless ``return_collision=True``), sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
-equalities on joints other than lone hinges and slides, ``tendon`` equalities on spatial tendons, equality
-``flex``/``distance``, flexes, a free joint below a
-moving body, a body with a joint combination other than the above. Not physics, so not read: the time step
-and integrator, keyframes (pass a key's qpos to ``MjcfMapping.state``), visual elements.
+equalities on joints other than hinges and slides (a universal joint's hinges included), ``tendon`` equalities on
+spatial tendons, equality ``flex``/``distance``, flexes, a free joint below a moving body. Not physics, so not
+read: the time step and integrator, visual elements. **Keyframes** (``<key>``: ``qpos``, ``qvel``) come with the mapping:
+``mapping.keyframe_state("home", system)`` is the key's state made consistent (projected onto the loops,
+couplings, joint limits and out of penetration by :func:`~mrds_jax.system.make_consistent`); a key's ``ctrl``,
+``act`` and ``time`` are not read.
 
 State conversions (free joints: MuJoCo's qvel is [v_world; ω_body], ours [ω_body; v_body]) come with
 ``load_mjcf(..., return_mapping=True)`` as an :class:`MjcfMapping`.
@@ -85,7 +94,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..validation import ModelError
+from ..validation import ArgumentError, ModelError, UnknownNameError, did_you_mean
 from ..model.builder import ModuleBuilder
 
 
@@ -95,12 +104,55 @@ class MjcfMapping:
 
     ``qpos_index[k]``/``dof_index[k]``: integer arrays into MuJoCo's qpos/qvel of module k's q and v (in
     order). ``free[k]``: (q offset, v offset) of module k's free joints. ``qpos0``: MuJoCo's reference
-    configuration (where body-based ``connect``/``weld`` anchors were computed: a consistent state)."""
+    configuration (where body-based ``connect``/``weld`` anchors were computed: a consistent state).
+    ``keyframes``: the file's ``<key>``s as (name, qpos, qvel), unnamed ones as ``key<k>``; ``constrained``: whether
+    the file closes loops or couples joints (active equalities), so that a keyframe needs projecting onto them."""
     module_names: tuple
     qpos_index: tuple
     dof_index: tuple
     free: tuple
     qpos0: np.ndarray
+    keyframes: tuple = ()
+    constrained: bool = False
+
+    def keyframe(self, key):
+        """(qpos, qvel) of keyframe ``key`` (its name or index); UnknownNameError listing the keyframes otherwise."""
+        names = [k[0] for k in self.keyframes]
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            if not -len(names) <= key < len(names):
+                raise UnknownNameError(f"keyframe index {key} out of range: the file has {len(names)} keyframes "
+                                       f"{names}")
+            return self.keyframes[key][1:]
+        if key not in names:
+            raise UnknownNameError(f"no keyframe named {key!r}; the file's keyframes are {names}"
+                                   f"{did_you_mean(key, names)}")
+        return self.keyframes[names.index(key)][1:]
+
+    def keyframe_state(self, key, system=None, iterations=20, tol=1e-9):
+        """The :class:`~mrds_jax.system.SystemState` of the file's keyframe ``key`` (name or index: MuJoCo's
+        ``key_qpos``, ``key_qvel``; its ``ctrl``/``act``/``time`` are not read), made consistent for ``system``
+        when given: :func:`~mrds_jax.system.make_consistent` projects it onto the loops, couplings, joint limits
+        and, with collision, out of penetration (MuJoCo starts a key as written and lets its soft constraints pull
+        it together; our constraints are exact, so a start must satisfy them). ``system`` is required when the file
+        has loops (``constrained``); ModelError when the projection leaves a residual above ``tol``."""
+        qpos, qvel = self.keyframe(key)
+        state = self.state(qpos, qvel)
+        if system is None:
+            if self.constrained:
+                raise ArgumentError(f"keyframe {key!r}: the model has loops or joint couplings; pass the system, "
+                                    f"mapping.keyframe_state({key!r}, system), to project the keyframe onto them")
+            return state
+        if not (system.contacts or system.couplings or getattr(system, "collision", None)
+                or any(getattr(m.topology, "joint_limits", ()) for m in system.modules)):
+            return state
+        from ..system import make_consistent
+        state = jax.tree.map(lambda x: jnp.asarray(x, dtype=system.modules[0].params.mass.dtype), state)
+        state, rp, rv = jax.jit(make_consistent, static_argnames="iterations")(system, state, iterations=iterations)
+        if not (float(rp) <= tol and float(rv) <= tol):
+            raise ModelError(f"keyframe {key!r}: projecting it onto the constraints left residuals {float(rp):.3g} "
+                             f"(position) and {float(rv):.3g} (velocity) above {tol:g}; the keyframe is too far from "
+                             "a configuration that closes the loops")
+        return state
 
     def state(self, qpos=None, qvel=None):
         """:class:`~mrds_jax.system.SystemState` from MuJoCo's qpos/qvel (default: qpos0, zero velocity)."""
@@ -179,6 +231,57 @@ class _Pose:
         return _Pose(self.R @ other.R, self.R @ other.p + self.p)
 
 
+@dataclass(frozen=True)
+class _ChainJoint:
+    """One of our joints made from MuJoCo joints ``ids`` of one body: its kind, its anchor (MuJoCo's ``jnt_pos``,
+    body frame; zero for a slide, whose ``pos`` moves nothing), axes (body frame) and reference value (``ref``,
+    MuJoCo's qpos0 of a hinge or slide)."""
+    kind: str
+    ids: tuple
+    anchor: np.ndarray
+    axis: np.ndarray
+    axis2: np.ndarray = None
+    ref: float = 0.0
+
+
+@dataclass(frozen=True)
+class _JointSite:
+    """Where a MuJoCo joint sits among our links: module, our joint kind, the link it moves, its parent link (None:
+    the world) and its joint frame's placement in the parent link (or the world)."""
+    module: str
+    kind: str
+    link: str
+    parent_link: str
+    placement: _Pose
+
+
+def _reference_pose(joint):
+    """The joint motion at q = 0 relative to MuJoCo's: a hinge turned by −ref about its axis, a slide moved by
+    −ref along it (MuJoCo moves by qpos − qpos0, we by q), so that our q equals MuJoCo's qpos."""
+    if joint.kind == "revolute":
+        return _Pose(R=_axis_rotation(joint.axis, -joint.ref))
+    if joint.kind == "prismatic":
+        return _Pose(p=-joint.ref * joint.axis / np.linalg.norm(joint.axis))
+    return _Pose()
+
+
+def _chain_placements(start, chain):
+    """Joint placements of a body's chain of joints, each in the previous joint's link frame (the first in
+    ``start``'s frame: the body's frame before its joints, in its parent link).
+
+    MuJoCo composes a body's joints in order, each about its own anchor pᵢ in the body frame (``mj_kinematics``):
+    T_body = T_start · Π_i Trans(pᵢ) Jᵢ(qᵢ − refᵢ) Trans(−pᵢ), with Jᵢ the joint's rotation or translation. Our
+    link i has its origin at pᵢ (a joint turns about its link origin), so its placement is Trans(p_{i−1})⁻¹ ·
+    Trans(pᵢ) · J(−refᵢ) (Trans(p₀)·J(−ref₀) after ``start``), and the body frame sits at −p_last in the last
+    link: the links between are massless frames, the last carries the body."""
+    out, T = [], start
+    for joint in chain:
+        T = T * _Pose(p=joint.anchor) * _reference_pose(joint)
+        out.append(T)
+        T = _Pose(p=-joint.anchor)
+    return out
+
+
 def compile_mjcf(source):
     """A compiled ``mujoco.MjModel`` from a path, an XML string or an ``MjModel``; errors name the source."""
     mujoco = _mujoco()
@@ -216,7 +319,7 @@ class _Importer:
         self.body_names = [_name(m, mj, mj.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
         self.joint_names = [_name(m, mj, mj.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
         self.offset = {0: np.zeros(3)}   # link origin in the moving body's frame (its joint position)
-        self.joints = {}                 # moving body -> (our joint kind, MuJoCo joint ids)
+        self.joints = {}                 # moving body -> (our joint kinds, its MuJoCo joint ids in order)
 
     def fail(self, msg):
         raise ModelError(f"{self.where}: {msg}")
@@ -243,34 +346,44 @@ class _Importer:
         return owner, (T if pose is None else T * pose)
 
     # ---------------------------------------------------------------------------------------- joints
-    def joint_of(self, b):
-        m, mj, J = self.m, self.mj, self.mj.mjtJoint
+    def joint_chain(self, b):
+        """Our joints for the joints of moving body b, in MuJoCo's order (:class:`_ChainJoint`): a free joint
+        alone; two hinges through one point without ``ref`` or limits as one universal joint (one link, as the
+        native CKCM build); any other layout one joint per MuJoCo joint, each on its own link
+        (:func:`_chain_placements`), so every joint keeps its name, limits, armature and actuators. (MuJoCo itself
+        refuses a ball joint followed by a rotating joint on one body, and a free joint beside others.)"""
+        m, J = self.m, self.mj.mjtJoint
         ids = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
         types = [int(m.jnt_type[j]) for j in ids]
         names = [self.joint_names[j] for j in ids]
         where = f"body {self.body_names[b]!r}"
-        if types == [J.mjJNT_FREE]:
+        if types == [J.mjJNT_FREE]:      # MuJoCo refuses a free joint beside others ("more than 6 dofs")
             if m.body_weldid[m.body_parentid[b]] != 0:   # MuJoCo 3-4 refuse this themselves
                 self.fail(f"{where}: free joint {names[0]!r} below a moving body is not supported")
-            return "free", np.zeros(3), np.array([0, 0, 1.0]), None, ids
-        if len(ids) == 1 and types[0] in (J.mjJNT_HINGE, J.mjJNT_SLIDE, J.mjJNT_BALL):
-            kind = {J.mjJNT_HINGE: "revolute", J.mjJNT_SLIDE: "prismatic", J.mjJNT_BALL: "spherical"}[types[0]]
-            off = np.zeros(3) if kind == "prismatic" else np.array(m.jnt_pos[ids[0]], dtype=float)
-            return kind, off, np.array(m.jnt_axis[ids[0]], dtype=float), None, ids
-        if types == [J.mjJNT_HINGE, J.mjJNT_HINGE]:
+            return (_ChainJoint("free", (ids[0],), np.zeros(3), np.array([0, 0, 1.0])),)
+        if self.is_universal(ids):
             a1, a2 = (np.array(m.jnt_axis[j], dtype=float) for j in ids)
-            refs = [m.qpos0[m.jnt_qposadr[j]] for j in ids]
-            if not np.allclose(m.jnt_pos[ids[0]], m.jnt_pos[ids[1]], atol=1e-12):
-                self.fail(f"{where}: hinges {names} at different points are not supported (a universal joint "
-                          "needs both hinges through one point)")
-            if np.linalg.norm(np.cross(a1, a2)) < 1e-6:
-                self.fail(f"{where}: hinges {names} have parallel axes")
-            if any(abs(r) > 0 for r in refs):
-                self.fail(f"{where}: hinges {names} with nonzero ref are not supported as a universal joint")
-            return "universal", np.array(m.jnt_pos[ids[0]], dtype=float), a1, a2, ids
-        kinds = [mj.mjtJoint(t).name.removeprefix("mjJNT_").lower() for t in types]
-        self.fail(f"{where}: joints {names} of types {kinds} are not supported (one hinge, slide, ball or free "
-                  "joint per body, or two hinges through one point)")
+            return (_ChainJoint("universal", tuple(ids), np.array(m.jnt_pos[ids[0]], dtype=float), a1, a2),)
+        return tuple(self.chain_joint(j) for j in ids)
+
+    def is_universal(self, ids):
+        """Two hinges through one point with non-parallel axes, no ``ref`` and no limits: one universal joint."""
+        m = self.m
+        if len(ids) != 2 or any(int(m.jnt_type[j]) != int(self.mj.mjtJoint.mjJNT_HINGE) for j in ids):
+            return False
+        a1, a2 = (np.array(m.jnt_axis[j], dtype=float) for j in ids)
+        return (np.allclose(m.jnt_pos[ids[0]], m.jnt_pos[ids[1]], atol=1e-12)
+                and np.linalg.norm(np.cross(a1, a2)) > 1e-6 * np.linalg.norm(a1) * np.linalg.norm(a2)
+                and not any(m.jnt_limited[j] or m.qpos0[m.jnt_qposadr[j]] != 0 for j in ids))
+
+    def chain_joint(self, j):
+        """One hinge (revolute about its ``pos``), slide (prismatic; its ``pos`` moves nothing) or ball (spherical
+        about its ``pos``) as a :class:`_ChainJoint`, with its ``ref`` (qpos0) for hinges and slides."""
+        m, J = self.m, self.mj.mjtJoint
+        kind = {J.mjJNT_HINGE: "revolute", J.mjJNT_SLIDE: "prismatic", J.mjJNT_BALL: "spherical"}[int(m.jnt_type[j])]
+        anchor = np.zeros(3) if kind == "prismatic" else np.array(m.jnt_pos[j], dtype=float)
+        ref = float(m.qpos0[m.jnt_qposadr[j]]) if kind in ("revolute", "prismatic") else 0.0
+        return _ChainJoint(kind, (j,), anchor, np.array(m.jnt_axis[j], dtype=float), ref=ref)
 
     # ---------------------------------------------------------------------------------------- modules
     def build_modules(self):
@@ -284,6 +397,7 @@ class _Importer:
                 trees.setdefault(int(m.body_treeid[b]), []).append(b)
         self.module_of = {}
         builders, self.links = {}, {}
+        self.joint_site = {}   # MuJoCo joint -> _JointSite (where it sits among our links)
         self.names = []
         for bodies in trees.values():
             name = self.body_names[bodies[0]]
@@ -291,34 +405,35 @@ class _Importer:
             builder = ModuleBuilder(gravity=g)
             builders[name] = builder
             for b in bodies:
-                kind, off, axis, axis2, ids = self.joint_of(b)
-                self.offset[b], self.joints[b] = off, (kind, ids)
+                chain = self.joint_chain(b)
+                self.offset[b] = chain[-1].anchor
+                self.joints[b] = (tuple(c.kind for c in chain), tuple(j for c in chain for j in c.ids))
                 parent = int(m.body_weldid[m.body_parentid[b]])
-                if kind == "free":
-                    T = _Pose()
-                else:
-                    T = self.in_link(m.body_parentid[b])[1] * self.local(b) * _Pose(p=off)
-                    ref = m.qpos0[m.jnt_qposadr[ids[0]]] if kind in ("revolute", "prismatic") else 0.0
-                    if kind == "revolute":
-                        T = T * _Pose(R=_axis_rotation(axis, -ref))
-                    elif kind == "prismatic":
-                        T = T * _Pose(p=-ref * axis / np.linalg.norm(axis))
+                start = _Pose() if chain[0].kind == "free" else self.in_link(m.body_parentid[b])[1] * self.local(b)
                 mass, com, inertia = self.lumped_inertia(b)
                 if not mass > 0:
                     self.fail(f"moving body {self.body_names[b]!r} has no mass")
-                joint_name = "+".join(self.joint_names[j] for j in ids)
-                builder.add_link(self.body_names[b], parent=None if parent == 0 else self.body_names[parent],
-                                 joint=kind, joint_name=joint_name, axis=axis,
-                                 axis2=(0.0, 1.0, 0.0) if axis2 is None else axis2, position=T.p, rotation=T.R,
-                                 mass=mass, com=com, inertia=inertia, armature=self.dof_values(m.dof_armature, ids),
-                                 limits=self.limits(kind, ids))
+                parent_link = None if parent == 0 else self.body_names[parent]
+                placements = _chain_placements(start, chain)
+                for k, (c, T) in enumerate(zip(chain, placements)):
+                    last = k == len(chain) - 1
+                    joint_name = "+".join(self.joint_names[j] for j in c.ids)
+                    link = self.body_names[b] if last else f"{self.body_names[b]}:{joint_name}"
+                    builder.add_link(link, parent=parent_link, joint=c.kind, joint_name=joint_name, axis=c.axis,
+                                     axis2=(0.0, 1.0, 0.0) if c.axis2 is None else c.axis2, position=T.p, rotation=T.R,
+                                     mass=mass if last else 0.0, com=com if last else np.zeros(3),
+                                     inertia=inertia if last else None, armature=self.dof_values(m.dof_armature, c.ids),
+                                     limits=self.limits(c), cone_limit=self.cone_limit(c))
+                    for j in c.ids:
+                        self.joint_site[j] = _JointSite(name, c.kind, link, parent_link, T)
+                    parent_link = link
                 self.module_of[b] = name
-                self.links[b] = T
+                self.links[b] = placements[-1]
         self.frames = {name: [] for name in self.names}
         for b in range(1, m.nbody):
             owner = int(m.body_weldid[b])
             if owner:
-                self.add_frame(self.module_of[owner], self.body_names[b], owner, self.in_link(b)[1])
+                self.add_frame(self.module_of[owner], self.body_names[b], self.body_names[owner], self.in_link(b)[1])
         self.site_frames = {}
         for s in range(m.nsite):
             owner, T = self.in_link(m.site_bodyid[s], _Pose(_quat_to_matrix(m.site_quat[s]), m.site_pos[s]))
@@ -326,14 +441,23 @@ class _Importer:
             if owner:
                 mod = self.module_of[owner]
                 taken = {f[0] for f in self.frames[mod]}
-                self.site_frames[s] = self.add_frame(mod, sname if sname not in taken else f"site:{sname}", owner, T)
+                self.site_frames[s] = self.add_frame(mod, sname if sname not in taken else f"site:{sname}",
+                                                     self.body_names[owner], T)
         self.builders = builders
 
-    def limits(self, kind, ids):
-        """(lower, upper) of a limited lone hinge or slide (MuJoCo's jnt_range, on qpos = our q), else None."""
-        j = ids[0]
-        if kind in ("revolute", "prismatic") and self.m.jnt_limited[j]:
+    def limits(self, joint):
+        """(lower, upper) of a limited hinge or slide (MuJoCo's ``jnt_range``, on qpos = our q), else None."""
+        j = joint.ids[0]
+        if joint.kind in ("revolute", "prismatic") and self.m.jnt_limited[j]:
             return tuple(float(x) for x in self.m.jnt_range[j])
+        return None
+
+    def cone_limit(self, joint):
+        """The largest rotation angle of a limited ball joint (MuJoCo's ``jnt_range[1]``; its range[0] is 0:
+        the limit is on the angle of the joint's rotation from the identity), else None."""
+        j = joint.ids[0]
+        if joint.kind == "spherical" and self.m.jnt_limited[j]:
+            return float(self.m.jnt_range[j][1])
         return None
 
     def dof_values(self, per_dof, ids):
@@ -346,8 +470,9 @@ class _Importer:
             out.append(np.concatenate([a[3:], a[:3]]) if m.jnt_type[j] == 0 else a)
         return np.concatenate(out)
 
-    def add_frame(self, module, name, owner, T):
-        self.frames[module].append((name, self.body_names[owner], T))
+    def add_frame(self, module, name, link, T):
+        """Operational point ``name`` at placement T of our link ``link`` of ``module``; returns its name."""
+        self.frames[module].append((name, link, T))
         return name
 
     def lumped_inertia(self, b):
@@ -425,7 +550,8 @@ class _Importer:
         owner, T = self.in_link(b, T)
         if owner == 0:
             return None, T
-        return (self.module_of[owner], self.add_frame(self.module_of[owner], f"{eq_name}:{label}", owner, T)), T
+        module = self.module_of[owner]
+        return (module, self.add_frame(module, f"{eq_name}:{label}", self.body_names[owner], T)), T
 
     def site_side(self, s):
         b = int(self.m.site_bodyid[s])
@@ -480,13 +606,19 @@ class _Importer:
             out.append(make(name, E, P, ground_rotation=ground.R, ground_position=ground.p))
         return out
 
+    def one_coordinate_joint(self, where, j, use):
+        """The :class:`_JointSite` of MuJoCo joint j, a hinge or slide that is one of our joints (every hinge and
+        slide but those read as a universal joint); ModelError naming it and what it was for (``use``)
+        otherwise."""
+        site = self.joint_site.get(j)
+        if site is None or site.kind not in ("revolute", "prismatic"):
+            self.fail(f"{where}: joint {self.joint_names[j]!r} is not a hinge or slide joint of its own (a ball, free "
+                      f"or universal joint); only those can be {use}")
+        return site
+
     def coupled_joint(self, where, j):
-        """(module, joint name) of MuJoCo joint j, a lone hinge or slide of its body (ModelError otherwise)."""
-        b = int(self.m.jnt_bodyid[j])
-        if self.joints.get(b, (None,))[0] not in ("revolute", "prismatic"):
-            self.fail(f"{where}: joint {self.joint_names[j]!r} is not a lone hinge or slide joint of its body; only "
-                      "those can be coupled")
-        return self.module_of[b], self.joint_names[j]
+        """(module, joint name) of MuJoCo joint j, a hinge or slide (:meth:`one_coordinate_joint`)."""
+        return self.one_coordinate_joint(where, j, "coupled").module, self.joint_names[j]
 
     def joint_coupling(self, name, where, data, j1, j2):
         """``<equality joint>`` with two joints: q₁ − q₁₀ = P(q₂ − q₂₀), P from ``polycoef`` (data[0:5]), the
@@ -517,22 +649,22 @@ class _Importer:
                                data[:5], ref)
 
     def joint_lock(self, name, where, data, j1, j2):
+        """``<equality joint>`` with one hinge or slide: a contact between the joint's two links that locks its
+        axis, E on the parent link (or the ground) at the joint frame turned or moved to the target, P the child
+        link's frame."""
         from ..contacts import make_contact
-        m, J = self.m, self.mj.mjtJoint
-        b = int(m.jnt_bodyid[j1])
-        kind, ids = self.joints.get(b, (None, ()))
-        if int(m.jnt_type[j1]) not in (J.mjJNT_HINGE, J.mjJNT_SLIDE) or kind not in ("revolute", "prismatic"):
-            self.fail(f"{where}: joint {self.joint_names[j1]!r} is not a lone hinge or slide joint of its body; "
-                      "only those can be locked")
-        mod, parent = self.module_of[b], int(m.body_weldid[m.body_parentid[b]])
+        m = self.m
+        site = self.one_coordinate_joint(where, j1, "locked")
         axis = np.array(m.jnt_axis[j1], dtype=float)
         axis = axis / np.linalg.norm(axis)
         target = m.qpos0[m.jnt_qposadr[j1]] + data[0]     # MuJoCo: qpos − ref = polycoef[0]
         # E: the joint frame turned (or moved) to the target, so that the pose error vanishes there
-        T = self.links[b] * (_Pose(R=_axis_rotation(axis, target)) if kind == "revolute" else _Pose(p=target * axis))
-        E = None if parent == 0 else (mod, self.add_frame(mod, f"{name}:E", parent, T))
-        P = (mod, self.add_frame(mod, f"{name}:P", b, _Pose()))
-        col = np.concatenate([axis, np.zeros(3)] if kind == "revolute" else [np.zeros(3), axis])[:, None]
+        turn = _Pose(R=_axis_rotation(axis, target)) if site.kind == "revolute" else _Pose(p=target * axis)
+        T = site.placement * turn
+        E = None if site.parent_link is None else (site.module, self.add_frame(site.module, f"{name}:E",
+                                                                               site.parent_link, T))
+        P = (site.module, self.add_frame(site.module, f"{name}:P", site.link, _Pose()))
+        col = np.concatenate([axis, np.zeros(3)] if site.kind == "revolute" else [np.zeros(3), axis])[:, None]
         free = np.linalg.svd(col.T)[2][1:].T   # orthonormal complement of the locked direction
         return make_contact(name, E, P, free, col, kind="joint_lock",
                             ground_rotation=None if E else T.R, ground_position=None if E else T.p)
@@ -569,28 +701,25 @@ class _Importer:
             cols = list(zip(*acts))
             out.append(actuators("actuators", cols[0], gear=np.array(cols[1]), gain=np.array(cols[2]),
                                  bias=np.array(cols[3]), ctrl_range=np.array(cols[4]), force_range=np.array(cols[5]),
-                                 actuator_names=cols[6]))
+                                 actuator_names=cols[6], joint_force_range=np.array(cols[7])))
         return tuple(out)
 
     def actuators(self):
-        """(joint, gear, gain, bias, ctrl range, force range, name) of every actuator with a joint transmission
-        on a hinge or slide, no activation dynamics and fixed/affine gain and bias; others are skipped, warned."""
+        """(joint, gear, gain, bias, ctrl range, force range, name, joint force range) of every actuator
+        :meth:`unread_actuator` accepts (MuJoCo's force = gain·ctrl + bias, gain and bias affine in the actuator
+        length gear·qpos and velocity gear·qvel, ``forcerange``-clamped; ``ctrlrange`` clamps the control unless the
+        clampctrl flag is disabled; the joint's ``actuatorfrcrange`` clamps the summed force on it). What is not
+        read is named in one warning that says what the simulation does without it."""
         m, mj = self.m, self.mj
-        out, skipped = [], []
+        out, unread = [], {}
         clamp = not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CLAMPCTRL
         for u in range(m.nu):
             name = _name(m, mj, mj.mjtObj.mjOBJ_ACTUATOR, u, "actuator")
-            j = int(m.actuator_trnid[u, 0])
-            ok = (int(m.actuator_trntype[u]) == int(mj.mjtTrn.mjTRN_JOINT)
-                  and int(m.actuator_dyntype[u]) == int(mj.mjtDyn.mjDYN_NONE)
-                  and int(m.jnt_type[j]) in (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
-                  and int(m.actuator_gaintype[u]) in (int(mj.mjtGain.mjGAIN_FIXED), int(mj.mjtGain.mjGAIN_AFFINE))
-                  and int(m.actuator_biastype[u]) in (int(mj.mjtBias.mjBIAS_NONE), int(mj.mjtBias.mjBIAS_AFFINE))
-                  and self.joints.get(int(m.jnt_bodyid[j]), (None,))[0] in ("revolute", "prismatic"))
-            if not ok:
-                skipped.append(name)
+            reason = self.unread_actuator(u)
+            if reason:
+                unread.setdefault(reason, []).append(name)
                 continue
-            b = int(m.jnt_bodyid[j])
+            j = int(m.actuator_trnid[u, 0])
             gain = np.array(m.actuator_gainprm[u, :3], dtype=float)
             if int(m.actuator_gaintype[u]) == int(mj.mjtGain.mjGAIN_FIXED):
                 gain[1:] = 0.0
@@ -600,12 +729,36 @@ class _Importer:
             inf = (-np.inf, np.inf)
             ctrl = m.actuator_ctrlrange[u] if m.actuator_ctrllimited[u] and clamp else inf
             force = m.actuator_forcerange[u] if m.actuator_forcelimited[u] else inf
-            out.append(((self.module_of[b], self.joint_names[j]), float(m.actuator_gear[u, 0]), gain, bias,
-                        np.array(ctrl, dtype=float), np.array(force, dtype=float), name))
-        if skipped:
-            self.warn(f"actuators {skipped} are skipped: only joint transmissions on a lone hinge or slide, without "
-                      "activation dynamics, with fixed or affine gain and bias are read")
+            joint_force = m.jnt_actfrcrange[j] if m.jnt_actfrclimited[j] else inf
+            out.append(((self.joint_site[j].module, self.joint_names[j]), float(m.actuator_gear[u, 0]), gain, bias,
+                        np.array(ctrl, dtype=float), np.array(force, dtype=float), name,
+                        np.array(joint_force, dtype=float)))
+        if unread:
+            self.warn("actuators not read, so the simulation applies no force from them (the rest of the model runs as "
+                      "if they were absent) — " + "; ".join(f"{reason}: {names}" for reason, names in unread.items()))
         return out
+
+    def unread_actuator(self, u):
+        """Why actuator u is not read (a short phrase, the same for every actuator with that reason), or None: read
+        are joint transmissions on a hinge or slide of its own, without activation dynamics, with fixed or
+        affine gain and bias (MuJoCo's motor, position and velocity without timeconst, such general)."""
+        m, mj = self.m, self.mj
+        if int(m.actuator_trntype[u]) != int(mj.mjtTrn.mjTRN_JOINT):
+            kind = mj.mjtTrn(int(m.actuator_trntype[u])).name.removeprefix("mjTRN_").lower()
+            return f"{kind} transmission"
+        j = int(m.actuator_trnid[u, 0])
+        if getattr(self.joint_site.get(j), "kind", None) not in ("revolute", "prismatic"):
+            kind = self.joint_site[j].kind if j in self.joint_site else "unknown"
+            return f"on a {kind} joint (gear on several degrees of freedom)"
+        if int(m.actuator_dyntype[u]) != int(mj.mjtDyn.mjDYN_NONE):
+            dyn = mj.mjtDyn(int(m.actuator_dyntype[u])).name.removeprefix("mjDYN_").lower()
+            return f"activation dynamics '{dyn}'"
+        gain, bias = int(m.actuator_gaintype[u]), int(m.actuator_biastype[u])
+        if gain not in (int(mj.mjtGain.mjGAIN_FIXED), int(mj.mjtGain.mjGAIN_AFFINE)):
+            return f"gain type '{mj.mjtGain(gain).name.removeprefix('mjGAIN_').lower()}'"
+        if bias not in (int(mj.mjtBias.mjBIAS_NONE), int(mj.mjtBias.mjBIAS_AFFINE)):
+            return f"bias type '{mj.mjtBias(bias).name.removeprefix('mjBIAS_').lower()}'"
+        return None
 
     # ---------------------------------------------------------------------------------------- warnings
     def report_unmodelled(self):
@@ -634,20 +787,17 @@ class _Importer:
         if physical:
             self.warn(f"stiffness, damping, friction loss and limits of tendons ({names(T, physical, 'tendon')}) are "
                       "ignored (their equalities are read)")
-        other = [j for j in np.flatnonzero(m.jnt_limited)       # not a lone hinge (3) or slide (2) of its body
-                 if int(m.jnt_type[j]) not in (2, 3) or m.body_jntnum[m.jnt_bodyid[j]] > 1]
-        if other:
-            self.warn(f"joint limits of {names(J, other, 'joint')} are ignored (only those of lone hinges and slides "
-                      "are kept)")
+        cones = [j for j in np.flatnonzero(m.jnt_limited) if int(m.jnt_type[j]) == int(mj.mjtJoint.mjJNT_BALL)]
+        if cones:
+            self.warn(f"cone limits of ball joints {names(J, cones, 'joint')} are kept in the model "
+                      "(Topology.cone_limits) but not enforced: simulate's step enforces the limits of hinges and "
+                      "slides only, so these joints turn past their cones freely")
         free_arm = [j for j in range(m.njnt) if int(m.jnt_type[j]) == 0
                     and np.any(m.dof_armature[m.jnt_dofadr[j]:m.jnt_dofadr[j] + 3] != 0)]
         if free_arm:
             self.warn(f"armature of free joints {names(J, free_arm, 'joint')} is read as ours and Pinocchio's (on the "
                       "body-frame velocity); MuJoCo's acts on the world-frame linear velocity, so the accelerations "
                       "differ by armature·ω×v")
-        if m.jnt_actfrclimited.any():
-            self.warn(f"joint actuator force ranges (actuatorfrcrange) of "
-                      f"{names(J, np.flatnonzero(m.jnt_actfrclimited), 'joint')} are ignored")
         passive = [("stiffness", np.flatnonzero(m.jnt_stiffness != 0)),
                    ("damping", sorted(set(int(m.dof_jntid[d]) for d in np.flatnonzero(m.dof_damping != 0))))]
         for label, joints in passive:
@@ -683,7 +833,8 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
     (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
     mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
-    reference configuration ``qpos0``, where body-based loop anchors were computed). With ``return_forces=True``
+    reference configuration ``qpos0``, where body-based loop anchors were computed; ``mapping.keyframe_state(name,
+    system)`` a keyframe's consistent state). With ``return_forces=True``
     the force elements the file describes come last: a tuple with the joints' passive forces
     (:class:`~mrds_jax.system.JointSpringDamper`) and the actuators (:class:`~mrds_jax.system.Actuators`, control
     zero until :func:`~mrds_jax.system.with_control`), for ``simulate(..., forces=...)``.
@@ -739,9 +890,16 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
         qi.append(np.concatenate(q_))
         di.append(np.concatenate(d_))
         free.append(tuple(offs))
-    mapping = MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0))
+    mapping = MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0),
+                          keyframes=_keyframes(model, imp.mj), constrained=bool(contacts or imp.couplings))
     return (system, mapping, *((forces,) if return_forces else ()), *collision)
 
 
 _NQ = {0: 7, 1: 4, 2: 1, 3: 1}   # mjJNT_FREE, BALL, SLIDE, HINGE
 _NV = {0: 6, 1: 3, 2: 1, 3: 1}
+
+
+def _keyframes(model, mujoco):
+    """The model's keyframes as (name, qpos, qvel) (MuJoCo's ``key_qpos``/``key_qvel``; unnamed ones ``key<k>``)."""
+    return tuple((_name(model, mujoco, mujoco.mjtObj.mjOBJ_KEY, k, "key"), np.array(model.key_qpos[k]),
+                  np.array(model.key_qvel[k])) for k in range(model.nkey))

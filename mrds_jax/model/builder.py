@@ -28,12 +28,15 @@ class ModuleBuilder:
 
     def add_link(self, name, parent=None, joint="revolute", joint_name=None, axis=(0.0, 0.0, 1.0),
                  axis2=(0.0, 1.0, 0.0), pitch=0.0, position=(0.0, 0.0, 0.0), rotation=None,
-                 mass=1.0, com=(0.0, 0.0, 0.0), inertia=None, armature=0.0, limits=None):
+                 mass=1.0, com=(0.0, 0.0, 0.0), inertia=None, armature=0.0, limits=None, cone_limit=None):
         """Add a link attached to ``parent`` (a link name, or None for the support) by a joint whose frame
         sits at ``position``/``rotation`` in the parent link frame. ``armature``: rotor inertia of the joint's
         degrees of freedom (a number for all of them, or one per degree of freedom), added to the diagonal of
         the joint-space inertia. ``limits``: (lower, upper) of a one-coordinate joint's q, kept in the model
         (``Topology.joint_limits``) and reported by ``simulate`` when a trajectory leaves them, not enforced.
+        ``cone_limit``: the largest rotation angle (rad) of a spherical joint from its reference (MuJoCo's ball
+        joint range), kept in the model (``Topology.cone_limits``), not enforced. ``mass=0`` (with ``inertia``
+        None or zero) makes a massless link, a joint frame between two joints; it must get a child link.
         Returns the link index."""
         axis, axis2, inertia = link_description(name, axis, axis2, position, rotation, mass, com, inertia)
         names = [lk["name"] for lk in self._links]
@@ -53,6 +56,11 @@ class ModuleBuilder:
                 raise ModelError(f"link {name!r}: limits ({lo}, {hi}) need lower <= upper on a one-coordinate joint "
                                  f"({', '.join(ONE_COORDINATE)}), the joint is {joint}")
             limits = (lo, hi)
+        if cone_limit is not None:
+            cone_limit = float(cone_limit)
+            if joint != "spherical" or not cone_limit > 0:
+                raise ModelError(f"link {name!r}: a cone limit {cone_limit} needs a positive angle on a spherical "
+                                 f"joint, the joint is {joint}")
         joint_name = joint_name or f"{name}_joint"
         if joint_name in [lk["joint_name"] for lk in self._links]:
             raise ModelError(f"link {name!r}: joint {joint_name!r} is defined twice")
@@ -61,7 +69,7 @@ class ModuleBuilder:
             axis=axis, axis2=axis2, pitch=float(pitch),
             R=np.eye(3) if rotation is None else np.asarray(rotation, dtype=float),
             p=np.asarray(position, dtype=float), mass=float(mass), com=np.asarray(com, dtype=float),
-            inertia=inertia, armature=armature, limits=limits))
+            inertia=inertia, armature=armature, limits=limits, cone_limit=cone_limit))
         return len(self._links) - 1
 
     def add_frame(self, name, link, position=(0.0, 0.0, 0.0), rotation=None):
@@ -87,7 +95,7 @@ class ModuleBuilder:
             joint_names=tuple(lk["joint_name"] for lk in L), joint_kinds=tuple(lk["kind"] for lk in L),
             frame_names=tuple(f["name"] for f in F), frame_links=tuple(f["link"] for f in F),
             planar=self.planar,
-            joint_limits=tuple(lk["limits"] for lk in L) if any(lk["limits"] is not None for lk in L) else ())
+            joint_limits=_per_joint(L, "limits"), cone_limits=_per_joint(L, "cone_limit"))
         with jax.ensure_compile_time_eval():  # concrete arrays even when called inside a jit trace
             return self._build(topo, dtype)
 
@@ -108,6 +116,12 @@ class ModuleBuilder:
             gravity=arr(self.gravity, (3,)),
             armature=arr(np.concatenate([lk["armature"] for lk in L]), (topo.nv,)))
         return validate(Module(params=params, topology=topo))
+
+
+def _per_joint(links, key):
+    """The links' ``key`` values as a per-joint tuple, or () when none is set (Topology's optional columns)."""
+    values = tuple(lk[key] for lk in links)
+    return values if any(v is not None for v in values) else ()
 
 
 def _armature(value, nv, link, joint):

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..pytree import pytree_dataclass, replace, static
-from ..validation import ArgumentError, ModelError, UnknownNameError, is_traced, module_arrays, rotational_inertia
+from ..validation import ArgumentError, ModelError, UnknownNameError, is_traced, link_inertia, module_arrays
 from .joints import JOINT_KINDS, joint_kind
 
 RECURSIONS = ("auto", "unrolled", "level_scan")
@@ -44,6 +44,8 @@ class Topology:
     joint_limits: tuple = ()  # per joint: (lower, upper) of a one-coordinate joint's q, or None; () when no joint
                               # has limits. Kept from the files, not enforced (inequalities): simulate reports
                               # where a trajectory leaves them (mrds_jax.system.limits)
+    cone_limits: tuple = ()   # per joint: the largest rotation angle (rad) of a spherical joint from its reference
+                              # (MuJoCo's ball-joint range[1]), or None; () when none. Kept, not enforced
 
     @property
     def n_links(self):
@@ -221,10 +223,16 @@ def validate(module, rtol=1e-9):
                          f"{armature[d]} for degree of freedom {d}")
     mass = np.asarray(p.mass)
     inertia = np.asarray(p.inertia)
+    has_child = np.zeros(n, dtype=bool)
+    has_child[[parent for parent in t.parents if parent >= 0]] = True
     for i, name in enumerate(t.link_names):
-        if not np.isfinite(mass[i]) or mass[i] <= 0:
-            raise ModelError(f"link {name!r}: mass must be positive, got {mass[i]}")
-        rotational_inertia(inertia[i], f"link {name!r}", rtol)
+        if not np.isfinite(mass[i]) or mass[i] < 0:
+            raise ModelError(f"link {name!r}: mass must be positive, got {mass[i]} (0 only for a massless link with "
+                             "a child)")
+        link_inertia(mass[i], inertia[i], f"link {name!r}", rtol)
+        if mass[i] == 0 and not has_child[i]:
+            raise ModelError(f"link {name!r}: a massless link (mass 0) must carry a child link; a massless leaf "
+                             "makes the mass matrix singular")
     # unit axes and rotation matrices to 1e-9, or to 100 ulp of a float32 module's own arithmetic (parameters
     # computed in float32, e.g. a placement composed by forward kinematics and set by with_params)
     unit_tol = max(1e-9, 100 * float(np.finfo(np.asarray(p.axis).dtype).eps))
@@ -245,6 +253,12 @@ def validate(module, rtol=1e-9):
         if lim is not None and (t.joint_kinds[i] not in ONE_COORDINATE or not lim[0] <= lim[1]):
             raise ModelError(f"joint {t.joint_names[i]!r}: limits {lim} need lower <= upper on a one-coordinate joint "
                              f"({', '.join(ONE_COORDINATE)}), it is {t.joint_kinds[i]}")
+    if t.cone_limits and len(t.cone_limits) != n:
+        raise ModelError(f"cone_limits has {len(t.cone_limits)} entries, expected one per joint ({n}) or none")
+    for i, lim in enumerate(t.cone_limits):
+        if lim is not None and (t.joint_kinds[i] != "spherical" or not 0 < lim):
+            raise ModelError(f"joint {t.joint_names[i]!r}: a cone limit {lim} needs a positive angle on a spherical "
+                             f"joint, it is {t.joint_kinds[i]}")
     if t.planar:
         _validate_planar(t, p)
     return module

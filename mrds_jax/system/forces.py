@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model.tree import PLANAR_ROWS
-from ..pytree import pytree_dataclass, static
+from ..pytree import pytree_dataclass, replace, static
 from ..spatial import cross, quat_multiply, quat_to_rotation, skew
 from .build import SystemDescriptionError, _module_index
 from ..spatial.linalg import matmul
@@ -152,6 +152,8 @@ class Actuators:
     bias: jnp.ndarray          # (nu, 3) b₀, b₁, b₂
     ctrl_range: jnp.ndarray    # (nu, 2), ±inf where unlimited
     force_range: jnp.ndarray   # (nu, 2), ±inf where unlimited
+    joint_force_range: jnp.ndarray  # (nu, 2) the range of the summed force of this element's actuators on each
+                                    # actuator's joint (MuJoCo's joint actuatorfrcrange), ±inf where unlimited
     control: object            # the constant control (nu,), or the parameters of ``control_fn``
     name: str = static()
     joints: tuple = static(default=())          # (module, joint name) per actuator: a one-coordinate joint
@@ -172,14 +174,16 @@ def _rows(x, nu, width, what, where):
 
 
 def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0), ctrl_range=None,
-              force_range=None, control=None, control_fn=None, actuator_names=None):
+              force_range=None, control=None, control_fn=None, actuator_names=None, joint_force_range=None):
     """Joint actuators on ``joints`` ((module, joint name) each, one-coordinate joints: revolute, prismatic,
     screw). Per actuator: ``gear``, affine ``gain`` (g₀, g₁, g₂) and ``bias`` (b₀, b₁, b₂) in the actuator
     length ℓ = gear·q and velocity ℓ̇ = gear·v, optional ``ctrl_range``/``force_range`` (low, high); rows
     broadcast. MuJoCo's shortcuts: motor gain (1, 0, 0), bias 0; position gain (kp, 0, 0), bias (0, −kp, −kv);
     velocity gain (kv, 0, 0), bias (0, 0, −kv). ``control``: a constant control vector (default zeros), or the
-    parameters of ``control_fn(t, state, control) -> (nu,)``. Raises ArgumentError naming the actuator for a zero
-    gear or a range with low > high."""
+    parameters of ``control_fn(t, state, control) -> (nu,)``. ``joint_force_range`` (low, high) per actuator: the
+    range of the summed generalized force of the element's actuators on that actuator's joint (MuJoCo's joint
+    ``actuatorfrcrange``: ``qfrc_actuator`` clamped per joint), the same for actuators on one joint. Raises
+    ArgumentError naming the actuator for a zero gear, a range with low > high, or two joint ranges of one joint."""
     joints = tuple((m, j) for m, j in joints)
     nu = len(joints)
     where = f"actuators {name!r}"
@@ -187,7 +191,8 @@ def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0)
     inf = jnp.inf
     gear = _rows(gear, nu, None, "gear", where)
     rng = {}
-    for what, r in (("ctrl_range", ctrl_range), ("force_range", force_range)):
+    for what, r in (("ctrl_range", ctrl_range), ("force_range", force_range),
+                    ("joint_force_range", joint_force_range)):
         rng[what] = _rows((-inf, inf) if r is None else r, nu, 2, what, where)
     if not is_traced(gear):
         for i in np.flatnonzero(np.asarray(gear) == 0):
@@ -197,9 +202,17 @@ def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0)
             for i in np.flatnonzero(~(np.asarray(r[:, 0]) <= np.asarray(r[:, 1]))):
                 raise ArgumentError(f"{where}: actuator {names[i]!r} has {what} low {float(r[i, 0])} > high "
                                     f"{float(r[i, 1])}")
+    if not is_traced(rng["joint_force_range"]):
+        first = {}
+        for i, joint in enumerate(joints):
+            j = first.setdefault(joint, i)
+            if not np.array_equal(np.asarray(rng["joint_force_range"][i]), np.asarray(rng["joint_force_range"][j])):
+                raise ArgumentError(f"{where}: actuators {names[j]!r} and {names[i]!r} drive joint {joint} with "
+                                    "different joint_force_range; it is the joint's, one range per joint")
     el = Actuators(gear=gear, gain=_rows(gain, nu, 3, "gain", where), bias=_rows(bias, nu, 3, "bias", where),
-                   ctrl_range=rng["ctrl_range"], force_range=rng["force_range"], control=jnp.zeros(nu),
-                   name=name, joints=joints, control_fn=None, actuator_names=names)
+                   ctrl_range=rng["ctrl_range"], force_range=rng["force_range"],
+                   joint_force_range=rng["joint_force_range"], control=jnp.zeros(nu), name=name, joints=joints,
+                   control_fn=None, actuator_names=names)
     return with_control(el, jnp.zeros(nu) if control is None and control_fn is None else control, control_fn)
 
 
@@ -212,9 +225,7 @@ def with_control(element, control, control_fn=None):
         if jnp.shape(control) != (element.nu,):
             raise ArgumentError(f"actuators {element.name!r}: control has shape {jnp.shape(control)}, needs "
                                 f"({element.nu},) (actuators {list(element.actuator_names)})")
-    return Actuators(gear=element.gear, gain=element.gain, bias=element.bias, ctrl_range=element.ctrl_range,
-                     force_range=element.force_range, control=control, name=element.name, joints=element.joints,
-                     control_fn=control_fn, actuator_names=element.actuator_names)
+    return replace(element, control=control, control_fn=control_fn)
 
 
 ELEMENTS = (SpringDamper, JointTorque, PointForce, ContactForce, JointSpringDamper, Actuators)
@@ -446,7 +457,8 @@ def actuator_forces(system, el, state, t):
     """[(module index, v index, generalized force gear·F)] of an :class:`Actuators` element at (t, state):
     u clamped to ctrl_range, F = (g₀ + g₁ℓ + g₂ℓ̇) u + b₀ + b₁ℓ + b₂ℓ̇ clamped to force_range, ℓ = gear·q,
     ℓ̇ = gear·v (MuJoCo's actuator_length/velocity for a joint transmission, its gain and bias of type
-    affine and its clamping)."""
+    affine and its clamping); one entry per actuated joint, the sum of its actuators' gear·F clamped to the joint's
+    ``joint_force_range`` (MuJoCo's ``qfrc_actuator`` clamped by ``actuatorfrcrange``)."""
     dofs = _actuated_dofs(system, el)
     u = el.control if el.control_fn is None else el.control_fn(t, state, el.control)
     u = jnp.clip(jnp.asarray(u, dtype=state.q[0].dtype), el.ctrl_range[:, 0], el.ctrl_range[:, 1])
@@ -454,8 +466,12 @@ def actuator_forces(system, el, state, t):
     rate = el.gear * jnp.stack([state.v[k][vi] for k, _, vi in dofs])
     basis = jnp.stack([jnp.ones_like(length), length, rate], axis=1)
     force = jnp.sum(el.gain * basis, axis=1) * u + jnp.sum(el.bias * basis, axis=1)
-    force = jnp.clip(force, el.force_range[:, 0], el.force_range[:, 1])
-    return [(k, vi, el.gear[i] * force[i]) for i, (k, _, vi) in enumerate(dofs)]
+    force = el.gear * jnp.clip(force, el.force_range[:, 0], el.force_range[:, 1])
+    by_joint = {}
+    for i, (k, _, vi) in enumerate(dofs):
+        by_joint.setdefault((k, vi), []).append(i)
+    return [(k, vi, jnp.clip(sum(force[i] for i in rows), *el.joint_force_range[rows[0]]))
+            for (k, vi), rows in by_joint.items()]
 
 
 def _contact_force(system, el, state, t, pts, Q, dtype):

@@ -58,8 +58,31 @@ def positive_mass(mass, where):
     return m
 
 
+def link_inertia(mass, inertia, where, rtol=1e-9):
+    """The rotational inertia of a link of ``mass``: physical (:func:`rotational_inertia`; 1e-3·I when None) for a
+    positive mass, zero for a *massless* link (mass exactly 0: a joint frame between two joints, as the
+    intermediate frames of several joints on one MuJoCo body). A massless link must have a zero inertia (or None)
+    and, in a module, a child link (checked by ``mrds_jax.model.tree.validate``), so that every articulated inertia
+    the recursions divide by carries the mass of a link below it (Featherstone §7.3)."""
+    try:
+        massless = float(mass) == 0.0
+    except (TypeError, ValueError):
+        massless = False
+    if not massless:
+        positive_mass(mass, where)
+        return rotational_inertia(np.eye(3) * 1e-3 if inertia is None else inertia, where, rtol)
+    if inertia is None:
+        return np.zeros((3, 3))
+    a = np.asarray(inertia, dtype=float)
+    I = finite_array(np.diag(a) if a.shape == (3,) else a, (3, 3), "rotational inertia", where)
+    if np.any(I != 0):
+        raise ModelError(f"{where}: a massless link (mass 0) needs a zero rotational inertia, got {I.tolist()}")
+    return I
+
+
 def link_description(name, axis, axis2, position, rotation, mass, com, inertia):
-    """Everything ``ModuleBuilder.add_link`` is given, checked: returns (unit axis, unit axis2, inertia)."""
+    """Everything ``ModuleBuilder.add_link`` is given, checked: returns (unit axis, unit axis2, inertia); mass 0
+    makes a massless link (:func:`link_inertia`)."""
     where = f"link {name!r}"
     if not isinstance(name, str) or not name:
         raise ModelError(f"a link needs a non-empty name, got {name!r}")
@@ -67,6 +90,5 @@ def link_description(name, axis, axis2, position, rotation, mass, com, inertia):
     finite_array(com, (3,), "centre of mass", where)
     if rotation is not None:
         finite_array(rotation, (3, 3), "rotation", where)
-    positive_mass(mass, where)
-    I = rotational_inertia(np.eye(3) * 1e-3 if inertia is None else inertia, where)
+    I = link_inertia(mass, inertia, where)
     return unit_axis(axis, "axis", where), unit_axis(axis2, "axis2", where), I
