@@ -29,7 +29,8 @@ from .limits import report_limits
 from .solve import SolverSettings
 from .acceleration import resolve_stabilisation, system_acceleration
 from .solve_report import _last_finite_state, _state_at, _weak_contacts
-from .timestepping import ContactSettings, contact_rollout, has_unilateral_rows, validate_contact_settings
+from .timestepping import (ContactSettings, contact_rollout, has_unilateral_rows, start_violations,
+                           validate_contact_settings)
 
 # the public names of the run-time files, importable from here as before the split (module docstring)
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
@@ -204,6 +205,24 @@ class ContactSolveWarning(UserWarning):
     """The velocity-level step's constraint problem was not solved to the residual asked for at some steps."""
 
 
+class PenetrationWarning(UserWarning):
+    """The initial state of a contact simulation penetrates a collision pair or is past a joint limit."""
+
+
+def _warn_start_violations(system, state):
+    """A :class:`PenetrationWarning` naming the pairs that penetrate and the joints past a limit at the start
+    (:func:`~.timestepping.start_violations`, as ``mrds-jax check`` lists them): the step pushes them out on the
+    position level over a few steps (:class:`~.position_correction.PositionCorrection`), never by a launch, but
+    the start is not what the user described."""
+    pairs, joints = start_violations(system, state)
+    if pairs or joints:
+        what = [f"pair {n} {d:.3g} m deep" for n, d in pairs.items()]
+        what += [f"joint {n} {d:.3g} past its limit" for n, d in joints.items()]
+        warnings.warn("the initial state penetrates or is past a limit: " + "; ".join(what) + ". The step pushes it "
+                      "out over a few steps (ContactSettings.correction); make_consistent(system, state) resolves "
+                      "it before the run", PenetrationWarning, stacklevel=4)
+
+
 def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end, residual_warn,
                       settings, contact_modes, mode_params):
     """:func:`simulate` for systems with unilateral rows (its docstring)."""
@@ -213,6 +232,7 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
     if check and not traced:
         validate_forces(system, forces)
         check_initial_state(system, state0, t=t0, tol=tol, cond_warn=np.inf)
+        _warn_start_violations(system, state0)
     if n_steps is None:
         if is_traced((t_end, dt, t0)):
             raise ValueError("the velocity-level step needs a concrete t_end and dt (n_steps is static)")

@@ -15,11 +15,15 @@ One step from (q, v) at time t (Moreau 1988; Jean 1999; Acary & Brogliato 2008, 
      of the material points of the two geoms at the contact point, in the contact frame;
    for one-sided rows and contact normals the gap d enters as g ← g + d/dt when d > 0 (the row only stops the
    bodies from crossing into each other within this step: a "speculative" contact, so that touching down needs no
-   event detection and lifting off no mode switch) and g ← g + β d/dt when d < 0 (drift correction of penetration);
-   a restitution e adds e·min(ẋ_n⁻, 0) for a closing contact that touches (Newton's impact law);
+   event detection and lifting off no mode switch) and not at all when d ≤ 0 (a penetrating row only stops
+   approaching; its depth is removed on the position level, step 5, never turned into velocity); a contact of
+   restitution e that closes within the step (d + dt ẋ_n,free ≤ 0) at an approach speed ẋ_n⁻ < 0 has e·ẋ_n⁻ in
+   place of the gap term (Newton's impact law, :func:`newton_bounce`);
 3. G = J H⁻¹ Jᵀ (block by module; its block of loop rows is Bᶜ of Bonaventura Table 17, tests/test_contact_step.py),
    and the NCP of :mod:`.ncp` for λ, warm-started from the previous step's impulses;
-4. v⁺ = v_free + H⁻¹ Jᵀ λ, q⁺ = q ⊕ dt v⁺.
+4. v⁺ = v_free + H⁻¹ Jᵀ λ, q⁺ = q ⊕ dt v⁺;
+5. penetration and limit violation left at q⁺ removed from q⁺ alone, v⁺ untouched
+   (:func:`~.position_correction.correct_positions`, post-stabilisation; bounded per step).
 
 Systems without unilateral rows keep the exact acceleration-level path of :mod:`.simulate`; as dt → 0 the two
 give the same motion (tests/test_contact_step.py). Everything is shape-static (inactive rows are masked), pure, and
@@ -41,20 +45,24 @@ from .couplings import coupling_errors, coupling_jacobian, constraint_rows
 from .forces import generalized_forces
 from .limits import limited_joints
 from .ncp import NCPSettings, RowLayout, solve_ncp
+from .position_correction import PositionCorrection, PositionRows, correct_positions
 from .stabilisation import constraint_errors, constraint_jacobian
 
 
 class ContactSettings(NamedTuple):
     """Settings of the velocity-level step: ``ncp`` the solver's (:class:`~.ncp.NCPSettings`); ``baumgarte`` β,
-    the fraction of a loop's position error and of a penetration removed per step (0 ≤ β ≤ 1); ``restitution_velocity``
+    the fraction of a loop's position error removed per step through the velocity (0 ≤ β ≤ 1); ``restitution_velocity``
     the closing speed below which restitution is not applied (avoids chatter at rest); ``margin``: a one-sided row
     or contact slot takes part in the step's problem when its gap, advanced by the free velocity over the step,
     is below ``margin`` (m, or rad for limits of revolute joints): d + dt min(ẋ_n,free, 0) < margin. Farther rows
-    cannot touch within the step and are masked (which keeps the problem well scaled)."""
+    cannot touch within the step and are masked (which keeps the problem well scaled). ``correction``
+    (:class:`~.position_correction.PositionCorrection`): how penetration and limit violation are removed from q
+    after the velocity update (a fraction per step, at most ``max_step`` per step), never through the velocity."""
     ncp: NCPSettings = NCPSettings()
     baumgarte: float = 0.2
     restitution_velocity: float = 1e-3
     margin: float = 1e-3
+    correction: PositionCorrection = PositionCorrection()
 
 
 def validate_contact_settings(settings, where="simulate"):
@@ -82,7 +90,22 @@ def validate_contact_settings(settings, where="simulate"):
     validation.positive(settings.margin, "ContactSettings.margin", where, allow_zero=True)
     validation.positive(settings.restitution_velocity, "ContactSettings.restitution_velocity", where,
                         allow_zero=True)
+    validate_position_correction(settings.correction, where)
     return settings
+
+
+def validate_position_correction(correction, where):
+    """Named errors for a :class:`~.position_correction.PositionCorrection` that cannot work: β outside [0, 1], a
+    negative or non-finite ``max_step``, a non-integer or < 1 sweep count."""
+    if not isinstance(correction, PositionCorrection):
+        raise validation.ArgumentError(f"{where}: ContactSettings.correction must be a PositionCorrection, got "
+                                       f"{type(correction).__name__}")
+    validation.positive(correction.fraction, "PositionCorrection.fraction", where, allow_zero=True)
+    if float(correction.fraction) > 1.0:
+        raise validation.ArgumentError(f"{where}: PositionCorrection.fraction is the part of a penetration or limit "
+                                       f"violation removed per step, in [0, 1]; got {correction.fraction}")
+    validation.positive(correction.max_step, "PositionCorrection.max_step", where, allow_zero=True)
+    validation.count(correction.sweeps, "PositionCorrection.sweeps", where)
 
 
 class StepReport(NamedTuple):
@@ -172,9 +195,22 @@ def bilateral_rows(system, state, v_free, t, dt, beta):
     return J, g
 
 
-def _gap_term(gap, dt, beta):
-    """Speculative contact for d > 0, Baumgarte fraction β of a penetration for d < 0 (module docstring)."""
-    return jnp.where(gap > 0, gap, beta * gap) / dt
+def _gap_term(gap, dt):
+    """Speculative contact for d > 0 (the row only keeps the bodies from crossing within the step); nothing for
+    d ≤ 0: a penetrating or violated row only stops approaching (σ_n ≥ 0), its depth is removed on the position
+    level (:mod:`.position_correction`), never turned into velocity."""
+    return jnp.maximum(gap, 0.0) / dt
+
+
+def newton_bounce(gap, v_before, v_free_n, restitution, dt, threshold):
+    """Per one-sided row: whether Newton's impact law applies this step, and the term e·v⁻ it adds to g (module
+    docstring). It applies when the row closes within the step, d + dt v_n,free ≤ 0 (a speculative contact that
+    touches during the step, or one already touching), at an approach speed v⁻ = v_n at the start of the step
+    below −``threshold``; then σ_n = v_n⁺ + e v⁻ ≥ 0 asks the rebound v_n⁺ ≥ −e v⁻ in place of the speculative
+    gap term (Moreau's impact law at the velocity level; Acary & Brogliato 2008, §10.1.2, with the closing test of
+    speculative contacts)."""
+    bouncing = (gap + dt * v_free_n <= 0) & (v_before < -threshold) & (restitution > 0)
+    return bouncing, jnp.where(bouncing, restitution * v_before, 0.0)
 
 
 def _near(gap, v_free_n, dt, margin):
@@ -182,23 +218,26 @@ def _near(gap, v_free_n, dt, margin):
     return gap + dt * jnp.minimum(v_free_n, 0.0) < margin
 
 
-def limit_rows_at(system, limits, state, v_free, dt, beta):
-    """(J, g, gaps, free normal velocities) of the joint limits (module docstring, step 2)."""
-    dtype = state.q[0].dtype
+def limit_geometry(system, limits, q):
+    """(J, gaps) of the joint limits at configuration ``q`` (per module): a lower row J = +e_j with gap q − q_lo and
+    an upper row J = −e_j with gap q_hi − q per limited joint (module docstring, step 2)."""
+    dtype = q[0].dtype
     nv = sum(m.nv for m in system.modules)
     offsets = np.cumsum([0] + [m.nv for m in system.modules])
     J = np.zeros((limits.n_rows, nv))
-    gaps, vels = [], []
+    gaps = []
     for r, (k, iq, iv, lo, hi, _) in enumerate(limits.joints):
         J[2 * r, offsets[k] + iv], J[2 * r + 1, offsets[k] + iv] = 1.0, -1.0
-        q = state.q[k][iq]
-        gaps += [q - lo, hi - q]
-        vels += [v_free[k][iv], -v_free[k][iv]]
-    if not limits.joints:
-        empty = jnp.zeros(0, dtype)
-        return jnp.zeros((0, nv), dtype), empty, empty, empty
-    gaps, vels = jnp.stack(gaps), jnp.stack(vels)
-    return jnp.asarray(J, dtype), vels + _gap_term(gaps, dt, beta), gaps, vels
+        gaps += [q[k][iq] - lo, hi - q[k][iq]]
+    return jnp.asarray(J, dtype), (jnp.stack(gaps) if gaps else jnp.zeros(0, dtype))
+
+
+def limit_rows_at(system, limits, state, v_free, dt):
+    """(J, g, gaps, free normal velocities) of the joint limits (module docstring, step 2)."""
+    J, gaps = limit_geometry(system, limits, state.q)
+    vels = [sign * v_free[k][iv] for k, _, iv, _, _, _ in limits.joints for sign in (1.0, -1.0)]
+    vels = jnp.stack(vels) if vels else gaps
+    return J, vels + _gap_term(gaps, dt), gaps, vels
 
 
 class SlotKinematics(NamedTuple):
@@ -275,11 +314,23 @@ def contact_rows_at(system, state, v, v_free, dt, settings):
     n = kin.gap.shape[0]
     vf = matmul(kin.J, _flat_v(system, v_free)).reshape(n, 3)
     v_before = matmul(kin.J, _flat_v(system, v)).reshape(n, 3)[:, 0]
-    closing = (v_before < -settings.restitution_velocity) & (kin.gap <= 0)
-    bounce = jnp.where(closing, kin.restitution * v_before, 0.0)
-    gn = vf[:, 0] + _gap_term(kin.gap, dt, settings.baumgarte) + bounce
+    bouncing, bounce = newton_bounce(kin.gap, v_before, vf[:, 0], kin.restitution, dt, settings.restitution_velocity)
+    gn = vf[:, 0] + jnp.where(bouncing, bounce, _gap_term(kin.gap, dt))
     g = jnp.concatenate([gn[:, None], vf[:, 1:]], axis=1).reshape(-1)
     return kin.J, g, kin, vf[:, 0]
+
+
+def position_rows(system, q, J_fixed, fixed_active):
+    """The :class:`~.position_correction.PositionRows` of ``system`` at configuration ``q``: the joint limits' rows
+    and the contact slots' normal rows (their gaps and masks), with the bilateral rows ``J_fixed`` (mask
+    ``fixed_active``) to be kept at J_b Δq = 0."""
+    Jl, gaps_l = limit_geometry(system, limit_rows(system), q)
+    parts = [(Jl, gaps_l, jnp.ones(gaps_l.shape[0], bool))]
+    if n_contact_slots(system):
+        kin = slot_kinematics(system, SystemState(tuple(q), tuple(jnp.zeros(m.nv, q[0].dtype) for m in system.modules)))
+        parts.append((kin.J[0::3], kin.gap, kin.valid))
+    J, gap, valid = (jnp.concatenate(x) for x in zip(*parts))
+    return PositionRows(J, gap, valid, J_fixed, fixed_active)
 
 
 def unilateral_violations(system, state):
@@ -313,6 +364,20 @@ def contact_gaps(system, state):
         out[f"{model.geoms[i].name}/{model.geoms[j].name}"] = float(g.min()) if g.size else float("inf")
         start += n
     return out
+
+
+def start_violations(system, state, tol=1e-9):
+    """The collision pairs that penetrate (by geom names, :func:`contact_gaps`) and the limited joints past a limit
+    (by ``module.joint``) at a concrete ``state``, each with its depth (m or rad, > ``tol``), as two dicts: what
+    :func:`~.simulate.simulate` warns about at the start and :func:`~.projection.make_consistent` resolves."""
+    pairs = {name: -g for name, g in contact_gaps(system, state).items() if g < -tol}
+    joints = {}
+    for k, iq, _, lo, hi, name in limit_rows(system).joints:
+        q = float(state.q[k][iq])
+        depth = max(lo - q, q - hi)
+        if depth > tol:
+            joints[name] = depth
+    return pairs, joints
 
 
 # ----------------------------------------------------------------------------- one step
@@ -361,7 +426,7 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     beta = settings.baumgarte
     layout = row_layout(system)
     Jb, gb = bilateral_rows(system, state, v_free, t, dt, beta)
-    Jl, gl, gaps_l, vn_l = limit_rows_at(system, limit_rows(system), state, v_free, dt, beta)
+    Jl, gl, gaps_l, vn_l = limit_rows_at(system, limit_rows(system), state, v_free, dt)
     parts_J, parts_g = [Jb, Jl], [gb, gl]
     active = [_bilateral_active(system, active_contacts, dtype), _near(gaps_l, vn_l, dt, settings.margin)]
     if layout.n_contacts:
@@ -380,6 +445,8 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     v_new = _split_v(system, _flat_v(system, v_free) + matmul(Psi, sol.lam))
     q_new = tuple(normalize_configuration(m, integrate_configuration(m, qk, vk, dt))
                   for m, qk, vk in zip(system.modules, q, v_new))
+    q_new, _ = correct_positions(system, q_new, position_rows(system, q_new, Jb, active[:layout.n_bilateral]),
+                                 settings.correction)
     report = StepReport(sol.lam, sol.sigma, jnp.concatenate([gaps_l, gaps_c]), points, frames, sol.primal, sol.dual,
                         sol.complementarity)
     return q_new, v_new, report

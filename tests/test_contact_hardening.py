@@ -1,0 +1,91 @@
+"""Contact that holds when a user leans on it (issue 40), float64: a start inside the floor or past a joint limit is
+pushed out on the position level (mrds_jax.system.position_correction), never launched, and named in a warning at the
+start; restitution follows Newton's impact law with speculative contacts (a ball returns to e² times its drop
+height); extreme friction and mass ratios keep the normal rows met; deep box overlaps separate without throwing."""
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+
+import mrds_jax as mj
+from mrds_jax import collision as C, system as S
+from mrds_jax.system.simulate import PenetrationWarning
+
+G0 = 9.81
+R_BALL = 0.1
+
+
+def free_body(mass=1.0, inertia=None):
+    b = mj.ModuleBuilder()
+    b.add_link("body", None, "free", mass=mass,
+               inertia=0.4 * mass * R_BALL ** 2 * np.eye(3) if inertia is None else np.asarray(inertia, float))
+    b.add_frame("c", "body")
+    return b.build()
+
+
+def ball_on_floor(restitution=0.0, friction=1.0):
+    return S.build_system({"m": free_body()}, [], collision=[
+        C.plane("floor", restitution=restitution, friction=friction),
+        C.sphere("ball", "m", "c", R_BALL, restitution=restitution, friction=friction)])
+
+
+def body_state(p, v_linear=(0.0, 0.0, 0.0)):
+    """A free body at ``p``, unrotated, moving at ``v_linear`` (its body frame is the world's)."""
+    return (jnp.asarray(np.concatenate([p, [1.0, 0.0, 0.0, 0.0]])), jnp.asarray(np.concatenate([np.zeros(3), v_linear])))
+
+
+def pendulum(limits=(-0.6, 0.6)):
+    b = mj.ModuleBuilder()
+    b.add_link("arm", None, "revolute", axis=(1, 0, 0), mass=1.0, com=(0, 0.5, 0), inertia=0.01 * np.eye(3),
+               limits=limits)
+    return S.build_system({"p": b.build()}, [])
+
+
+# ----------------------------------------------------------------------------- starting in penetration
+@pytest.mark.parametrize("depth", [0.05, 0.6])
+def test_ball_started_in_the_floor_is_pushed_out_without_a_launch(depth):
+    """5 cm and 0.6 m into the floor: never faster than 1 m/s, never more than 1 cm above its resting height, at
+    rest on the floor after 0.5 s; the start is named in a warning."""
+    q0, v0 = body_state([0.0, 0.0, R_BALL - depth])
+    with pytest.warns(PenetrationWarning, match=r"floor/ball .* deep.*make_consistent"):
+        tr = S.simulate(ball_on_floor(), S.SystemState((q0,), (v0,)), 1e-3, 500)
+    z, v = np.asarray(tr.q[0][:, 2]), np.asarray(tr.v[0])
+    speed = np.linalg.norm(v[:, 3:], axis=1).max()
+    print(f"depth {depth}: max speed {speed:.3g} m/s, max height above rest {z.max() - R_BALL:.3g} m, "
+          f"final gap {z[-1] - R_BALL:.3g} m")
+    assert speed <= 1.0 and z.max() <= R_BALL + 0.01
+    assert abs(z[-1] - R_BALL) < 1e-6 and np.abs(v[-50:]).max() < 1e-6
+
+
+@pytest.mark.parametrize("past", [0.1, 0.6])
+def test_pendulum_started_past_its_limit_returns_to_it_slowly(past):
+    """Held by gravity against its lower limit −0.6 rad and started ``past`` beyond it: back on the limit,
+    |q̇| ≤ 1 rad/s throughout; the joint is named at the start."""
+    with pytest.warns(PenetrationWarning, match=r"joint p\.arm_joint 0\.[16] past its limit"):
+        tr = S.simulate(pendulum(), S.SystemState((jnp.array([-0.6 - past]),), (jnp.zeros(1),)), 1e-3, 1000)
+    q, qd = np.asarray(tr.q[0][:, 0]), np.asarray(tr.v[0][:, 0])
+    print(f"past {past}: max |qd| {np.abs(qd).max():.3g} rad/s, final q {q[-1]:.12g}")
+    assert np.abs(qd).max() <= 1.0
+    assert abs(q[-1] + 0.6) < 1e-9 and q.max() <= -0.6 + 1e-9
+
+
+# ----------------------------------------------------------------------------- restitution
+def first_rebound_apex(z, vz):
+    """Height of the first apex after the first bounce (vz turning positive, then back to ≤ 0)."""
+    up = np.flatnonzero(vz > 0)[0]
+    down = up + np.flatnonzero(vz[up:] <= 0)[0]
+    return z[up:down + 1].max()
+
+
+@pytest.mark.parametrize("dt", [1e-3, 2e-4])
+def test_restitution_returns_the_ball_to_e_squared_times_its_drop_height(dt):
+    """A ball dropped from h = 0.2 m (contact point above the floor) onto a floor, both of restitution e: its first
+    rebound apex is e² h (Newton's impact law, v⁺ = −e v⁻) within 5 %, for e = 1 and 0.5."""
+    h = 0.2
+    q0, v0 = body_state([0.0, 0.0, R_BALL + h])
+    for e in (1.0, 0.5):
+        tr = S.simulate(ball_on_floor(restitution=e), S.SystemState((q0,), (v0,)), dt, int(round(0.5 / dt)))
+        apex = first_rebound_apex(np.asarray(tr.q[0][:, 2]) - R_BALL, np.asarray(tr.v[0][:, 5]))
+        print(f"dt {dt:g}, e {e}: apex {apex:.5f} m, e^2 h {e * e * h:.5f} m ({apex / (e * e * h) - 1:+.2%})")
+        assert abs(apex / (e * e * h) - 1.0) < 0.05
