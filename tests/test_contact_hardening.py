@@ -2,6 +2,8 @@
 pushed out on the position level (mrds_jax.system.position_correction), never launched, and named in a warning at the
 start; restitution follows Newton's impact law with speculative contacts (a ball returns to e² times its drop
 height); extreme friction and mass ratios keep the normal rows met; deep box overlaps separate without throwing."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ import jax.numpy as jnp
 
 import mrds_jax as mj
 from mrds_jax import collision as C, system as S
-from mrds_jax.system.simulate import PenetrationWarning
+from mrds_jax.system.simulate import ContactSolveWarning, PenetrationWarning
 
 G0 = 9.81
 R_BALL = 0.1
@@ -89,3 +91,50 @@ def test_restitution_returns_the_ball_to_e_squared_times_its_drop_height(dt):
         apex = first_rebound_apex(np.asarray(tr.q[0][:, 2]) - R_BALL, np.asarray(tr.v[0][:, 5]))
         print(f"dt {dt:g}, e {e}: apex {apex:.5f} m, e^2 h {e * e * h:.5f} m ({apex / (e * e * h) - 1:+.2%})")
         assert abs(apex / (e * e * h) - 1.0) < 0.05
+
+
+# ----------------------------------------------------------------------------- scaling
+def box_body(mass, half):
+    hx, hy, hz = half
+    b = mj.ModuleBuilder()
+    b.add_link("body", None, "free", mass=mass, inertia=mass / 3 * np.diag([hy * hy + hz * hz, hx * hx + hz * hz,
+                                                                             hx * hx + hy * hy]))
+    b.add_frame("c", "body")
+    return b.build()
+
+
+def test_light_sphere_with_huge_friction_rests_on_a_heavy_box():
+    """A 1e-9 kg sphere on a 1000 kg box on the floor (mass ratio 1e12 between their rows' Delassus entries),
+    friction 1e8 everywhere: nothing sinks (gaps ≥ −1e-3 m), everything finite, no residual warning — the solve
+    runs on the Jacobi-scaled problem and μ is capped at the no-slip 1e4 (mrds_jax.system.ncp.row_scaling,
+    no_slip_friction)."""
+    mu = 1e8
+    system = S.build_system({"box": box_body(1000.0, (0.5, 0.5, 0.5)), "s": free_body(1e-9)}, [], collision=[
+        C.plane("floor", friction=mu), C.box("b", "box", "c", (0.5, 0.5, 0.5), friction=mu),
+        C.sphere("ball", "s", "c", R_BALL, friction=mu)])
+    (qb, vb), (qs, vs) = body_state([0.0, 0.0, 0.5]), body_state([0.2, 0.1, 1.0 + R_BALL])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ContactSolveWarning)
+        tr = S.simulate(system, S.SystemState((qb, qs), (vb, vs)), 1e-3, 300)
+    gaps = np.asarray(tr.gaps)
+    print(f"min gap {gaps.min():.3g} m, sphere height {np.asarray(tr.q[1][:, 2]).min() - 1.0 - R_BALL:.3g}..."
+          f"{np.asarray(tr.q[1][:, 2]).max() - 1.0 - R_BALL:.3g} m, worst primal {float(np.max(tr.primal)):.3g}")
+    assert gaps.min() >= -1e-3 and all(np.all(np.isfinite(np.asarray(x))) for x in (*tr.q, *tr.v, tr.impulses))
+    assert np.abs(np.asarray(tr.q[1][:, 2]) - 1.0 - R_BALL).max() < 1e-3
+
+
+@pytest.mark.parametrize("rho", [pytest.param(0.1, marks=pytest.mark.xfail(
+    strict=True, reason="ADMM's fixed 4x25 iterations with ρ = 0.1: the De Saxcé shift μ‖σ_t‖ of the unconverged "
+                        "iterate (μ = 1e4 after the cap) throws the sliding ball up (the solve's iteration, "
+                        "mrds_jax.system.ncp._admm, is being reworked)")), 10.0])
+def test_ball_sliding_with_huge_friction_keeps_its_contact(rho):
+    """A ball sliding at 3 m/s on a floor of friction 1e8 (capped at 1e4, a no-slip contact): it stays on the floor
+    (no lift-off above 1 mm, no penetration beyond 1e-3 m) and finite."""
+    from mrds_jax.system.ncp import NCPSettings
+    from mrds_jax.system.timestepping import ContactSettings
+    q0, v0 = body_state([0.0, 0.0, R_BALL], (3.0, 0.0, 0.0))
+    tr = S.simulate(ball_on_floor(friction=1e8), S.SystemState((q0,), (v0,)), 1e-3, 200, check=False,
+                    contact_settings=ContactSettings(ncp=NCPSettings(rho=rho)))
+    z = np.asarray(tr.q[0][:, 2]) - R_BALL
+    print(f"rho {rho}: height {z.min():.3g}..{z.max():.3g} m")
+    assert np.all(np.isfinite(z)) and z.min() >= -1e-3 and z.max() <= 1e-3

@@ -304,6 +304,32 @@ def _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, tol):
     return M, Pmat, Qmu
 
 
+# ----------------------------------------------------------------------------- scaling
+NO_SLIP_FRICTION = 1e4
+"""Friction coefficients above this are treated as this one (:func:`no_slip_friction`)."""
+
+
+def no_slip_friction(mu):
+    """μ capped at :data:`NO_SLIP_FRICTION` = 1e4: a cone of half-angle atan 1e4 is 1e-4 rad from a half-line, so a
+    contact sticks unless its normal impulse is 1e-4 of the tangential one — numerically a no-slip constraint — while
+    larger μ only make the De Saxcé shift μ‖σ_t‖ (module docstring) amplify the solver's tangential residual into a
+    spurious normal velocity (μ = 1e8 lifted a sliding ball off the floor by 2e5 m)."""
+    return jnp.minimum(mu, NO_SLIP_FRICTION)
+
+
+def row_scaling(G, layout):
+    """Per-row scale D = diag(G)^{-1/2} (Jacobi scaling; one value per contact, the largest of its three rows', so
+    the cones K_μ are unchanged): the solve runs on D G D, whose diagonal is ≤ 1, with impulses λ = D λ̃. Rows with a
+    mass ratio of 1e9 (a 1e-9 kg sphere on a 1000 kg box) then share one impulse-to-velocity scale instead of the
+    heaviest row's ρ starving the others. Rows with a zero diagonal (nothing moves them) keep D = 1."""
+    d = jnp.abs(jnp.diagonal(G))
+    db, du, dc = _split(d, layout)
+    dc = jnp.broadcast_to(jnp.max(dc, axis=-1, keepdims=True), dc.shape)
+    d = _join(db, du, dc)
+    tiny = jnp.finfo(G.dtype).tiny / jnp.finfo(G.dtype).eps
+    return jnp.where(d > tiny, 1.0 / jnp.sqrt(jnp.where(d > tiny, d, 1.0)), 1.0)
+
+
 def _solve_fixed_modes(G, g, mu, active, lam0, layout, settings):
     return _admm(G, g, layout, mu, active, lam0, settings)
 
@@ -342,7 +368,12 @@ def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
     active = jnp.ones(m, bool) if active is None else jnp.asarray(active, bool)
     lam0 = jnp.zeros(m, dtype) if lam0 is None else jnp.asarray(lam0, dtype)
     G = 0.5 * (G + G.T)
-    lam, dual = _solve_core(G, g, mu, active, jax.lax.stop_gradient(lam0), layout, settings)
+    mu = no_slip_friction(mu)
+    D = jax.lax.stop_gradient(row_scaling(G, layout))          # λ = D λ̃ holds for any D: no derivative through it
+    lam_s, dual = _solve_core(D[:, None] * G * D[None, :], D * g, mu, active, jax.lax.stop_gradient(lam0 / D),
+                              layout, settings)
+    lam = D * lam_s
+    dual = dual * jnp.max(D, initial=1.0)                      # the consensus back in impulse units (a bound)
     sigma = matmul(G, lam) + g
     primal, _, comp = ncp_residuals(G, g, lam, layout, mu, active)
     return NCPSolution(lam, sigma * active.astype(dtype), primal, dual, comp)

@@ -127,6 +127,7 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     collision geometry and the limits (the exact acceleration-level path; limits are then only reported).
     """
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
+    validation.positive(residual_warn, "residual_warn", "simulate")
     if unilateral and (has_unilateral_rows(system) or contact_modes is not None):
         settings = validate_contact_settings(ContactSettings() if contact_settings is None else contact_settings)
         if contact_modes is not None and not callable(contact_modes):
@@ -245,12 +246,13 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
         if int(traj.first_nonfinite) >= 0:
             raise SimulationError(f"the state became NaN/inf at step {int(traj.first_nonfinite)} "
                                   f"(t = {float(t0) + int(traj.first_nonfinite) * float(dt):g} s)")
-        worst = np.maximum(np.asarray(traj.primal), np.asarray(traj.complementarity))
-        scale = max(1.0, float(np.max(np.abs(np.asarray(traj.impulses)))) if traj.impulses.size else 1.0)
-        bad = np.flatnonzero(worst > residual_warn * scale)
+        worst = np.maximum.reduce([np.asarray(traj.primal), np.asarray(traj.dual), np.asarray(traj.complementarity)])
+        scale = max(1.0, float(np.nanmax(np.abs(np.asarray(traj.impulses)))) if traj.impulses.size else 1.0)
+        bad = np.flatnonzero(~(worst <= residual_warn * scale))      # NaN residuals count as unsolved
         if bad.size:
             warnings.warn(f"the contact problem was not solved to {residual_warn:g} at {bad.size} stored states "
-                          f"(first t = {float(np.asarray(traj.t)[bad[0]]):g} s, worst residual {worst.max():.2e}); "
+                          f"(first t = {float(np.asarray(traj.t)[bad[0]]):g} s, worst primal/dual/complementarity "
+                          f"residual {np.max(worst):.2e}); "
                           "raise ContactSettings.ncp stages/iterations, or the problem is ill-posed (Painlevé, "
                           "redundant rows): the impulses stay finite", ContactSolveWarning, stacklevel=3)
     return traj
