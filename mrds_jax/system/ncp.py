@@ -49,7 +49,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from .. import validation
 from ..spatial.dense import solve as lu_solve_dense
 from ..spatial.linalg import cho_solve, cholesky, matmul
 
@@ -355,14 +357,65 @@ def _solve_core_jvp(layout, settings, primals, tangents):
 _solve_core.defjvp(_solve_core_jvp)
 
 
+def validate_ncp_settings(settings, where="solve_ncp"):
+    """Named errors for :class:`NCPSettings` that cannot work, before anything compiles: stages or iterations not
+    integers ≥ 1, ρ ≤ 0, a negative proximal weight, Tikhonov term or mode tolerance, relaxation outside (0, 2)."""
+    if not isinstance(settings, NCPSettings):
+        raise validation.ArgumentError(f"{where}: the solver's settings must be an NCPSettings, got "
+                                       f"{type(settings).__name__}")
+    validation.count(settings.stages, "NCPSettings.stages", where)
+    validation.count(settings.iterations, "NCPSettings.iterations", where)
+    validation.positive(settings.rho, "NCPSettings.rho", where)
+    for name in ("prox", "tikhonov", "mode_tol"):
+        validation.positive(getattr(settings, name), f"NCPSettings.{name}", where, allow_zero=True)
+    if validation.is_traced(settings.relaxation) or not 0.0 < float(settings.relaxation) < 2.0:
+        raise validation.ArgumentError(f"{where}: NCPSettings.relaxation must be a number in (0, 2) (ADMM converges "
+                                       f"there; 1 is plain ADMM), got {settings.relaxation}")
+    return settings
+
+
+def validate_ncp_problem(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings(), where="solve_ncp"):
+    """Named errors (:class:`~mrds_jax.validation.ArgumentError`) for a problem :func:`solve_ncp` cannot solve, as
+    ``simulate``'s inputs are checked: shapes that do not fit ``layout`` (G not square (m, m), g, μ, ``active`` or
+    the warm start not of their lengths) and settings that cannot work (stages or iterations < 1, ρ ≤ 0, relaxation
+    outside (0, 2)); on concrete values also NaN/inf in G, g, μ or the warm start, μ < 0, and a G that is not
+    symmetric positive semidefinite (its smallest eigenvalue below −1e-9 of its largest: no impulse minimises the
+    problem's energy). Traced values are checked for their shapes only."""
+    if not isinstance(layout, RowLayout):
+        raise validation.ArgumentError(f"{where}: layout must be a RowLayout, got {type(layout).__name__}")
+    m = layout.size
+    shapes = dict(G=((m, m), G), g=((m,), g), mu=((layout.n_contacts,), mu))
+    if active is not None:
+        shapes["active"] = ((m,), active)
+    if lam0 is not None:
+        shapes["lam0 (warm start)"] = ((m,), lam0)
+    for name, (shape, x) in shapes.items():
+        if jnp.shape(x) != shape and not (name == "mu" and jnp.size(x) == layout.n_contacts):
+            raise validation.ArgumentError(f"{where}: {name} has shape {jnp.shape(x)}, needs {shape} for the layout's "
+                                           f"{m} rows ({layout.n_bilateral} bilateral, {layout.n_unilateral} one-sided, "
+                                           f"{layout.n_contacts} contacts of 3)")
+    validate_ncp_settings(settings, where)
+    for name, x in (("G", G), ("g", g), ("mu", mu), ("lam0 (warm start)", lam0)):
+        if x is not None:
+            validation.finite(x, name, where)
+    if not validation.is_traced(mu) and np.any(np.asarray(mu) < 0):
+        raise validation.ArgumentError(f"{where}: friction coefficients mu must be >= 0, got {np.asarray(mu).tolist()}")
+    if not validation.is_traced(G) and m:
+        Gs = 0.5 * (np.asarray(G, float) + np.asarray(G, float).T)
+        w = np.linalg.eigvalsh(Gs)
+        if w[0] < -1e-9 * max(abs(w[-1]), np.finfo(float).tiny):
+            raise validation.ArgumentError(f"{where}: G must be symmetric positive semidefinite (a Delassus matrix "
+                                           f"J H⁻¹ Jᵀ); its smallest eigenvalue is {w[0]:.3g} (largest {w[-1]:.3g})")
+
+
 def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
     """Solve the step's NCP (module docstring) for impulses λ: ``G`` (m, m) the Delassus matrix, ``g`` (m,) the
     free constraint velocities with drift terms, ``layout`` a :class:`RowLayout`, ``mu`` (n_contacts,) friction
     coefficients, ``active`` (m,) bool (default all), ``lam0`` a warm start (default 0). Returns
     :class:`NCPSolution`; differentiable (forward and reverse) by implicit differentiation at the solution."""
+    validate_ncp_problem(G, g, layout, mu, active, lam0, settings)
+    G, g = jnp.asarray(G), jnp.asarray(g)
     m = layout.size
-    if G.shape != (m, m) or g.shape != (m,):
-        raise ValueError(f"solve_ncp: G {G.shape} and g {g.shape} do not match the layout's {m} rows")
     dtype = g.dtype
     mu = jnp.asarray(mu, dtype).reshape(layout.n_contacts)
     active = jnp.ones(m, bool) if active is None else jnp.asarray(active, bool)

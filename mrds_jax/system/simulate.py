@@ -30,7 +30,7 @@ from .solve import SolverSettings
 from .acceleration import resolve_stabilisation, system_acceleration
 from .solve_report import _last_finite_state, _state_at, _weak_contacts
 from .timestepping import (ContactSettings, contact_rollout, has_unilateral_rows, start_violations,
-                           validate_contact_settings)
+                           validate_contact_modes, validate_contact_settings)
 
 # the public names of the run-time files, importable from here as before the split (module docstring)
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
@@ -128,11 +128,12 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     """
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
     validation.positive(residual_warn, "residual_warn", "simulate")
-    if unilateral and (has_unilateral_rows(system) or contact_modes is not None):
+    velocity_level = unilateral and (has_unilateral_rows(system) or contact_modes is not None)
+    _check_contact_arguments(system, velocity_level, unilateral, contact_settings, contact_modes)
+    if velocity_level:
         settings = validate_contact_settings(ContactSettings() if contact_settings is None else contact_settings)
-        if contact_modes is not None and not callable(contact_modes):
-            raise validation.ArgumentError("simulate: contact_modes must be a function (t, q, v, mode_params) -> "
-                                           f"one boolean per contact, got {type(contact_modes).__name__}")
+        if contact_modes is not None:
+            validate_contact_modes(system, contact_modes, tuple(state0.q), tuple(state0.v), mode_params)
         return _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end,
                                  residual_warn, settings, contact_modes, mode_params)
     forces = tuple(forces)
@@ -200,6 +201,20 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
         report_solve(system, traj, cond_warn, residual_warn, strict, cond_jump)
         report_limits(system, traj)
     return traj
+
+
+def _check_contact_arguments(system, velocity_level, unilateral, contact_settings, contact_modes):
+    """Named errors for contact arguments :func:`simulate` would otherwise ignore: ``contact_modes`` with
+    ``unilateral=False`` (the acceleration-level path keeps every contact on), ``contact_settings`` where the
+    velocity-level step does not run (no collision geometry, no joint limits, no ``contact_modes``; or
+    ``unilateral=False``)."""
+    if contact_modes is not None and not unilateral:
+        raise validation.ArgumentError("simulate: contact_modes switches contacts in the velocity-level step, which "
+                                       "unilateral=False turns off; drop one of the two")
+    if contact_settings is not None and not velocity_level:
+        why = "unilateral=False" if not unilateral else "the system has no collision geometry or joint limits"
+        raise validation.ArgumentError(f"simulate: contact_settings set the velocity-level step, which does not run "
+                                       f"here ({why}); drop contact_settings or use solver=/stabilisation=")
 
 
 class ContactSolveWarning(UserWarning):

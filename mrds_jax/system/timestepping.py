@@ -44,7 +44,7 @@ from .build import SystemState
 from .couplings import coupling_errors, coupling_jacobian, constraint_rows
 from .forces import generalized_forces
 from .limits import limited_joints
-from .ncp import NCPSettings, RowLayout, solve_ncp
+from .ncp import NCPSettings, RowLayout, solve_ncp, validate_ncp_settings
 from .position_correction import PositionCorrection, PositionRows, correct_positions
 from .stabilisation import constraint_errors, constraint_jacobian
 
@@ -72,17 +72,8 @@ def validate_contact_settings(settings, where="simulate"):
     if not isinstance(settings, ContactSettings):
         raise validation.ArgumentError(f"{where}: contact_settings must be a ContactSettings, got "
                                        f"{type(settings).__name__}")
-    if not isinstance(settings.ncp, NCPSettings):
-        raise validation.ArgumentError(f"{where}: ContactSettings.ncp must be an NCPSettings, got "
-                                       f"{type(settings.ncp).__name__}")
-    validation.count(settings.ncp.stages, "NCPSettings.stages", where)
-    validation.count(settings.ncp.iterations, "NCPSettings.iterations", where)
-    validation.positive(settings.ncp.rho, "NCPSettings.rho", where)
-    for name in ("prox", "tikhonov", "mode_tol"):
-        validation.positive(getattr(settings.ncp, name), f"NCPSettings.{name}", where, allow_zero=True)
-    if not 0.0 < float(settings.ncp.relaxation) < 2.0:
-        raise validation.ArgumentError(f"{where}: NCPSettings.relaxation must be in (0, 2) (ADMM converges there; 1 is "
-                                       f"plain ADMM), got {settings.ncp.relaxation}")
+    _static_settings(settings, "ContactSettings", where)
+    validate_ncp_settings(settings.ncp, where)
     validation.positive(settings.baumgarte, "ContactSettings.baumgarte", where, allow_zero=True)
     if float(settings.baumgarte) > 1.0:
         raise validation.ArgumentError(f"{where}: ContactSettings.baumgarte is the fraction of a position error "
@@ -92,6 +83,17 @@ def validate_contact_settings(settings, where="simulate"):
                         allow_zero=True)
     validate_position_correction(settings.correction, where)
     return settings
+
+
+def _static_settings(settings, name, where):
+    """Every field of a settings NamedTuple (nested ones included) a concrete value: the settings are static
+    arguments of the compiled step (hashed), so a traced one is named instead of failing in the hash."""
+    for field, value in settings._asdict().items():
+        if isinstance(value, tuple) and hasattr(value, "_asdict"):
+            _static_settings(value, type(value).__name__, where)
+        elif validation.is_traced(value):
+            raise validation.ArgumentError(f"{where}: {name}.{field} is a setting of the compiled step (static, "
+                                           "hashed): give a number, not a traced value")
 
 
 def validate_position_correction(correction, where):
@@ -106,6 +108,65 @@ def validate_position_correction(correction, where):
                                        f"violation removed per step, in [0, 1]; got {correction.fraction}")
     validation.positive(correction.max_step, "PositionCorrection.max_step", where, allow_zero=True)
     validation.count(correction.sweeps, "PositionCorrection.sweeps", where)
+
+
+def validate_contact_modes(system, contact_modes, q0, v0, mode_params, where="simulate"):
+    """Named errors for a ``contact_modes`` switch that cannot work, before anything compiles: not a function of
+    the four arguments (t, q, v, mode_params); a system without bilateral contacts to switch; ``mode_params`` that
+    are not numbers; a result (traced abstractly, :func:`jax.eval_shape`) that is not one boolean per contact
+    (wrong count, shape (1, 1), 0-d, empty, or floats, which would be read as True when nonzero)."""
+    import inspect
+    if not callable(contact_modes):
+        raise validation.ArgumentError(f"{where}: contact_modes must be a function (t, q, v, mode_params) -> one "
+                                       f"boolean per contact, got {type(contact_modes).__name__}")
+    try:
+        inspect.signature(contact_modes).bind(0.0, q0, v0, mode_params)
+    except TypeError as e:
+        raise validation.ArgumentError(f"{where}: contact_modes must take four arguments (t, q, v, mode_params): "
+                                       f"{e}") from None
+    except ValueError:                   # no signature to inspect (a builtin): its call below decides
+        pass
+    n = len(system.contacts)
+    if n == 0:
+        raise validation.ArgumentError(f"{where}: contact_modes switches the system's bilateral contacts (grasps, "
+                                       "welds), but this system has none")
+    validate_mode_params(mode_params, where)
+    out = jax.eval_shape(contact_modes, jnp.zeros((), q0[0].dtype), tuple(q0), tuple(v0), mode_params)
+    if not hasattr(out, "shape") or out.shape != (n,) or not (jnp.issubdtype(out.dtype, jnp.bool_)
+                                                            or jnp.issubdtype(out.dtype, jnp.integer)):
+        got = (f"shape {out.shape} of {out.dtype}" if hasattr(out, "shape") else type(out).__name__)
+        raise validation.ArgumentError(f"{where}: contact_modes must return one boolean per contact of the system "
+                                       f"({n}: {list(system.contact_names)}), shape ({n},); got {got}")
+    return contact_modes
+
+
+def validate_mode_params(mode_params, where="simulate"):
+    """``mode_params`` a pytree of numbers (arrays), the traced leaves of ``contact_modes``."""
+    for leaf in jax.tree.leaves(mode_params):
+        if isinstance(leaf, (jax.Array, jax.core.Tracer)):
+            continue
+        a = np.asarray(leaf)
+        if not (np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.bool_)):
+            raise validation.ArgumentError(f"{where}: mode_params must be numbers or arrays (traced leaves of "
+                                           f"contact_modes), got {type(leaf).__name__} {leaf!r}")
+    return mode_params
+
+
+def validate_contact_rollout(system, q0, v0, dt, n_steps, decimation, tau, settings, where="contact_rollout"):
+    """Named errors for :func:`contact_rollout`'s arguments that cannot work, before anything compiles: a state that
+    does not fit the system, dt ≤ 0 (concrete), n_steps or decimation < 1, a
+    ``tau`` whose per-module entries are not (nv,), invalid settings (:func:`validate_contact_settings`)."""
+    validation.system_state(system, SystemState(tuple(q0), tuple(v0)), where)
+    validation.positive(dt, "dt", where)
+    validation.count(n_steps, "n_steps", where)
+    validation.count(decimation, "decimation", where)
+    if tau is not None:
+        if len(tau) != len(system.modules):
+            raise validation.ArgumentError(f"{where}: tau needs one array per module ({len(system.modules)}), got "
+                                           f"{len(tau)}")
+        for m, name, t in zip(system.modules, system.module_names, tau):
+            validation.vector(t, m.nv, f"tau[{name!r}]", where)
+    validate_contact_settings(settings, where)
 
 
 class StepReport(NamedTuple):
@@ -483,6 +544,14 @@ class ContactTrajectory(NamedTuple):
         return lam[:, :, 0] > tol
 
 
+def _as_system_float(system, q0, v0):
+    """q0 and v0 in the wider of their float type and the system's parameters' (a float32 state of a float64 system,
+    x64 on, would otherwise meet float64 steps in the scan's carry)."""
+    floats = [x.dtype for x in jax.tree.leaves(system) if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)]
+    dtype = jnp.result_type(jnp.asarray(q0[0]).dtype, *floats)
+    return tuple(jnp.asarray(x, dtype) for x in q0), tuple(jnp.asarray(x, dtype) for x in v0)
+
+
 def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=(), tau=None,
                     contact_modes: Optional[Callable] = None, settings=ContactSettings(), mode_params=()):
     """``n_steps`` velocity-level steps (:func:`contact_step`) in a ``lax.scan``, storing every ``decimation``-th
@@ -490,6 +559,10 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     booleans that switches the system's bilateral contacts on and off; ``mode_params`` (any pytree of arrays) is
     traced, so a new schedule (release and regrasp times) or state-dependent rule recompiles nothing and batches
     under ``vmap``."""
+    validate_contact_rollout(system, q0, v0, dt, n_steps, decimation, tau, settings)
+    if contact_modes is not None:
+        validate_contact_modes(system, contact_modes, q0, v0, mode_params, "contact_rollout")
+    q0, v0 = _as_system_float(system, q0, v0)
     dtype = q0[0].dtype
     layout = row_layout(system)
     n_gaps = layout.n_unilateral + layout.n_contacts
