@@ -104,3 +104,94 @@ def test_touch_down_and_lift_off_do_not_recompile():
                               (jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, vz]),))
         S.simulate(system, state, 1e-3, 300, decimation=300)
     assert _contact_core._cache_size() == before + 1
+
+
+# ----------------------------------------------------------------------------- issue 40: every bad input named
+def switchable_system():
+    """A free body welded to the ground by one switchable contact, resting on a floor (collision geometry)."""
+    from mrds_jax import contacts as CT
+    weld = CT.weld("weld", None, ("m", "c"))
+    return S.build_system({"m": free_body()}, [weld], collision=[C.plane("floor"), C.sphere("ball", "m", "c", 0.1)])
+
+
+@pytest.mark.parametrize("modes, match", [
+    (lambda t, q, v, p: jnp.array([True, False]), r"one boolean per contact .*\(1,\); got shape \(2,\)"),
+    (lambda t, q, v, p: 0.5, r"one boolean per contact .*got shape \(\) of float64"),
+    (lambda t, q, v, p: jnp.array([0.5]), r"one boolean per contact .*got shape \(1,\) of float"),
+    (lambda t, q, v, p: jnp.ones((1, 1), bool), r"got shape \(1, 1\)"),
+    (lambda t, q, v, p: jnp.zeros(0, bool), r"got shape \(0,\)"),
+    (lambda t, q, v, p: jnp.array(True), r"got shape \(\)"),
+    (lambda t, q, v: jnp.array([True]), r"contact_modes must take four arguments"),
+])
+def test_contact_modes_of_the_wrong_shape_type_or_arity_are_named(modes, match):
+    with pytest.raises(ArgumentError, match=match):
+        S.simulate(switchable_system(), STATE, 1e-3, 10, contact_modes=modes)
+
+
+def test_contact_arguments_simulate_would_ignore_are_named():
+    modes = lambda t, q, v, p: jnp.array([True])                   # noqa: E731
+    with pytest.raises(ArgumentError, match="contact_modes switches the system's bilateral contacts .* has none"):
+        S.simulate(ball_system(), STATE, 1e-3, 10, contact_modes=modes)
+    with pytest.raises(ArgumentError, match="unilateral=False turns off"):
+        S.simulate(switchable_system(), STATE, 1e-3, 10, contact_modes=modes, unilateral=False)
+    plain = S.build_system({"m": free_body()}, [])
+    with pytest.raises(ArgumentError, match="contact_settings .* no collision geometry or joint limits"):
+        S.simulate(plain, STATE, 1e-3, 10, contact_settings=ContactSettings())
+    with pytest.raises(ArgumentError, match=r"contact_settings .* \(unilateral=False\)"):
+        S.simulate(ball_system(), STATE, 1e-3, 10, contact_settings=ContactSettings(), unilateral=False)
+    with pytest.raises(ArgumentError, match="mode_params must be numbers"):
+        S.simulate(switchable_system(), STATE, 1e-3, 10, contact_modes=modes, mode_params="release at 0.1")
+    with pytest.raises(ArgumentError, match="residual_warn must be finite"):
+        S.simulate(ball_system(), STATE, 1e-3, 10, residual_warn=float("nan"))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(settings=ContactSettings(baumgarte=5.0)), "ContactSettings.baumgarte .* in \\[0, 1\\]"),
+    (dict(settings=ContactSettings(ncp=NCPSettings(relaxation=3.0))), r"NCPSettings.relaxation must be .* \(0, 2\)"),
+    (dict(settings=ContactSettings(ncp=NCPSettings(stages=0))), "NCPSettings.stages must be >= 1"),
+    (dict(dt=0.0), "contact_rollout: dt must be finite and > 0"),
+    (dict(decimation=0), "contact_rollout: decimation must be >= 1"),
+    (dict(tau=(jnp.zeros(3),)), r"tau\['m'\] has shape \(3,\), needs \(6,\)"),
+    (dict(tau=(jnp.zeros(6), jnp.zeros(6))), "tau needs one array per module"),
+])
+def test_bad_contact_rollout_arguments_are_named(kwargs, match):
+    from mrds_jax.system.timestepping import contact_rollout
+    args = dict(dt=1e-3, decimation=1, tau=None, settings=ContactSettings()) | kwargs
+    with pytest.raises(ArgumentError, match=match):
+        contact_rollout(ball_system(), STATE.q, STATE.v, args["dt"], 10, args["decimation"], tau=args["tau"],
+                        settings=args["settings"])
+
+
+def test_a_traced_setting_and_a_single_geom_are_named():
+    import jax
+    from mrds_jax.system.timestepping import contact_rollout
+    with pytest.raises(ArgumentError, match=r"ContactSettings.margin is a setting of the compiled step"):
+        jax.jit(lambda m: contact_rollout(ball_system(), STATE.q, STATE.v, 1e-3, 10,
+                                          settings=ContactSettings(margin=m)))(1e-3)
+    with pytest.raises(ArgumentError, match="collision must be a CollisionModel or a list of geoms, got one Geom"):
+        S.build_system({"m": free_body()}, [], collision=C.sphere("ball", "m", "c", 0.1))
+
+
+def test_float32_state_of_a_float64_system_runs_in_float64():
+    state = S.SystemState(tuple(x.astype(jnp.float32) for x in STATE.q), tuple(x.astype(jnp.float32) for x in STATE.v))
+    tr = S.simulate(ball_system(), state, 1e-3, 10)
+    assert tr.q[0].dtype == jnp.float64 and np.all(np.isfinite(np.asarray(tr.q[0])))
+
+
+LAYOUT = RowLayout(0, 1, 1)                                        # one limit row and one contact: 4 rows
+G4, g4 = jnp.eye(4), jnp.array([-1.0, -1.0, 0.2, 0.0])
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(mu=jnp.array([-0.5])), "friction coefficients mu must be >= 0"),
+    (dict(mu=jnp.array([0.5, 0.5])), r"mu has shape \(2,\), needs \(1,\)"),
+    (dict(settings=NCPSettings(iterations=0)), "NCPSettings.iterations must be >= 1"),
+    (dict(G=jnp.diag(jnp.array([1.0, -1.0, 1.0, 1.0]))), "G must be symmetric positive semidefinite"),
+    (dict(G=jnp.eye(4)[:3]), r"G has shape \(3, 4\), needs \(4, 4\)"),
+    (dict(g=g4.at[1].set(jnp.nan)), "g has non-finite entries at \\[1\\]"),
+    (dict(lam0=jnp.zeros(3)), r"lam0 \(warm start\) has shape \(3,\), needs \(4,\)"),
+])
+def test_bad_ncp_problems_are_named(change, match):
+    args = dict(G=G4, g=g4, mu=jnp.array([0.5]), lam0=None, settings=NCPSettings()) | change
+    with pytest.raises(ArgumentError, match=match):
+        solve_ncp(args["G"], args["g"], LAYOUT, args["mu"], lam0=args["lam0"], settings=args["settings"])

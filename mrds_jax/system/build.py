@@ -16,7 +16,7 @@ from ..contacts.coupling import COUPLED_KINDS, CouplingError, JointCoupling
 from ..contacts.model import Contact, ContactError, validate_contact
 from ..dynamics.interface import implements_interface, missing_attributes, with_loop_points
 from ..pytree import pytree_dataclass, static
-from ..validation import InputError
+from ..validation import ArgumentError, InputError
 
 
 class SystemDescriptionError(InputError):
@@ -208,6 +208,10 @@ def build_system(modules, contacts, names=None, couplings=(), collision=None):
                         groups=identical_module_groups(modules, points),
                         coupling_dofs=_coupling_dofs(names, modules, contacts, couplings))
     if collision is not None and not hasattr(collision, "n_slots"):
+        if not isinstance(collision, (list, tuple)):
+            raise ArgumentError(f"build_system: collision must be a CollisionModel or a list of geoms, got "
+                                           f"one {type(collision).__name__} ({getattr(collision, 'name', '')!r}); "
+                                           "wrap it in a list")
         from ..collision import collision_model
         collision = collision_model(tuple(collision), dict(zip(names, modules)))
     return System(modules=modules, contacts=contacts, connectivity=conn, couplings=tuple(couplings),

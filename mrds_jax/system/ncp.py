@@ -52,10 +52,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from .. import validation
 from ..spatial.dense import solve as lu_solve_dense
 from ..spatial.linalg import cho_solve, cholesky, matmul
 
+POLISH_STEPS = 2  # range-restricted Newton steps of polish_modes
 MIN_STAGE = 10   # iterations before a stage may end because the primal and dual residuals drifted 10× apart (fewer
                  # spend the stages' budget of factorisations too soon: tests/test_contact_ncp.py's problem 12)
 
@@ -224,23 +227,22 @@ def _carrying(lam, layout):
 def polish_modes(Gm, gm, layout, guess, active, eta):
     """Solution polishing (Stellato et al., "OSQP", Math. Prog. Comp. 2020, §5.2) for the NCP: take the modes of
     ``guess`` — bilateral rows, one-sided rows with λ > 0 and contacts with λ_n > 0 closed (sticking: σ = 0 on all
-    three rows), the rest open (λ = 0) — and solve the linear system of the closed rows, G_cc λ_c = −g_c (with the
-    proximal ηI, which picks the minimum-norm impulses of a redundant set, and a refinement within G's range),
-    exactly. The result is an NCP solution
-    when it lies in the cones and the open rows separate; the caller checks that with the residuals and otherwise
-    iterates. Sliding contacts have no linear mode system and are left to ADMM."""
+    three rows), the rest open (λ = 0) — and solve the linear system of the closed rows, G_cc λ_c = −g_c, by Newton
+    steps from the guess restricted to G_cc's range, δ = A⁻¹ G_cc A⁻¹ r (A = G_cc + ηI, r = −g_c − G_cc λ): each
+    step removes the residual within the range to O(η/s)² and adds nothing along the null space, so a redundant set
+    (four feet, a grasped object) keeps the guess's split of its internal forces instead of −g_null/η. The result
+    is an NCP solution when it lies in the cones and the open rows separate; the caller checks that with the
+    residuals and otherwise iterates. Sliding contacts have no linear mode system and are left to ADMM."""
     _, lu, lc = _split(guess, layout)
     closed = _join(jnp.ones(layout.n_bilateral, bool), lu > 0, jnp.repeat(lc[:, 0] > 0, 3)) & active
     c = closed.astype(Gm.dtype)
-    scale = _scale(Gm)
     Gc = Gm * c[:, None] * c[None, :]
-    L = cholesky(Gc + jnp.diag((1.0 - c) * scale + eta))
-    lam = -cho_solve(L, gm * c)
-    # one step of iterative refinement restricted to G's range, δ = A⁻¹ G A⁻¹ r (A = G_cc + ηI): removes the O(η)
-    # bias of ηI (to O(η²)) where G_cc is regular and adds nothing along its null space, where plain refinement
-    # would add −g_null/η per step (the internal forces of a redundant set whose gaps disagree by rounding)
-    r = -(gm + matmul(Gc, lam)) * c
-    return lam + cho_solve(L, matmul(Gc, cho_solve(L, r)))
+    L = cholesky(Gc + jnp.diag((1.0 - c) * _scale(Gm) + eta))
+    lam = guess * c
+    for _ in range(POLISH_STEPS):
+        r = -(gm + matmul(Gc, lam)) * c
+        lam = lam + cho_solve(L, matmul(Gc, cho_solve(L, r)))
+    return lam
 
 
 def _admm(G, g, layout, mu, active, lam0, settings):
@@ -395,6 +397,32 @@ def _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, tol):
     return M, Pmat, Qmu
 
 
+# ----------------------------------------------------------------------------- scaling
+NO_SLIP_FRICTION = 1e4
+"""Friction coefficients above this are treated as this one (:func:`no_slip_friction`)."""
+
+
+def no_slip_friction(mu):
+    """μ capped at :data:`NO_SLIP_FRICTION` = 1e4: a cone of half-angle atan 1e4 is 1e-4 rad from a half-line, so a
+    contact sticks unless its normal impulse is 1e-4 of the tangential one — numerically a no-slip constraint — while
+    larger μ only make the De Saxcé shift μ‖σ_t‖ (module docstring) amplify the solver's tangential residual into a
+    spurious normal velocity (μ = 1e8 lifted a sliding ball off the floor by 2e5 m)."""
+    return jnp.minimum(mu, NO_SLIP_FRICTION)
+
+
+def row_scaling(G, layout):
+    """Per-row scale D = diag(G)^{-1/2} (Jacobi scaling; one value per contact, the largest of its three rows', so
+    the cones K_μ are unchanged): the solve runs on D G D, whose diagonal is ≤ 1, with impulses λ = D λ̃. Rows with a
+    mass ratio of 1e9 (a 1e-9 kg sphere on a 1000 kg box) then share one impulse-to-velocity scale instead of the
+    heaviest row's ρ starving the others. Rows with a zero diagonal (nothing moves them) keep D = 1."""
+    d = jnp.abs(jnp.diagonal(G))
+    db, du, dc = _split(d, layout)
+    dc = jnp.broadcast_to(jnp.max(dc, axis=-1, keepdims=True), dc.shape)
+    d = _join(db, du, dc)
+    tiny = jnp.finfo(G.dtype).tiny / jnp.finfo(G.dtype).eps
+    return jnp.where(d > tiny, 1.0 / jnp.sqrt(jnp.where(d > tiny, d, 1.0)), 1.0)
+
+
 def _solve_fixed_modes(G, g, mu, active, lam0, layout, settings):
     lam, consensus, iterations, converged = _admm(G, g, layout, mu, active, lam0, settings)
     return lam, jnp.stack([consensus, iterations.astype(g.dtype), converged.astype(g.dtype)])
@@ -421,14 +449,66 @@ def _solve_core_jvp(layout, settings, primals, tangents):
 _solve_core.defjvp(_solve_core_jvp)
 
 
+def validate_ncp_settings(settings, where="solve_ncp"):
+    """Named errors for :class:`NCPSettings` that cannot work, before anything compiles: stages or iterations not
+    integers ≥ 1, ρ ≤ 0, a negative proximal weight, Tikhonov term or mode tolerance, relaxation outside (0, 2)."""
+    if not isinstance(settings, NCPSettings):
+        raise validation.ArgumentError(f"{where}: the solver's settings must be an NCPSettings, got "
+                                       f"{type(settings).__name__}")
+    validation.count(settings.stages, "NCPSettings.stages", where)
+    validation.count(settings.iterations, "NCPSettings.iterations", where)
+    validation.positive(settings.rho, "NCPSettings.rho", where)
+    validation.positive(settings.tolerance, "NCPSettings.tolerance", where)
+    for name in ("prox", "tikhonov", "mode_tol"):
+        validation.positive(getattr(settings, name), f"NCPSettings.{name}", where, allow_zero=True)
+    if validation.is_traced(settings.relaxation) or not 0.0 < float(settings.relaxation) < 2.0:
+        raise validation.ArgumentError(f"{where}: NCPSettings.relaxation must be a number in (0, 2) (ADMM converges "
+                                       f"there; 1 is plain ADMM), got {settings.relaxation}")
+    return settings
+
+
+def validate_ncp_problem(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings(), where="solve_ncp"):
+    """Named errors (:class:`~mrds_jax.validation.ArgumentError`) for a problem :func:`solve_ncp` cannot solve, as
+    ``simulate``'s inputs are checked: shapes that do not fit ``layout`` (G not square (m, m), g, μ, ``active`` or
+    the warm start not of their lengths) and settings that cannot work (stages or iterations < 1, ρ ≤ 0, relaxation
+    outside (0, 2)); on concrete values also NaN/inf in G, g, μ or the warm start, μ < 0, and a G that is not
+    symmetric positive semidefinite (its smallest eigenvalue below −1e-9 of its largest: no impulse minimises the
+    problem's energy). Traced values are checked for their shapes only."""
+    if not isinstance(layout, RowLayout):
+        raise validation.ArgumentError(f"{where}: layout must be a RowLayout, got {type(layout).__name__}")
+    m = layout.size
+    shapes = dict(G=((m, m), G), g=((m,), g), mu=((layout.n_contacts,), mu))
+    if active is not None:
+        shapes["active"] = ((m,), active)
+    if lam0 is not None:
+        shapes["lam0 (warm start)"] = ((m,), lam0)
+    for name, (shape, x) in shapes.items():
+        if jnp.shape(x) != shape and not (name == "mu" and jnp.size(x) == layout.n_contacts):
+            raise validation.ArgumentError(f"{where}: {name} has shape {jnp.shape(x)}, needs {shape} for the layout's "
+                                           f"{m} rows ({layout.n_bilateral} bilateral, {layout.n_unilateral} one-sided, "
+                                           f"{layout.n_contacts} contacts of 3)")
+    validate_ncp_settings(settings, where)
+    for name, x in (("G", G), ("g", g), ("mu", mu), ("lam0 (warm start)", lam0)):
+        if x is not None:
+            validation.finite(x, name, where)
+    if not validation.is_traced(mu) and np.any(np.asarray(mu) < 0):
+        raise validation.ArgumentError(f"{where}: friction coefficients mu must be >= 0, got {np.asarray(mu).tolist()}")
+    if not validation.is_traced(G) and m:
+        Gs = 0.5 * (np.asarray(G, float) + np.asarray(G, float).T)
+        w = np.linalg.eigvalsh(Gs)
+        if w[0] < -1e-9 * max(abs(w[-1]), np.finfo(float).tiny):
+            raise validation.ArgumentError(f"{where}: G must be symmetric positive semidefinite (a Delassus matrix "
+                                           f"J H⁻¹ Jᵀ); its smallest eigenvalue is {w[0]:.3g} (largest {w[-1]:.3g})")
+
+
 def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
     """Solve the step's NCP (module docstring) for impulses λ: ``G`` (m, m) the Delassus matrix, ``g`` (m,) the
     free constraint velocities with drift terms, ``layout`` a :class:`RowLayout`, ``mu`` (n_contacts,) friction
     coefficients, ``active`` (m,) bool (default all), ``lam0`` a warm start (default 0). Returns
     :class:`NCPSolution`; differentiable (forward and reverse) by implicit differentiation at the solution."""
+    validate_ncp_problem(G, g, layout, mu, active, lam0, settings)
+    G, g = jnp.asarray(G), jnp.asarray(g)
     m = layout.size
-    if G.shape != (m, m) or g.shape != (m,):
-        raise ValueError(f"solve_ncp: G {G.shape} and g {g.shape} do not match the layout's {m} rows")
     dtype = g.dtype
     mu = jnp.asarray(mu, dtype).reshape(layout.n_contacts)
     active = jnp.ones(m, bool) if active is None else jnp.asarray(active, bool)
@@ -437,9 +517,15 @@ def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
     if m == 0:                              # nothing to solve (a step whose buffer of active rows is empty)
         zero = jnp.zeros((), dtype)
         return NCPSolution(g, g, zero, zero, zero, jnp.zeros((), jnp.int32), jnp.ones((), bool))
-    lam, info = _solve_core(G, g, mu, active, jax.lax.stop_gradient(lam0), layout, settings)
+    mu = no_slip_friction(mu)
+    D = jax.lax.stop_gradient(row_scaling(G, layout))          # λ = D λ̃ holds for any D: no derivative through it
+    lam_s, info = _solve_core(D[:, None] * G * D[None, :], D * g, mu, active, jax.lax.stop_gradient(lam0 / D),
+                              layout, settings)
     info = jax.lax.stop_gradient(info)
+    lam = D * lam_s
     sigma = matmul(G, lam) + g
     primal, _, comp = ncp_residuals(G, g, lam, layout, mu, active)
-    return NCPSolution(lam, sigma * active.astype(dtype), primal, info[0], comp, info[1].astype(jnp.int32),
+    # the consensus of the scaled problem (velocity units of D σ) back in velocity units: a bound
+    dual = info[0] / jnp.min(D, initial=jnp.inf)
+    return NCPSolution(lam, sigma * active.astype(dtype), primal, dual, comp, info[1].astype(jnp.int32),
                        info[2] > 0)

@@ -29,7 +29,8 @@ from .limits import report_limits
 from .solve import SolverSettings
 from .acceleration import resolve_stabilisation, system_acceleration
 from .solve_report import _last_finite_state, _state_at, _weak_contacts
-from .timestepping import ContactSettings, contact_rollout, has_unilateral_rows, validate_contact_settings
+from .timestepping import (ContactSettings, buffer_capacity, contact_rollout, has_unilateral_rows, start_violations,
+                           validate_contact_modes, validate_contact_settings)
 
 # the public names of the run-time files, importable from here as before the split (module docstring)
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
@@ -126,11 +127,13 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     collision geometry and the limits (the exact acceleration-level path; limits are then only reported).
     """
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
-    if unilateral and (has_unilateral_rows(system) or contact_modes is not None):
+    validation.positive(residual_warn, "residual_warn", "simulate")
+    velocity_level = unilateral and (has_unilateral_rows(system) or contact_modes is not None)
+    _check_contact_arguments(system, velocity_level, unilateral, contact_settings, contact_modes)
+    if velocity_level:
         settings = validate_contact_settings(ContactSettings() if contact_settings is None else contact_settings)
-        if contact_modes is not None and not callable(contact_modes):
-            raise validation.ArgumentError("simulate: contact_modes must be a function (t, q, v, mode_params) -> "
-                                           f"one boolean per contact, got {type(contact_modes).__name__}")
+        if contact_modes is not None:
+            validate_contact_modes(system, contact_modes, tuple(state0.q), tuple(state0.v), mode_params)
         return _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end,
                                  residual_warn, settings, contact_modes, mode_params)
     forces = tuple(forces)
@@ -200,8 +203,45 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     return traj
 
 
+def _check_contact_arguments(system, velocity_level, unilateral, contact_settings, contact_modes):
+    """Named errors for contact arguments :func:`simulate` would otherwise ignore: ``contact_modes`` with
+    ``unilateral=False`` (the acceleration-level path keeps every contact on), ``contact_settings`` where the
+    velocity-level step does not run (no collision geometry, no joint limits, no ``contact_modes``; or
+    ``unilateral=False``)."""
+    if contact_modes is not None and not unilateral:
+        raise validation.ArgumentError("simulate: contact_modes switches contacts in the velocity-level step, which "
+                                       "unilateral=False turns off; drop one of the two")
+    if contact_settings is not None and not velocity_level:
+        why = "unilateral=False" if not unilateral else "the system has no collision geometry or joint limits"
+        raise validation.ArgumentError(f"simulate: contact_settings set the velocity-level step, which does not run "
+                                       f"here ({why}); drop contact_settings or use solver=/stabilisation=")
+
+
+class ContactOverflowWarning(UserWarning):
+    """More one-sided rows or contact slots could act in some step than the step's buffer holds
+    (:class:`~.timestepping.ContactSettings` ``max_limit_rows``, ``max_contacts``)."""
+
+
 class ContactSolveWarning(UserWarning):
     """The velocity-level step's constraint problem was not solved to the residual asked for at some steps."""
+
+
+class PenetrationWarning(UserWarning):
+    """The initial state of a contact simulation penetrates a collision pair or is past a joint limit."""
+
+
+def _warn_start_violations(system, state):
+    """A :class:`PenetrationWarning` naming the pairs that penetrate and the joints past a limit at the start
+    (:func:`~.timestepping.start_violations`, as ``mrds-jax check`` lists them): the step pushes them out on the
+    position level over a few steps (:class:`~.position_correction.PositionCorrection`), never by a launch, but
+    the start is not what the user described."""
+    pairs, joints = start_violations(system, state)
+    if pairs or joints:
+        what = [f"pair {n} {d:.3g} m deep" for n, d in pairs.items()]
+        what += [f"joint {n} {d:.3g} past its limit" for n, d in joints.items()]
+        warnings.warn("the initial state penetrates or is past a limit: " + "; ".join(what) + ". The step pushes it "
+                      "out over a few steps (ContactSettings.correction); make_consistent(system, state) resolves "
+                      "it before the run", PenetrationWarning, stacklevel=4)
 
 
 def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end, residual_warn,
@@ -213,6 +253,7 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
     if check and not traced:
         validate_forces(system, forces)
         check_initial_state(system, state0, t=t0, tol=tol, cond_warn=np.inf)
+        _warn_start_violations(system, state0)
     if n_steps is None:
         if is_traced((t_end, dt, t0)):
             raise ValueError("the velocity-level step needs a concrete t_end and dt (n_steps is static)")
@@ -226,13 +267,23 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
             raise SimulationError(f"the state became NaN/inf at step {int(traj.first_nonfinite)} "
                                   f"(t = {float(t0) + int(traj.first_nonfinite) * float(dt):g} s)")
         worst = np.maximum(np.asarray(traj.primal), np.asarray(traj.complementarity))
-        scale = max(1.0, float(np.max(np.abs(np.asarray(traj.impulses)))) if traj.impulses.size else 1.0)
-        bad = np.flatnonzero(worst > residual_warn * scale)
+        scale = max(1.0, float(np.nanmax(np.abs(np.asarray(traj.impulses)))) if traj.impulses.size else 1.0)
+        unsolved = ~np.asarray(traj.converged) | ~(worst <= residual_warn * scale)   # NaN counts as unsolved
+        bad = np.flatnonzero(unsolved)
         if bad.size:
-            warnings.warn(f"the contact problem was not solved to {residual_warn:g} at {bad.size} stored states "
-                          f"(first t = {float(np.asarray(traj.t)[bad[0]]):g} s, worst residual {worst.max():.2e}); "
-                          "raise ContactSettings.ncp stages/iterations, or the problem is ill-posed (Painlevé, "
-                          "redundant rows): the impulses stay finite", ContactSolveWarning, stacklevel=3)
+            its = np.asarray(traj.iterations_max)
+            warnings.warn(f"the contact problem was not solved to NCPSettings.tolerance "
+                          f"({settings.ncp.tolerance:g}) or residual_warn ({residual_warn:g}) at {bad.size} stored "
+                          f"states (first t = {float(np.asarray(traj.t)[bad[0]]):g} s, worst primal/complementarity "
+                          f"residual {np.nanmax(worst):.2e}, at most {int(its.max())} iterations a step); raise "
+                          "ContactSettings.ncp stages/iterations, or the problem is ill-posed (Painlevé, redundant "
+                          "rows): the impulses stay finite", ContactSolveWarning, stacklevel=3)
+        if np.any(np.asarray(traj.overflow)):
+            first = float(np.asarray(traj.t)[np.flatnonzero(np.asarray(traj.overflow))[0]])
+            warnings.warn(f"more one-sided rows or contact slots could act than the step's buffer holds (first at "
+                          f"t = {first:g} s; buffer_capacity gives {buffer_capacity(system, settings)} limit rows and "
+                          "contact slots): the farthest were left out of those steps; raise "
+                          "ContactSettings.max_limit_rows / max_contacts", ContactOverflowWarning, stacklevel=3)
     return traj
 
 

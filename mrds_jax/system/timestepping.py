@@ -15,11 +15,15 @@ One step from (q, v) at time t (Moreau 1988; Jean 1999; Acary & Brogliato 2008, 
      of the material points of the two geoms at the contact point, in the contact frame;
    for one-sided rows and contact normals the gap d enters as g ← g + d/dt when d > 0 (the row only stops the
    bodies from crossing into each other within this step: a "speculative" contact, so that touching down needs no
-   event detection and lifting off no mode switch) and g ← g + β d/dt when d < 0 (drift correction of penetration);
-   a restitution e adds e·min(ẋ_n⁻, 0) for a closing contact that touches (Newton's impact law);
+   event detection and lifting off no mode switch) and not at all when d ≤ 0 (a penetrating row only stops
+   approaching; its depth is removed on the position level, step 5, never turned into velocity); a contact of
+   restitution e that closes within the step (d + dt ẋ_n,free ≤ 0) at an approach speed ẋ_n⁻ < 0 has e·ẋ_n⁻ in
+   place of the gap term (Newton's impact law, :func:`newton_bounce`);
 3. G = J H⁻¹ Jᵀ (block by module; its block of loop rows is Bᶜ of Bonaventura Table 17, tests/test_contact_step.py),
    and the NCP of :mod:`.ncp` for λ, warm-started from the previous step's impulses;
-4. v⁺ = v_free + H⁻¹ Jᵀ λ, q⁺ = q ⊕ dt v⁺.
+4. v⁺ = v_free + H⁻¹ Jᵀ λ, q⁺ = q ⊕ dt v⁺;
+5. penetration and limit violation left at q⁺ removed from q⁺ alone, v⁺ untouched
+   (:func:`~.position_correction.correct_positions`, post-stabilisation; bounded per step).
 
 Systems without unilateral rows keep the exact acceleration-level path of :mod:`.simulate`; as dt → 0 the two
 give the same motion (tests/test_contact_step.py). Everything is shape-static (inactive rows are masked), pure, and
@@ -40,17 +44,20 @@ from .build import SystemState
 from .couplings import coupling_errors, coupling_jacobian, constraint_rows
 from .forces import generalized_forces
 from .limits import limited_joints
-from .ncp import NCPSettings, RowLayout, solve_ncp
+from .ncp import NCPSettings, RowLayout, solve_ncp, validate_ncp_settings
+from .position_correction import PositionCorrection, correction_multipliers
 from .stabilisation import constraint_errors, constraint_jacobian
 
 
 class ContactSettings(NamedTuple):
     """Settings of the velocity-level step: ``ncp`` the solver's (:class:`~.ncp.NCPSettings`); ``baumgarte`` β,
-    the fraction of a loop's position error and of a penetration removed per step (0 ≤ β ≤ 1); ``restitution_velocity``
+    the fraction of a loop's position error removed per step through the velocity (0 ≤ β ≤ 1); ``restitution_velocity``
     the closing speed below which restitution is not applied (avoids chatter at rest); ``margin``: a one-sided row
     or contact slot takes part in the step's problem when its gap, advanced by the free velocity over the step,
     is below ``margin`` (m, or rad for limits of revolute joints): d + dt min(ẋ_n,free, 0) < margin. Farther rows
-    cannot touch within the step and are masked (which keeps the problem well scaled).
+    cannot touch within the step and are masked (which keeps the problem well scaled). ``correction``
+    (:class:`~.position_correction.PositionCorrection`): how penetration and limit violation are removed from q
+    after the velocity update (a fraction per step, at most ``max_step`` per step), never through the velocity.
 
     ``max_limit_rows`` and ``max_contacts``: the capacity of the step's buffer of active one-sided rows (joint-limit
     rows) and contact slots. The rows that can act within the step (``margin``) are gathered into it, nearest
@@ -62,6 +69,7 @@ class ContactSettings(NamedTuple):
     baumgarte: float = 0.2
     restitution_velocity: float = 1e-3
     margin: float = 1e-3
+    correction: PositionCorrection = PositionCorrection()
     max_limit_rows: Optional[int] = None
     max_contacts: Optional[int] = None
 
@@ -76,17 +84,8 @@ def validate_contact_settings(settings, where="simulate"):
     if not isinstance(settings, ContactSettings):
         raise validation.ArgumentError(f"{where}: contact_settings must be a ContactSettings, got "
                                        f"{type(settings).__name__}")
-    if not isinstance(settings.ncp, NCPSettings):
-        raise validation.ArgumentError(f"{where}: ContactSettings.ncp must be an NCPSettings, got "
-                                       f"{type(settings.ncp).__name__}")
-    validation.count(settings.ncp.stages, "NCPSettings.stages", where)
-    validation.count(settings.ncp.iterations, "NCPSettings.iterations", where)
-    validation.positive(settings.ncp.rho, "NCPSettings.rho", where)
-    for name in ("prox", "tikhonov", "mode_tol"):
-        validation.positive(getattr(settings.ncp, name), f"NCPSettings.{name}", where, allow_zero=True)
-    if not 0.0 < float(settings.ncp.relaxation) < 2.0:
-        raise validation.ArgumentError(f"{where}: NCPSettings.relaxation must be in (0, 2) (ADMM converges there; 1 is "
-                                       f"plain ADMM), got {settings.ncp.relaxation}")
+    _static_settings(settings, "ContactSettings", where)
+    validate_ncp_settings(settings.ncp, where)
     validation.positive(settings.baumgarte, "ContactSettings.baumgarte", where, allow_zero=True)
     if float(settings.baumgarte) > 1.0:
         raise validation.ArgumentError(f"{where}: ContactSettings.baumgarte is the fraction of a position error "
@@ -94,12 +93,96 @@ def validate_contact_settings(settings, where="simulate"):
     validation.positive(settings.margin, "ContactSettings.margin", where, allow_zero=True)
     validation.positive(settings.restitution_velocity, "ContactSettings.restitution_velocity", where,
                         allow_zero=True)
-    validation.positive(settings.ncp.tolerance, "NCPSettings.tolerance", where)
     for name in ("max_limit_rows", "max_contacts"):
         value = getattr(settings, name)
         if value is not None:
             validation.count(value, f"ContactSettings.{name}", where)
+    validate_position_correction(settings.correction, where)
     return settings
+
+
+def _static_settings(settings, name, where):
+    """Every field of a settings NamedTuple (nested ones included) a concrete value: the settings are static
+    arguments of the compiled step (hashed), so a traced one is named instead of failing in the hash."""
+    for field, value in settings._asdict().items():
+        if isinstance(value, tuple) and hasattr(value, "_asdict"):
+            _static_settings(value, type(value).__name__, where)
+        elif validation.is_traced(value):
+            raise validation.ArgumentError(f"{where}: {name}.{field} is a setting of the compiled step (static, "
+                                           "hashed): give a number, not a traced value")
+
+
+def validate_position_correction(correction, where):
+    """Named errors for a :class:`~.position_correction.PositionCorrection` that cannot work: β outside [0, 1], a
+    negative or non-finite ``max_step``, a non-integer or < 1 sweep count."""
+    if not isinstance(correction, PositionCorrection):
+        raise validation.ArgumentError(f"{where}: ContactSettings.correction must be a PositionCorrection, got "
+                                       f"{type(correction).__name__}")
+    validation.positive(correction.fraction, "PositionCorrection.fraction", where, allow_zero=True)
+    if float(correction.fraction) > 1.0:
+        raise validation.ArgumentError(f"{where}: PositionCorrection.fraction is the part of a penetration or limit "
+                                       f"violation removed per step, in [0, 1]; got {correction.fraction}")
+    validation.positive(correction.max_step, "PositionCorrection.max_step", where, allow_zero=True)
+    validation.count(correction.sweeps, "PositionCorrection.sweeps", where)
+
+
+def validate_contact_modes(system, contact_modes, q0, v0, mode_params, where="simulate"):
+    """Named errors for a ``contact_modes`` switch that cannot work, before anything compiles: not a function of
+    the four arguments (t, q, v, mode_params); a system without bilateral contacts to switch; ``mode_params`` that
+    are not numbers; a result (traced abstractly, :func:`jax.eval_shape`) that is not one boolean per contact
+    (wrong count, shape (1, 1), 0-d, empty, or floats, which would be read as True when nonzero)."""
+    import inspect
+    if not callable(contact_modes):
+        raise validation.ArgumentError(f"{where}: contact_modes must be a function (t, q, v, mode_params) -> one "
+                                       f"boolean per contact, got {type(contact_modes).__name__}")
+    try:
+        inspect.signature(contact_modes).bind(0.0, q0, v0, mode_params)
+    except TypeError as e:
+        raise validation.ArgumentError(f"{where}: contact_modes must take four arguments (t, q, v, mode_params): "
+                                       f"{e}") from None
+    except ValueError:                   # no signature to inspect (a builtin): its call below decides
+        pass
+    n = len(system.contacts)
+    if n == 0:
+        raise validation.ArgumentError(f"{where}: contact_modes switches the system's bilateral contacts (grasps, "
+                                       "welds), but this system has none")
+    validate_mode_params(mode_params, where)
+    out = jax.eval_shape(contact_modes, jnp.zeros((), q0[0].dtype), tuple(q0), tuple(v0), mode_params)
+    if not hasattr(out, "shape") or out.shape != (n,) or not (jnp.issubdtype(out.dtype, jnp.bool_)
+                                                            or jnp.issubdtype(out.dtype, jnp.integer)):
+        got = (f"shape {out.shape} of {out.dtype}" if hasattr(out, "shape") else type(out).__name__)
+        raise validation.ArgumentError(f"{where}: contact_modes must return one boolean per contact of the system "
+                                       f"({n}: {list(system.contact_names)}), shape ({n},); got {got}")
+    return contact_modes
+
+
+def validate_mode_params(mode_params, where="simulate"):
+    """``mode_params`` a pytree of numbers (arrays), the traced leaves of ``contact_modes``."""
+    for leaf in jax.tree.leaves(mode_params):
+        if isinstance(leaf, (jax.Array, jax.core.Tracer)):
+            continue
+        a = np.asarray(leaf)
+        if not (np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.bool_)):
+            raise validation.ArgumentError(f"{where}: mode_params must be numbers or arrays (traced leaves of "
+                                           f"contact_modes), got {type(leaf).__name__} {leaf!r}")
+    return mode_params
+
+
+def validate_contact_rollout(system, q0, v0, dt, n_steps, decimation, tau, settings, where="contact_rollout"):
+    """Named errors for :func:`contact_rollout`'s arguments that cannot work, before anything compiles: a state that
+    does not fit the system, dt ≤ 0 (concrete), n_steps or decimation < 1, a
+    ``tau`` whose per-module entries are not (nv,), invalid settings (:func:`validate_contact_settings`)."""
+    validation.system_state(system, SystemState(tuple(q0), tuple(v0)), where)
+    validation.positive(dt, "dt", where)
+    validation.count(n_steps, "n_steps", where)
+    validation.count(decimation, "decimation", where)
+    if tau is not None:
+        if len(tau) != len(system.modules):
+            raise validation.ArgumentError(f"{where}: tau needs one array per module ({len(system.modules)}), got "
+                                           f"{len(tau)}")
+        for m, name, t in zip(system.modules, system.module_names, tau):
+            validation.vector(t, m.nv, f"tau[{name!r}]", where)
+    validate_contact_settings(settings, where)
 
 
 class StepReport(NamedTuple):
@@ -192,9 +275,22 @@ def bilateral_rows(system, state, v_free, t, dt, beta):
     return J, g
 
 
-def _gap_term(gap, dt, beta):
-    """Speculative contact for d > 0, Baumgarte fraction β of a penetration for d < 0 (module docstring)."""
-    return jnp.where(gap > 0, gap, beta * gap) / dt
+def _gap_term(gap, dt):
+    """Speculative contact for d > 0 (the row only keeps the bodies from crossing within the step); nothing for
+    d ≤ 0: a penetrating or violated row only stops approaching (σ_n ≥ 0), its depth is removed on the position
+    level (:mod:`.position_correction`), never turned into velocity."""
+    return jnp.maximum(gap, 0.0) / dt
+
+
+def newton_bounce(gap, v_before, v_free_n, restitution, dt, threshold):
+    """Per one-sided row: whether Newton's impact law applies this step, and the term e·v⁻ it adds to g (module
+    docstring). It applies when the row closes within the step, d + dt v_n,free ≤ 0 (a speculative contact that
+    touches during the step, or one already touching), at an approach speed v⁻ = v_n at the start of the step
+    below −``threshold``; then σ_n = v_n⁺ + e v⁻ ≥ 0 asks the rebound v_n⁺ ≥ −e v⁻ in place of the speculative
+    gap term (Moreau's impact law at the velocity level; Acary & Brogliato 2008, §10.1.2, with the closing test of
+    speculative contacts)."""
+    bouncing = (gap + dt * v_free_n <= 0) & (v_before < -threshold) & (restitution > 0)
+    return bouncing, jnp.where(bouncing, restitution * v_before, 0.0)
 
 
 def _near(gap, v_free_n, dt, margin):
@@ -289,6 +385,20 @@ def contact_gaps(system, state):
         out[f"{model.geoms[i].name}/{model.geoms[j].name}"] = float(g.min()) if g.size else float("inf")
         start += n
     return out
+
+
+def start_violations(system, state, tol=1e-9):
+    """The collision pairs that penetrate (by geom names, :func:`contact_gaps`) and the limited joints past a limit
+    (by ``module.joint``) at a concrete ``state``, each with its depth (m or rad, > ``tol``), as two dicts: what
+    :func:`~.simulate.simulate` warns about at the start and :func:`~.projection.make_consistent` resolves."""
+    pairs = {name: -g for name, g in contact_gaps(system, state).items() if g < -tol}
+    joints = {}
+    for k, iq, _, lo, hi, name in limit_rows(system).joints:
+        q = float(state.q[k][iq])
+        depth = max(lo - q, q - hi)
+        if depth > tol:
+            joints[name] = depth
+    return pairs, joints
 
 
 # ----------------------------------------------------------------------------- one step
@@ -457,6 +567,7 @@ class ActiveRows(NamedTuple):
     g: jnp.ndarray           # (K,) free constraint velocities at v_c with the gap and restitution terms
     active: jnp.ndarray      # (K,) bool: a near row in this place (the rest is padding)
     friction: jnp.ndarray    # (K_c,)
+    gap: jnp.ndarray         # (K_l + K_c,) gaps of the places' limit rows and contact slots (m or rad)
     rows: jnp.ndarray        # (K,) int: the row of each place in the full layout (:func:`row_layout`)
     overflow: jnp.ndarray    # () bool
     layout: RowLayout        # RowLayout(0, K_l, K_c)
@@ -467,38 +578,41 @@ def active_rows(system, cand, v, v_c, dt, settings):
     the fixed-capacity buffer (:func:`buffer_capacity`), and build their rows J and free velocities g (module
     docstring, step 2) for those only."""
     dtype = v_c.dtype
-    beta = settings.baumgarte
     full = row_layout(system)
     cap_l, cap_c = buffer_capacity(system, settings)
+    nv = v_c.shape[0]
     # limit rows: J = ±e_dof
     vn_l = cand.limit_sign * v_c[cand.limit_dof] if cand.limit_dof.size else jnp.zeros(0, dtype)
     near_l = _near(cand.limit_gap, vn_l, dt, settings.margin)
-    il, al, over_l = gather_nearest(near_l, cand.limit_gap + dt * vn_l, cap_l)
-    nv = v_c.shape[0]
-    Jl = (jax.nn.one_hot(jnp.asarray(cand.limit_dof)[il], nv, dtype=dtype)
-          * jnp.asarray(cand.limit_sign, dtype)[il][:, None]) if cap_l else jnp.zeros((0, nv), dtype)
-    gl = vn_l[il] + _gap_term(cand.limit_gap[il], dt, beta) if cap_l else jnp.zeros(0, dtype)
+    il, al, over = gather_nearest(near_l, cand.limit_gap + dt * vn_l, cap_l)
+    if cap_l:
+        Jl = jax.nn.one_hot(jnp.asarray(cand.limit_dof)[il], nv, dtype=dtype) * jnp.asarray(cand.limit_sign,
+                                                                                            dtype)[il][:, None]
+        gap_l = cand.limit_gap[il]
+        gl = vn_l[il] + _gap_term(gap_l, dt)
+    else:
+        Jl, gap_l, gl = jnp.zeros((0, nv), dtype), jnp.zeros(0, dtype), jnp.zeros(0, dtype)
     rows = [jnp.asarray(full.n_bilateral + il, jnp.int32)]
-    parts_J, parts_g, parts_a, mu = [Jl], [gl], [al], jnp.zeros(0, dtype)
-    over = over_l
+    parts_J, parts_g, parts_a, gaps, mu = [Jl], [gl], [al], [gap_l], jnp.zeros(0, dtype)
     if cap_c:
         sl = cand.slots
         vel = slot_velocities(cand, v_c)
         vn = vel[:, 0]
         near_c = sl.valid & _near(sl.gap, vn, dt, settings.margin)
         ic, ac, over_c = gather_nearest(near_c, sl.gap + dt * vn, cap_c)
-        v_before = slot_velocities(cand, v)[ic, 0]
-        closing = (v_before < -settings.restitution_velocity) & (sl.gap[ic] <= 0)
-        bounce = jnp.where(closing, sl.restitution[ic] * v_before, 0.0)
-        gn = vn[ic] + _gap_term(sl.gap[ic], dt, beta) + bounce
+        gap_c = sl.gap[ic]
+        bouncing, bounce = newton_bounce(gap_c, slot_velocities(cand, v)[ic, 0], vn[ic], sl.restitution[ic], dt,
+                                         settings.restitution_velocity)
+        gn = vn[ic] + jnp.where(bouncing, bounce, _gap_term(gap_c, dt))
         parts_J.append(slot_rows(cand, ic).reshape(3 * cap_c, nv))
         parts_g.append(jnp.concatenate([gn[:, None], vel[ic, 1:]], axis=1).reshape(-1))
         parts_a.append(jnp.repeat(ac, 3))
+        gaps.append(gap_c)
         rows.append((full.contact_start + 3 * ic[:, None] + jnp.arange(3)[None]).reshape(-1).astype(jnp.int32))
         mu = sl.friction[ic]
         over = over | over_c
     return ActiveRows(jnp.concatenate(parts_J), jnp.concatenate(parts_g), jnp.concatenate(parts_a), mu,
-                      jnp.concatenate(rows), over, RowLayout(0, cap_l, cap_c))
+                      jnp.concatenate(gaps), jnp.concatenate(rows), over, RowLayout(0, cap_l, cap_c))
 
 
 def reduced_problem(system, factors, loops, Jb, rows):
@@ -513,6 +627,25 @@ def reduced_problem(system, factors, loops, Jb, rows):
     Gba = matmul(Jb, Psi_a) * a[:, None]
     X = cho_solve(loops.factor, Gba)
     return Gaa - matmul(Gba.T, X), Psi_a, X
+
+
+def constrained_response(Psi_a, loops, X, w):
+    """P J_aᵀ w = Ψ_a w − Ψ_b X w: the generalized velocity (or displacement) that impulses w on the buffer's rows
+    produce with the loops closed (:func:`eliminate_bilateral`, :func:`reduced_problem`)."""
+    out = matmul(Psi_a, w)
+    return out - matmul(loops.Psi, matmul(X, w)) if X.shape[0] else out
+
+
+def _advance(system, q, v, dt):
+    """q ⊕ dt v per module, normalised (unit quaternions)."""
+    return tuple(normalize_configuration(m, integrate_configuration(m, qk, vk, dt))
+                 for m, qk, vk in zip(system.modules, q, v))
+
+
+def normal_rows(layout):
+    """Static indices of the one-sided rows and contact normals of a buffer's :class:`~.ncp.RowLayout`."""
+    return np.concatenate([layout.n_bilateral + np.arange(layout.n_unilateral),
+                           layout.contact_start + 3 * np.arange(layout.n_contacts)]).astype(np.int32)
 
 
 def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_contacts=None,
@@ -540,10 +673,17 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     sol = solve_ncp(G, rows.g, rows.layout, rows.friction, rows.active, jnp.asarray(lam_prev, dtype)[rows.rows],
                     settings.ncp)
     lam_b = loops.impulses - (matmul(X, sol.lam) if Jb.shape[0] else 0.0)
-    v_flat = loops.velocity + matmul(Psi_a, sol.lam) - (matmul(loops.Psi, matmul(X, sol.lam)) if Jb.shape[0] else 0.0)
+    v_flat = loops.velocity + constrained_response(Psi_a, loops, X, sol.lam)
     v_new = _split_v(system, v_flat)
-    q_new = tuple(normalize_configuration(m, integrate_configuration(m, qk, vk, dt))
-                  for m, qk, vk in zip(system.modules, q, v_new))
+    q_new = _advance(system, q, v_new, dt)
+    # step 5: penetration and limit violation removed on the position level (:mod:`.position_correction`), along
+    # P Jᵀ of the buffer's normal rows, with the reduced Delassus matrix already built
+    normal = normal_rows(rows.layout)
+    gap_next = rows.gap + dt * matmul(rows.J[normal], v_flat)
+    mu = correction_multipliers(G[normal][:, normal], gap_next, rows.active[normal], settings.correction)
+    w = jnp.zeros(rows.layout.size, dtype).at[normal].set(mu)
+    dq = constrained_response(Psi_a, loops, X, w)
+    q_new = _advance(system, q_new, _split_v(system, dq), 1.0)
     lam = jnp.zeros(layout.size, dtype).at[:layout.n_bilateral].set(lam_b).at[rows.rows].add(sol.lam)
     sigma = jnp.zeros(layout.size, dtype).at[rows.rows].add(sol.sigma)
     n_slots = layout.n_contacts
@@ -591,6 +731,14 @@ class ContactTrajectory(NamedTuple):
         return lam[:, :, 0] > tol
 
 
+def _as_system_float(system, q0, v0):
+    """q0 and v0 in the wider of their float type and the system's parameters' (a float32 state of a float64 system,
+    x64 on, would otherwise meet float64 steps in the scan's carry)."""
+    floats = [x.dtype for x in jax.tree.leaves(system) if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)]
+    dtype = jnp.result_type(jnp.asarray(q0[0]).dtype, *floats)
+    return tuple(jnp.asarray(x, dtype) for x in q0), tuple(jnp.asarray(x, dtype) for x in v0)
+
+
 def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=(), tau=None,
                     contact_modes: Optional[Callable] = None, settings=ContactSettings(), mode_params=()):
     """``n_steps`` velocity-level steps (:func:`contact_step`) in a ``lax.scan``, storing every ``decimation``-th
@@ -598,6 +746,10 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     booleans that switches the system's bilateral contacts on and off; ``mode_params`` (any pytree of arrays) is
     traced, so a new schedule (release and regrasp times) or state-dependent rule recompiles nothing and batches
     under ``vmap``."""
+    validate_contact_rollout(system, q0, v0, dt, n_steps, decimation, tau, settings)
+    if contact_modes is not None:
+        validate_contact_modes(system, contact_modes, q0, v0, mode_params, "contact_rollout")
+    q0, v0 = _as_system_float(system, q0, v0)
     dtype = q0[0].dtype
     layout = row_layout(system)
     n_gaps = layout.n_unilateral + layout.n_contacts

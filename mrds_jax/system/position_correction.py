@@ -1,0 +1,80 @@
+"""Position errors of the one-sided rows (contact penetration, joint limits passed) removed on the position level,
+after the velocity update, without touching the velocity: post-stabilisation (Cline & Pai, "Post-stabilization for
+rigid body simulation with contact and constraints", ICRA 2003, §3), the scheme of Bullet's split impulse and of
+Drake's and Pinocchio's position corrections.
+
+The velocity-level step (:mod:`.timestepping`) asks a penetrating row only to stop approaching (σ_n ≥ 0): depth
+never becomes velocity, so a body started inside another is not launched. The step then moves q⁺ along the
+H-metric's directions of the violated rows of its buffer (the rows that can act, :func:`~.timestepping.active_rows`),
+with the loops closed:
+
+    Δq = P Jᵀ μ,   0 ≤ μ ⊥ (J P Jᵀ μ − c) ≥ 0,   c_i = min(β max(−d_i⁺ − s, 0), c_max),
+
+P = H⁻¹ − Ψ_b G_bb⁻¹ Ψ_bᵀ the inverse inertia of the loop-constrained system (so the correction keeps J_b Δq = 0 and
+J P Jᵀ is the step's own reduced Delassus matrix: nothing is factored again), d_i⁺ = d_i + dt J_i v⁺ the row's gap
+at q⁺ to first order: the least change of q in H's metric that moves every violated row out by the fraction β of its
+depth beyond the slop s, at most ``max_step`` per step (a large overlap resolves over several steps), while rows
+that are not violated are kept from being pushed in (target −d_i⁺ ≤ 0, so a resting neighbour is left alone).
+v is not changed, so no energy is injected; the next step measures the true gaps again.
+
+The problem is a convex QP (a nonnegative least squares in μ), solved by projected Gauss–Seidel sweeps (Cottle,
+Pang & Stone, "The Linear Complementarity Problem", 1992, §5.2) from 0, in a loop that runs only while some row is
+violated beyond the slop (under ``vmap``: while some scenario of the batch is), at most ``sweeps`` times: an
+unconverged sweep count only corrects less this step. Fixed shapes, masked rows: jit/vmap/grad-able.
+"""
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class PositionCorrection(NamedTuple):
+    """Settings of :func:`correction_multipliers`: ``fraction`` β ∈ [0, 1], the part of a violation removed per
+    step; ``max_step`` c_max ≥ 0, the most a row is moved out per step (m for contacts, rad for limits of revolute
+    joints; 0 switches the correction off); ``sweeps`` the most projected Gauss–Seidel sweeps of a step (≥ 1);
+    ``slop`` s ≥ 0, the depth left alone (m or rad, at least 100 ulp of the dtype: a resting contact's
+    rounding-level overlap costs no sweep)."""
+    fraction: float = 0.2
+    max_step: float = 2e-3
+    sweeps: int = 10
+    slop: float = 1e-10
+
+
+def correction_targets(gap, valid, settings):
+    """c_i = min(β max(−d_i − s, 0), c_max) on violated rows and −d_i (≤ 0: "do not push in") on the others; 0 on
+    invalid rows (module docstring)."""
+    slop = jnp.maximum(settings.slop, 100 * jnp.finfo(gap.dtype).eps)     # float32: 1.2e-5
+    push = jnp.minimum(settings.fraction * jnp.maximum(-gap - slop, 0.0), settings.max_step)
+    return jnp.where(valid, jnp.where(gap < 0, push, -gap), 0.0)
+
+
+def projected_gauss_seidel(A, c, active, sweeps):
+    """μ ≥ 0 of min ½ μᵀAμ − cᵀμ, μ_i = 0 on inactive rows: projected Gauss–Seidel sweeps from 0 (Cottle, Pang &
+    Stone 1992, §5.2), while some target is positive, at most ``sweeps``. Rows with a zero diagonal (nothing moves
+    them) stay 0."""
+    if c.shape[0] == 0:
+        return c
+    diag = jnp.diagonal(A)
+    scale = jnp.maximum(jnp.max(jnp.abs(diag)), jnp.finfo(A.dtype).tiny)
+    usable = active & (diag > 1e-12 * scale)
+    inv_diag = jnp.where(usable, 1.0 / jnp.where(usable, diag, 1.0), 0.0)
+
+    def row(i, mu):
+        step = mu[i] + (c[i] - jnp.dot(A[i], mu)) * inv_diag[i]
+        return mu.at[i].set(jnp.where(usable[i], jnp.maximum(step, 0.0), 0.0))
+
+    def sweep(carry):
+        k, mu = carry
+        return k + 1, jax.lax.fori_loop(0, c.shape[0], row, mu)
+
+    needed = jnp.any(usable & (c > 0))
+    _, mu = jax.lax.while_loop(lambda carry: needed & (carry[0] < sweeps), sweep,
+                               (jnp.zeros((), jnp.int32), jnp.zeros_like(c)))
+    return mu
+
+
+def correction_multipliers(G, gap_next, valid, settings=PositionCorrection()):
+    """μ of the correction (module docstring) for the rows of Delassus matrix ``G`` (the step's reduced one, on
+    its normal rows) with first-order gaps ``gap_next`` at q⁺ and mask ``valid``; the step maps them to
+    Δq = P Jᵀ μ."""
+    return projected_gauss_seidel(G, correction_targets(gap_next, valid, settings), valid, settings.sweeps)
