@@ -74,7 +74,7 @@ def test_filtering_same_body_welds_parent_child_and_the_world():
         kinds = ("plane", "sphere", "capsule", "box", "cylinder")
         assert kinds.index(model.geoms[i].kind) <= kinds.index(model.geoms[j].kind)
     assert model.slots == tuple(
-        {"plane-sphere": 1, "plane-capsule": 2, "plane-box": 8, "sphere-box": 1, "capsule-box": 4,
+        {"plane-sphere": 1, "plane-capsule": 2, "plane-box": 4, "sphere-box": 1, "capsule-box": 4,
          "sphere-sphere": 1, "sphere-capsule": 1, "box-box": 17}[f"{model.geoms[i].kind}-{model.geoms[j].kind}"]
         for i, j in model.pairs)
     assert model.n_slots == sum(model.slots) and len(model.slot_pair) == model.n_slots
@@ -156,9 +156,9 @@ def test_contact_slots_concatenate_the_pairs_and_batch():
 
     ball_p = jnp.array([0.1, 0.2, 0.35])
     out = jax.jit(slots_at)(ball_p, jnp.asarray(rot_z(0.3)))
-    assert out.gap.shape == (model.n_slots,) == (1 + 8 + 1,)
+    assert out.gap.shape == (model.n_slots,) == (1 + 4 + 1,)
     np.testing.assert_allclose(out.gap[0], 0.25, atol=1e-15)
-    np.testing.assert_allclose(out.friction, [0.9] + [1.0] * 8 + [1.0])          # crate: friction 1 (default)
+    np.testing.assert_allclose(out.friction, [0.9] + [1.0] * 4 + [1.0])          # crate: friction 1 (default)
     assert out.pair.tolist() == list(model.slot_pair)
     R, p = geom_world_pose(geoms[2], jnp.asarray(rot_z(0.3)), jnp.array([0.5, 0.0, 0.3]))
     np.testing.assert_allclose(p, [0.5, 0.0, 0.35], atol=1e-15)

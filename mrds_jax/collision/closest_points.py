@@ -11,8 +11,7 @@ import jax.numpy as jnp
 from ..spatial import cross
 from ..spatial.transforms import rotate, rotate_transpose
 
-# The 8 corners of the unit box, x fastest: corner k has sign (-1)^(k>>i & 1 == 0) on axis i (index order is
-# part of the API: plane-box slot k is corner k).
+# The 8 corners of the unit box, x fastest: corner k has sign (-1)^(k>>i & 1 == 0) on axis i.
 CORNER_SIGNS = tuple((1.0 if k & 1 else -1.0, 1.0 if k & 2 else -1.0, 1.0 if k & 4 else -1.0) for k in range(8))
 # The 12 edges of a box: axis i, and the signs of the two other axes (j, k) = ((i+1)%3, (i+2)%3).
 EDGE_SIGNS = tuple((i, sj, sk) for i in range(3) for sj in (-1.0, 1.0) for sk in (-1.0, 1.0))

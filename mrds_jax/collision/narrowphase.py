@@ -15,7 +15,7 @@ The slots, kind by kind (pair, slot count: what each slot is):
 
 * plane–sphere, 1: the centre's height above the plane, less the radius.
 * plane–capsule, 2: the two end spheres against the plane.
-* plane–box, 8: the 8 corners (``CORNER_SIGNS`` order) against the plane.
+* plane–box, 4: the 4 deepest corners against the plane, deepest first.
 * plane–cylinder, 8: 4 rim points per cap (cap +z first): the rim point deepest toward the plane, then the rim at
   +90°, +180°, +270° about the axis (an upright cylinder stands on a square).
 * sphere–sphere, 1: the centres' distance less the radii.
@@ -62,6 +62,8 @@ from ..spatial.transforms import rotate, rotate_transpose
 PARALLEL_TOL = 1e-10     # capsule axes (and box edges) with sin² of their angle below this are parallel (float64;
                          # at least 16 ulp of the dtype: float32 cannot resolve 1 - cos² below that)
 EDGE_TIE = 1e-9          # box–box: an edge axis must out-separate every face axis by this × the sizes' sum
+DEEP_OVERLAP = 0.6       # box–box: overlaps deeper than this × the smaller half-extent part along one SAT face axis,
+FACE_TOUCH = 1e-3        # and so do corners within this × it of a face of the other box (_corners_against)
 FACE_BIAS = 0.1          # box–box: a corner's face choice prefers the face toward the other box by this × min h
 
 
@@ -112,10 +114,12 @@ def plane_capsule(R1, p1, size1, R2, p2, size2):
 
 
 def plane_box(R1, p1, size1, R2, p2, size2):
-    """8 slots: the corners' signed heights above the plane (Ericson §5.2.3: a box's deepest point is a corner)."""
+    """4 slots: the 4 deepest corners' signed heights above the plane, deepest first (Ericson §5.2.3: a box's
+    deepest point is a corner; a box resting on a face touches with 4, MuJoCo's mjc_PlaneBox keeps at most 4)."""
     corners = box_vertices(R2, p2, size2)
     d, n = _plane_height(R1, p1, corners)
-    return _swept(corners, 0.0, d, n)
+    _, deepest = jax.lax.top_k(-jax.lax.stop_gradient(d), 4)
+    return _swept(corners[deepest], 0.0, d[deepest], n[deepest])
 
 
 def plane_cylinder(R1, p1, size1, R2, p2, size2):
@@ -203,13 +207,18 @@ def _corners_against(Ra, pa, ha, Rb, pb, hb):
     bias = FACE_BIAS * jnp.min(hb) * (1.0 - jnp.abs(toward))
     corners = box_vertices(Ra, pa, ha)
     dist, n = point_box(corners, Rb, pb, hb, face_bias=bias)
-    inside_depth, inside_n = _sat_face_depth(corners, Ra, pa, ha, Rb, pb, hb)
-    inside = dist <= 0
+    inside_depth, inside_n, overlap = _sat_face_depth(corners, Ra, pa, ha, Rb, pb, hb)
+    # deep, or a corner on a face of b while the boxes overlap (equal extents: the nearest face is a side face)
+    on_face = dist > -FACE_TOUCH * jnp.min(hb)
+    inside = (dist <= 0) & ((overlap > DEEP_OVERLAP * jnp.min(hb)) | (on_face & (overlap > FACE_TOUCH * jnp.min(hb))))
     return corners, jnp.where(inside, inside_depth, dist), jnp.where(inside[:, None], inside_n, n)
 
 
 def _sat_face_depth(corners, Ra, pa, ha, Rb, pb, hb):
-    """Corners of box a inside box b measured along one normal for the whole pair: box b's face axis of least
+    """For a deep overlap (beyond :data:`DEEP_OVERLAP` of box b's smallest half-extent, where corners' nearest
+    faces stop telling which way the boxes should part), and for corners on a face of b (within :data:`FACE_TOUCH`)
+    while the boxes overlap, corners of box a inside box b measured along one normal
+    for the whole pair: box b's face axis of least
     overlap with box a (the separating-axis test's face axes, Gottschalk et al. 1996; Ericson §4.4.1), on the side
     facing a — the signed distance of each corner to that face's plane and its outward normal. A deep overlap (two
     equal cubes 18 cm into each other, whose corners lie on the side faces) then separates along the axis that
@@ -220,7 +229,7 @@ def _sat_face_depth(corners, Ra, pa, ha, Rb, pb, hb):
     overlap = hb + support_a - jnp.abs(dot(b, d))
     k = jnp.argmin(overlap)
     n = b[k] * jnp.where(dot(b[k], d) >= 0, 1.0, -1.0)
-    return dot(corners - pb, n) - hb[k], jnp.broadcast_to(n, corners.shape)
+    return dot(corners - pb, n) - hb[k], jnp.broadcast_to(n, corners.shape), overlap[k]
 
 
 def _edge_edge(R1, p1, h1, R2, p2, h2):
@@ -282,7 +291,7 @@ def box_box(R1, p1, size1, R2, p2, size2):
 
 _PAIRS = {
     ("plane", "sphere"): (plane_sphere, 1), ("plane", "capsule"): (plane_capsule, 2),
-    ("plane", "box"): (plane_box, 8), ("plane", "cylinder"): (plane_cylinder, 8),
+    ("plane", "box"): (plane_box, 4), ("plane", "cylinder"): (plane_cylinder, 8),
     ("sphere", "sphere"): (sphere_sphere, 1), ("sphere", "capsule"): (sphere_capsule, 1),
     ("sphere", "box"): (sphere_box, 1), ("sphere", "cylinder"): (sphere_cylinder, 1),
     ("capsule", "capsule"): (capsule_capsule, 2), ("capsule", "box"): (capsule_box, 4),

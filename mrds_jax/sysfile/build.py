@@ -471,12 +471,16 @@ def _collision(doc, modules, imported):
         raise doc.error(("collision",) if not spec.geom else ("geom",), str(e)) from None
 
 
-def contact_settings(doc):
-    """The velocity-level step's :class:`~mrds_jax.system.timestepping.ContactSettings` of ``[collision]``."""
+def contact_settings(doc, system):
+    """The velocity-level step's :class:`~mrds_jax.system.timestepping.ContactSettings` of ``[collision]``; None for a
+    system the step does not run on (no collision geometry or joint limits)."""
     from ..system.ncp import NCPSettings
-    from ..system.timestepping import ContactSettings
+    from ..system.timestepping import ContactSettings, has_unilateral_rows
+    if not has_unilateral_rows(system):
+        return None
     c = doc.spec.collision
-    return ContactSettings(ncp=NCPSettings(stages=c.stages, iterations=c.iterations), baumgarte=c.baumgarte)
+    return ContactSettings(ncp=NCPSettings(stages=c.stages, iterations=c.iterations, tolerance=c.tolerance),
+                           baumgarte=c.baumgarte)
 
 
 def build(doc):
@@ -513,4 +517,4 @@ def build(doc):
         cast = lambda x: jnp.asarray(x, jnp.float32) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x  # noqa: E731
         system, state, forces = jax.tree.map(cast, (system, state, forces))
         tau = tuple(np.asarray(t, np.float32) for t in tau)
-    return Built(doc, system, state, forces, tuple(jnp.asarray(t) for t in tau), stab, rp, rv, contact_settings(doc))
+    return Built(doc, system, state, forces, tuple(jnp.asarray(t) for t in tau), stab, rp, rv, contact_settings(doc, system))

@@ -237,14 +237,15 @@ class Exclude(Strict):
 
 class Collision(Strict):
     """``[collision]``: explicit pairs and excludes, MuJoCo's parent–child filter, and the velocity-level
-    step's settings (mrds_jax.system.timestepping.ContactSettings): ``baumgarte`` (the fraction of a penetration
-    removed per step), ``stages`` and ``iterations`` of the NCP solver."""
+    step's settings (mrds_jax.system.timestepping.ContactSettings): ``baumgarte`` (the fraction of a loop's position
+    error removed per step), ``stages`` and ``iterations`` (the caps) and ``tolerance`` of the NCP solver."""
     pair: list[Pair] = []
     exclude: list[Exclude] = []
     filter_parent: bool = True
     baumgarte: Annotated[float, Field(ge=0, le=1)] = 0.2
-    stages: Annotated[int, Field(ge=1)] = 4
-    iterations: Annotated[int, Field(ge=1)] = 25
+    stages: Annotated[int, Field(ge=1)] = 8
+    iterations: Annotated[int, Field(ge=1)] = 50
+    tolerance: Annotated[float, Field(gt=0)] = 1e-10
 
 
 class Initial(Strict):

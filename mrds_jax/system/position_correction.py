@@ -19,8 +19,8 @@ v is not changed, so no energy is injected; the next step measures the true gaps
 
 The problem is a convex QP (a nonnegative least squares in μ), solved by projected Gauss–Seidel sweeps (Cottle,
 Pang & Stone, "The Linear Complementarity Problem", 1992, §5.2) from 0, in a loop that runs only while some row is
-violated beyond the slop (under ``vmap``: while some scenario of the batch is), at most ``sweeps`` times: an
-unconverged sweep count only corrects less this step. Fixed shapes, masked rows: jit/vmap/grad-able.
+violated beyond the slop (under ``vmap``: while some scenario of the batch is) and a sweep still changes the
+multipliers, at most ``sweeps`` times: an unconverged sweep count only corrects less this step. Fixed shapes, masked rows: jit/vmap/grad-able.
 """
 from typing import NamedTuple
 
@@ -31,13 +31,16 @@ import jax.numpy as jnp
 class PositionCorrection(NamedTuple):
     """Settings of :func:`correction_multipliers`: ``fraction`` β ∈ [0, 1], the part of a violation removed per
     step; ``max_step`` c_max ≥ 0, the most a row is moved out per step (m for contacts, rad for limits of revolute
-    joints; 0 switches the correction off); ``sweeps`` the most projected Gauss–Seidel sweeps of a step (≥ 1);
+    joints; 0 switches the correction off); ``sweeps`` the most projected Gauss–Seidel sweeps of a step (≥ 1; they stop once converged);
     ``slop`` s ≥ 0, the depth left alone (m or rad, at least 100 ulp of the dtype: a resting contact's
     rounding-level overlap costs no sweep)."""
     fraction: float = 0.2
     max_step: float = 2e-3
-    sweeps: int = 10
+    sweeps: int = 100
     slop: float = 1e-10
+
+
+SWEEP_TOL = 1e-6   # the sweeps stop when one changes no multiplier by more than this, relatively
 
 
 def correction_targets(gap, valid, settings):
@@ -50,7 +53,7 @@ def correction_targets(gap, valid, settings):
 
 def projected_gauss_seidel(A, c, active, sweeps):
     """μ ≥ 0 of min ½ μᵀAμ − cᵀμ, μ_i = 0 on inactive rows: projected Gauss–Seidel sweeps from 0 (Cottle, Pang &
-    Stone 1992, §5.2), while some target is positive, at most ``sweeps``. Rows with a zero diagonal (nothing moves
+    Stone 1992, §5.2), while some target is positive and a sweep still changes μ (:data:`SWEEP_TOL`), at most ``sweeps``. Rows with a zero diagonal (nothing moves
     them) stay 0."""
     if c.shape[0] == 0:
         return c
@@ -64,12 +67,13 @@ def projected_gauss_seidel(A, c, active, sweeps):
         return mu.at[i].set(jnp.where(usable[i], jnp.maximum(step, 0.0), 0.0))
 
     def sweep(carry):
-        k, mu = carry
-        return k + 1, jax.lax.fori_loop(0, c.shape[0], row, mu)
+        k, mu, _ = carry
+        new = jax.lax.fori_loop(0, c.shape[0], row, mu)
+        return k + 1, new, jnp.any(jnp.abs(new - mu) > SWEEP_TOL * (jnp.abs(new) + jnp.abs(mu)))
 
     needed = jnp.any(usable & (c > 0))
-    _, mu = jax.lax.while_loop(lambda carry: needed & (carry[0] < sweeps), sweep,
-                               (jnp.zeros((), jnp.int32), jnp.zeros_like(c)))
+    _, mu, _ = jax.lax.while_loop(lambda carry: needed & carry[2] & (carry[0] < sweeps), sweep,
+                                  (jnp.zeros((), jnp.int32), jnp.zeros_like(c), jnp.ones((), bool)))
     return mu
 
 

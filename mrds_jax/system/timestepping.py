@@ -542,11 +542,20 @@ def slot_velocities(cand, v_flat):
 
 
 def buffer_capacity(system, settings=ContactSettings()):
-    """(limit rows, contact slots) of the step's buffer of active rows (:class:`ContactSettings`)."""
-    n_l, n_c = limit_rows(system).n_rows, n_contact_slots(system)
+    """(limit rows, contact slots) of the step's buffer of active rows (:class:`ContactSettings`). From the model
+    when not set: every limited joint (its two rows cannot both be near), and per collision pair the slots that can
+    touch at once — all of a pair's slots up to 4 (a face on a plane or a face; 8 for box–box, whose two corner sets
+    coincide on a shared face) — at most :data:`AUTO_MAX_CONTACTS` in all."""
+    n_l = limit_rows(system).n_rows
     cap_l = n_l // 2 if settings.max_limit_rows is None else settings.max_limit_rows
-    cap_c = min(n_c, AUTO_MAX_CONTACTS) if settings.max_contacts is None else settings.max_contacts
-    return min(cap_l, n_l), min(cap_c, n_c)
+    model = collision_model_of(system)
+    if settings.max_contacts is not None or model is None:
+        cap_c = 0 if settings.max_contacts is None else settings.max_contacts
+    else:
+        per_pair = [min(n, 8 if (model.geoms[i].kind, model.geoms[j].kind) == ("box", "box") else 4)
+                    for (i, j), n in zip(model.pairs, model.slots)]
+        cap_c = min(sum(per_pair), AUTO_MAX_CONTACTS)
+    return min(cap_l, n_l), min(cap_c, n_contact_slots(system))
 
 
 def gather_nearest(near, priority, capacity):
