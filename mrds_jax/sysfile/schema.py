@@ -245,7 +245,7 @@ class Collision(Strict):
     baumgarte: Annotated[float, Field(ge=0, le=1)] = 0.2
     stages: Annotated[int, Field(ge=1)] = 8
     iterations: Annotated[int, Field(ge=1)] = 50
-    tolerance: Annotated[float, Field(gt=0)] = 1e-10
+    tolerance: Annotated[float, Field(gt=0)] = 1e-7
 
 
 class Initial(Strict):
