@@ -453,8 +453,8 @@ class LoopSolve(NamedTuple):
 
 
 def eliminate_bilateral(system, factors, Jb, gb, active, v_free, prox):
-    """The loops, couplings and switched-on grasps are always active: their block G_bb = J_b H⁻¹ J_bᵀ (Bonaventura's
-    Bᶜ, eq. 88) is factored once (Cholesky, with the proximal ηI of :class:`~.ncp.NCPSettings` that keeps redundant
+    """The loops, couplings and switched-on grasps are always active: their block G_bb = J_b H⁻¹ J_bᵀ (Bᶜ of
+    Bonaventura eq. 88) is factored once (Cholesky, with the proximal ηI of :class:`~.ncp.NCPSettings` that keeps redundant
     loops solvable, and switched-off rows decoupled), and they are eliminated from the step's problem by a Schur
     complement: with λ_b = λ_b⁰ − G_bb⁻¹ G_ba λ_a, the one-sided rows see the Delassus matrix of the constrained
     system, G_aa − G_ab G_bb⁻¹ G_ba, and the free velocity v_c with the loops closed (:func:`reduced_problem`).
@@ -689,7 +689,9 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     # P Jᵀ of the buffer's normal rows, with the reduced Delassus matrix already built
     normal = normal_rows(rows.layout)
     gap_next = rows.gap + dt * matmul(rows.J[normal], v_flat)
-    mu = correction_multipliers(G[normal][:, normal], gap_next, rows.active[normal], settings.correction)
+    # not differentiated (a drift removal, zero while nothing penetrates; its loop runs only while something does)
+    mu = correction_multipliers(*jax.lax.stop_gradient((G[normal][:, normal], gap_next)), rows.active[normal],
+                                settings.correction)
     w = jnp.zeros(rows.layout.size, dtype).at[normal].set(mu)
     dq = constrained_response(Psi_a, loops, X, w)
     q_new = _advance(system, q_new, _split_v(system, dq), 1.0)
