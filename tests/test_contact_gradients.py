@@ -16,7 +16,7 @@ from mrds_jax.system.timestepping import ContactSettings, contact_rollout, row_l
 
 DT = 1e-3
 G0 = 9.81
-TIGHT = ContactSettings(ncp=NCPSettings(stages=8, iterations=50))   # converged to rounding: central differences
+TIGHT = ContactSettings(ncp=NCPSettings(stages=8, iterations=50, tolerance=1e-12))   # converged to rounding: central differences
 N_SLIDE = 200
 
 

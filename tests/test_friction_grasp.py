@@ -135,7 +135,7 @@ def test_grasp_releases_and_regrasps_on_a_schedule(run):
     assert finals[0] > 2e-3 and finals[1] > finals[0]                 # the longer fall slid further
 
 
-TIGHT = ContactSettings(ncp=NCPSettings(stages=8, iterations=50))
+TIGHT = ContactSettings(ncp=NCPSettings(stages=8, iterations=50, tolerance=1e-12))
 N_GRAD = 60
 
 

@@ -115,7 +115,11 @@ def _frame_body(module_name, module, frame, where):
     link = _weld(topology, topology.frame_links[index])
     if link < 0:
         return None, None
-    parent = _parent_body(topology, np.asarray(module.params.mass), link)
+    mass = module.params.mass
+    # a system built under a transformation of its masses (jax.grad over a body's mass) has no concrete masses: no
+    # link is then taken for a massless joint frame, which only the MJCF loader's multi-joint bodies make
+    mass = np.ones(np.shape(mass)) if isinstance(mass, jax.core.Tracer) else np.asarray(mass)
+    parent = _parent_body(topology, mass, link)
     return (module_name, link), (None if parent < 0 else (module_name, parent))
 
 

@@ -34,7 +34,7 @@ class PositionCorrection(NamedTuple):
     joints; 0 switches the correction off); ``sweeps`` the most projected Gauss–Seidel sweeps of a step (≥ 1; they stop once converged);
     ``slop`` s ≥ 0, the depth left alone (m or rad, at least 100 ulp of the dtype: a resting contact's
     rounding-level overlap costs no sweep)."""
-    fraction: float = 0.2
+    fraction: float = 0.5
     max_step: float = 2e-3
     sweeps: int = 100
     slop: float = 1e-10
