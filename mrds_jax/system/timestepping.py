@@ -591,7 +591,7 @@ def active_rows(system, cand, v, v_c, dt, settings):
     cap_l, cap_c = buffer_capacity(system, settings)
     nv = v_c.shape[0]
     # limit rows: J = ±e_dof
-    vn_l = cand.limit_sign * v_c[cand.limit_dof] if cand.limit_dof.size else jnp.zeros(0, dtype)
+    vn_l = jnp.asarray(cand.limit_sign, dtype) * v_c[cand.limit_dof] if cand.limit_dof.size else jnp.zeros(0, dtype)
     near_l = _near(cand.limit_gap, vn_l, dt, settings.margin)
     il, al, over = gather_nearest(near_l, cand.limit_gap + dt * vn_l, cap_l)
     if cap_l:
