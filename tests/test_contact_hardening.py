@@ -156,3 +156,32 @@ def test_deep_box_overlaps_separate_without_throwing(top, depth):
     gap_end = float(np.asarray(tr.gaps)[-1].min())
     print(f"{depth} m deep at {top}: final gap {gap_end:.3g} m, max speed {speed:.3g} m/s")
     assert gap_end >= -1e-3 and speed <= 1.5
+
+
+# ----------------------------------------------------------------------------- a robot's keyframe in the floor
+def test_legged_robot_whose_keyframe_puts_its_feet_1mm_into_the_floor_stands_without_a_hop(tmp_path):
+    """tests/data/quadruped_contact.xml with a keyframe that lowers the trunk to 0.349 m, its four sphere feet 1.1 mm
+    into the floor (feet 0.331 m below the trunk, radius 2 cm), started as written (``mapping.keyframe_state``
+    without projection): the start is named in a PenetrationWarning, and over 0.5 s the trunk never moves up
+    faster than 0.05 m/s nor rises more than 2 mm above its start (no hop), and the feet end out of the floor
+    (within the correction's slop) and the robot standing (trunk height between 0.34 and 0.352 m)."""
+    from pathlib import Path
+    from mrds_jax.system.timestepping import contact_gaps
+    xml = (Path(__file__).parent / "data" / "quadruped_contact.xml").read_text()
+    xml = xml.replace("</mujoco>", '  <keyframe>\n    <key name="feet_in_floor" qpos="0 0 0.349 1 0 0 0 0 0 0 0 0 0 0 0"/>\n'
+                                   "  </keyframe>\n</mujoco>")
+    path = tmp_path / "quadruped_key.xml"
+    path.write_text(xml)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        system, mapping, forces = mj.load_mjcf(str(path), return_mapping=True, return_forces=True)
+    state = mapping.keyframe_state("feet_in_floor")
+    assert -1.2e-3 <= min(contact_gaps(system, state).values()) <= -1e-3            # the feet 1.1 mm deep
+    with pytest.warns(PenetrationWarning):
+        tr = S.simulate(system, state, 5e-4, 1000, decimation=10, forces=forces)
+    z = np.asarray(tr.q[0][:, 2])
+    vz = np.diff(z) / (10 * 5e-4)                     # the trunk's mean vertical speed between stored states
+    print(f"trunk z {z.min():.5f}..{z.max():.5f} m, largest upward speed {vz.max():.3g} m/s, "
+          f"final gap {float(np.asarray(tr.gaps)[-1].min()):.3g} m")
+    assert vz.max() <= 0.05 and z.max() <= 0.349 + 2e-3
+    assert float(np.asarray(tr.gaps)[-1].min()) >= -1e-4 - 1e-9 and 0.34 <= z[-1] <= 0.352
