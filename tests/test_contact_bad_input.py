@@ -37,6 +37,14 @@ STATE = S.SystemState((jnp.array([0.0, 0.0, 0.2, 1.0, 0.0, 0.0, 0.0]),), (jnp.ze
     (ContactSettings(margin=-1e-3), "ContactSettings.margin"),
     (ContactSettings(ncp=NCPSettings(relaxation=2.0)), "NCPSettings.relaxation"),
     ("fast", "ContactSettings"),
+    # the tolerance-driven solve and the buffer of active rows (issue 39)
+    (ContactSettings(ncp=NCPSettings(tolerance=0.0)), "NCPSettings.tolerance must be finite and > 0"),
+    (ContactSettings(ncp=NCPSettings(tolerance=float("nan"))), "NCPSettings.tolerance must be finite and > 0"),
+    (ContactSettings(ncp=NCPSettings(tolerance=-1e-6)), "NCPSettings.tolerance must be finite and > 0"),
+    (ContactSettings(max_contacts=0), "ContactSettings.max_contacts must be >= 1"),
+    (ContactSettings(max_contacts=2.5), "ContactSettings.max_contacts must be an integer"),
+    (ContactSettings(max_limit_rows=0), "ContactSettings.max_limit_rows must be >= 1"),
+    (ContactSettings(ncp=NCPSettings(iterations=0)), "NCPSettings.iterations must be >= 1"),
 ])
 def test_bad_contact_settings_are_named(settings, match):
     with pytest.raises(ArgumentError, match=match):
@@ -195,3 +203,18 @@ def test_bad_ncp_problems_are_named(change, match):
     args = dict(G=G4, g=g4, mu=jnp.array([0.5]), lam0=None, settings=NCPSettings()) | change
     with pytest.raises(ArgumentError, match=match):
         solve_ncp(args["G"], args["g"], LAYOUT, args["mu"], lam0=args["lam0"], settings=args["settings"])
+
+
+def test_a_full_buffer_of_active_rows_is_reported_not_dropped_silently():
+    """Two sphere feet resting on the floor and a buffer of one contact slot: every step has one candidate more
+    than the buffer holds — ``ContactTrajectory.overflow`` says so and ``simulate`` names it in a warning; with
+    the buffer the model gives (both slots) nothing overflows."""
+    from mrds_jax.system.simulate import ContactOverflowWarning
+    feet = [C.sphere(f"foot{i}", "m", "c", 0.02, position=(x, 0.0, -0.1)) for i, x in enumerate((0.1, -0.1))]
+    system = S.build_system({"m": free_body()}, [], collision=[C.plane("floor")] + feet)
+    state = S.SystemState((jnp.array([0.0, 0.0, 0.12, 1.0, 0.0, 0.0, 0.0]),), (jnp.zeros(6),))
+    with pytest.warns(ContactOverflowWarning, match="max_limit_rows / max_contacts"):
+        tr = S.simulate(system, state, 1e-3, 5, contact_settings=ContactSettings(max_contacts=1))
+    assert bool(np.all(np.asarray(tr.overflow)[1:]))
+    tr = S.simulate(system, state, 1e-3, 5)
+    assert not bool(np.any(np.asarray(tr.overflow)))
