@@ -10,6 +10,7 @@ import mrds_jax as mj
 from mrds_jax import collision as C, system as S
 from mrds_jax.model.tree import ModelError
 from mrds_jax.system.ncp import NCPSettings, RowLayout, solve_ncp
+from mrds_jax.system.position_correction import PositionCorrection
 from mrds_jax.system.timestepping import ContactSettings
 from mrds_jax.validation import ArgumentError, InputError
 
@@ -45,6 +46,7 @@ STATE = S.SystemState((jnp.array([0.0, 0.0, 0.2, 1.0, 0.0, 0.0, 0.0]),), (jnp.ze
     (ContactSettings(max_contacts=2.5), "ContactSettings.max_contacts must be an integer"),
     (ContactSettings(max_limit_rows=0), "ContactSettings.max_limit_rows must be >= 1"),
     (ContactSettings(ncp=NCPSettings(iterations=0)), "NCPSettings.iterations must be >= 1"),
+    (ContactSettings(correction=PositionCorrection(slop=-1e-3)), "PositionCorrection.slop"),
 ])
 def test_bad_contact_settings_are_named(settings, match):
     with pytest.raises(ArgumentError, match=match):

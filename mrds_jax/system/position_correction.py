@@ -31,8 +31,8 @@ import jax.numpy as jnp
 class PositionCorrection(NamedTuple):
     """Settings of :func:`correction_multipliers`: ``fraction`` β ∈ [0, 1], the part of a violation removed per
     step; ``max_step`` c_max ≥ 0, the most a row is moved out per step (m for contacts, rad for limits of revolute
-    joints; 0 switches the correction off); ``sweeps`` the most projected Gauss–Seidel sweeps of a step (≥ 1; they stop once converged);
-    ``slop`` s ≥ 0, the depth left alone (m or rad, at least 100 ulp of the dtype: a resting contact's
+    joints; 0 switches the correction off); ``sweeps`` the most projected Gauss–Seidel sweeps of a step (≥ 1;
+    they stop once converged); ``slop`` s ≥ 0, the depth left alone (m or rad, at least 100 ulp of the dtype: a resting contact's
     rounding-level overlap costs no sweep)."""
     fraction: float = 0.5
     max_step: float = 2e-3

@@ -23,7 +23,7 @@ One step from (q, v) at time t (Moreau 1988; Jean 1999; Acary & Brogliato 2008, 
    and the NCP of :mod:`.ncp` for λ, warm-started from the previous step's impulses;
 4. v⁺ = v_free + H⁻¹ Jᵀ λ, q⁺ = q ⊕ dt v⁺;
 5. penetration and limit violation left at q⁺ removed from q⁺ alone, v⁺ untouched
-   (:func:`~.position_correction.correct_positions`, post-stabilisation; bounded per step).
+   (:func:`~.position_correction.correction_multipliers`, post-stabilisation; bounded per step).
 
 Systems without unilateral rows keep the exact acceleration-level path of :mod:`.simulate`; as dt → 0 the two
 give the same motion (tests/test_contact_step.py). Everything is shape-static (inactive rows are masked), pure, and
@@ -123,6 +123,7 @@ def validate_position_correction(correction, where):
         raise validation.ArgumentError(f"{where}: PositionCorrection.fraction is the part of a penetration or limit "
                                        f"violation removed per step, in [0, 1]; got {correction.fraction}")
     validation.positive(correction.max_step, "PositionCorrection.max_step", where, allow_zero=True)
+    validation.positive(correction.slop, "PositionCorrection.slop", where, allow_zero=True)
     validation.count(correction.sweeps, "PositionCorrection.sweeps", where)
 
 
