@@ -359,17 +359,11 @@ def unilateral_violations(system, state):
     """min(d, 0) of every joint-limit row and every valid contact slot at ``state`` (m or rad; 0 where a row is not
     violated): what :func:`~.projection.make_consistent` drives to zero (penetration and limit violation), and what
     ``mrds-jax check`` reports."""
-    dtype = state.q[0].dtype
-    limits = limit_rows(system)
-    parts = []
-    for k, iq, _, lo, hi, _ in limits.joints:
-        q = state.q[k][iq]
-        parts += [q - lo, hi - q]
-    out = [jnp.minimum(jnp.stack(parts), 0.0)] if parts else []
-    if n_contact_slots(system):
-        slots = candidates(system, state).slots
-        out.append(jnp.where(slots.valid, jnp.minimum(slots.gap, 0.0), 0.0))
-    return jnp.concatenate(out) if out else jnp.zeros(0, dtype)
+    cand = candidates(system, state)             # the limit rows' gaps and the slots, as the step sees them
+    out = [jnp.minimum(cand.limit_gap, 0.0)]
+    if cand.slots is not None:
+        out.append(jnp.where(cand.slots.valid, jnp.minimum(cand.slots.gap, 0.0), 0.0))
+    return jnp.concatenate(out)
 
 
 def contact_gaps(system, state):
