@@ -9,6 +9,7 @@ exiting 0 (the README's test command is ``.ci/run``'s own job and is left out); 
 through ``check`` and ``simulate`` (default settings); the documentation site command runs with ``build
 --strict`` in place of ``serve`` (which never exits), after the README's ``pip install ".[docs]"``.
 """
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from test_readme import README, code_blocks
@@ -111,7 +113,18 @@ def test_every_ready_made_system_checks_and_simulates(clone, name):
     for command in (f"mrds-jax check {name}", f"mrds-jax simulate {name} --out ready/{name} --no-progress"):
         run = shell(command, dest)
         assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
-    assert (dest / "ready" / name / "trajectory.npz").stat().st_size > 1000
+    folder = dest / "ready" / name
+    assert (folder / "trajectory.npz").stat().st_size > 1000
+    data, meta = np.load(folder / "trajectory.npz"), json.loads((folder / "trajectory.json").read_text())
+    plots = ["joint_motion.png", "energy.png"] + (["constraint_error.png"] if data["constraint/position"].shape[1] else [])
+    if "contact/impulses" in data:          # a contact scene: the contact plot, with load on some pair
+        plots.append("contact.png")
+        assert meta["step"].startswith("velocity-level") and "integrator" not in meta["simulation"]
+        assert np.abs(data["contact/forces"]).max() > 0.0 and "energy_lost" in meta
+    else:
+        assert not (folder / "contact.png").exists() and "energy_drift" in meta
+    for plot in plots:
+        assert (folder / plot).stat().st_size > 5000, plot
 
 
 def test_readme_commands_are_found():

@@ -83,8 +83,10 @@ def cmd_simulate_file(args):
     t0 = time.perf_counter()
     written, meta = write_outputs(built, traj, out, animation=args.animation, viewer=args.viewer)
     timings["write"] = time.perf_counter() - t0
+    energy = (f"energy drift {meta['energy_drift']:.2e} J" if "energy_drift" in meta else
+              f"energy lost to contact, net of applied work {meta['energy_lost']:.3g} J")
     print(f"{built.document.spec.name}: {len(traj.t)} stored states to t = {float(traj.t[-1]):.3f} s; max constraint "
-          f"error {meta['max_position_error']:.2e}, energy drift {meta['energy_drift']:.2e} J")
+          f"error {meta['max_position_error']:.2e}, {energy}")
     print(f"time: compile {timings['compile']:.1f} s, simulate {timings['simulate']:.1f} s, write "
           f"{timings['write']:.1f} s")
     print("wrote " + ", ".join(str(p) for p in written))

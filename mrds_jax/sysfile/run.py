@@ -6,9 +6,12 @@ Output of :func:`simulate_built` in the folder ``out`` (format documented in ``d
   ``energy/kinetic``, ``energy/potential``, ``energy/elastic``, ``energy/total`` (n,); constraint errors
   ``constraint/position`` and ``constraint/velocity`` (n, n_C + n_J) (m or rad, m/s or rad/s): the contacts'
   directions, then one column per joint coupling (its g, G v);
+* with the velocity-level step, ``contact/…`` (:func:`contact_arrays`): impulses, gaps at every stored state,
+  forces, normals, active slots, slip speeds, points;
 * ``trajectory.json`` — module names with their joint names, nq, nv; contact names with n_c; joint coupling names;
-  the settings;
-* ``joint_motion.png``, ``constraint_error.png``, ``energy.png`` (``output.plots``);
+  the step that ran and its settings; energy drift, or with contact the energy lost; the contact columns' names;
+* ``joint_motion.png``, ``constraint_error.png`` (with loops or couplings), ``energy.png``, ``contact.png`` (with
+  contact, :func:`plot_contact`) (``output.plots``);
 * ``animation.gif`` or ``animation.mp4`` (``output.animation``).
 """
 import functools
@@ -240,27 +243,34 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
         arrays[f"energy/{field}"] = np.asarray(getattr(diag.energy, field))
     arrays["constraint/position"] = np.asarray(diag.position_error).reshape(len(arrays["t"]), -1)
     arrays["constraint/velocity"] = np.asarray(diag.velocity_error).reshape(len(arrays["t"]), -1)
-    if hasattr(traj, "impulses"):                     # velocity-level step: contact impulses, gaps, active set
-        lam = np.asarray(traj.impulses)
-        arrays["contact/impulses"] = lam                                        # (n, m) N s, every row
-        arrays["contact/gaps"] = np.asarray(traj.gaps)                          # (n, limit rows + slots)
-        arrays["contact/forces"] = np.asarray(traj.contact_forces(system))     # (n, slots, 3) N, world axes
-        arrays["contact/active"] = np.asarray(traj.active_set(system))         # slots carrying a normal impulse
-        arrays["contact/points"] = np.asarray(traj.points)
+    contact = hasattr(traj, "impulses")               # the velocity-level step: contact impulses, gaps, active set
+    if contact:
+        arrays.update(contact_arrays(system, traj))
     np.savez(out / "trajectory.npz", **arrays)
     spec = built.document.spec
+    simulation = spec.simulation.model_dump()
+    if contact:                                       # the velocity-level step has no integrator to choose
+        simulation.pop("integrator")
+    E = arrays["energy/total"]
     meta = dict(name=spec.name, source=str(built.document.path),
                 modules={n: dict(nq=m.nq, nv=m.nv, joints=list(m.topology.joint_names))
                          for n, m in zip(system.module_names, system.modules)},
                 contacts=[dict(name=c.name, kind=c.kind, n_c=int(c.n_c)) for c in system.contacts],
                 couplings=[c.name for c in system.couplings],
-                simulation=spec.simulation.model_dump(), dtype=str(traj.q[0].dtype),
-                max_position_error=float(np.abs(arrays["constraint/position"]).max(initial=0.0)),
-                energy_drift=float(np.abs(arrays["energy/total"] - arrays["energy/total"][0]).max()))
+                step=STEP_NAMES["contact" if contact else simulation["integrator"]],
+                simulation=simulation, dtype=str(traj.q[0].dtype),
+                max_position_error=float(np.abs(arrays["constraint/position"]).max(initial=0.0)))
+    if contact:     # energy leaves through friction and impacts: report what was lost, and any gain as a defect
+        meta.update(contact_names(system), energy_lost=float(E[0] - E[-1]),
+                    max_energy_gain=float(max(np.max(E - E[0]), 0.0)))
+    else:
+        meta.update(energy_drift=float(np.abs(E - E[0]).max()))
     (out / "trajectory.json").write_text(json.dumps(meta, indent=2))
     written = [out / "trajectory.npz", out / "trajectory.json"]
     if spec.output.plots:
-        written += plot_trajectory(arrays, system, out)
+        written += plot_trajectory(arrays, system, out, contact)
+        if contact:
+            written += plot_contact(arrays, meta, out)
     animation = animation or spec.output.animation
     if animation != "none" or viewer:
         from ..viz import animate, scene
@@ -272,6 +282,37 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
         viewer_html(sc, out / "viewer.html", fps=spec.output.fps, title=spec.name)
         written.append(out / "viewer.html")
     return written, meta
+
+
+STEP_NAMES = {
+    "contact": "velocity-level Moreau-Jean step with hard contact and limits (mrds_jax.system.timestepping)",
+    "rk4_compact": "RK4 on the compact (independent-coordinate) state, acceleration level",
+    "rk4": "RK4 on the full state, acceleration level",
+    "euler": "explicit Euler on the full state, acceleration level"}
+
+
+def contact_arrays(system, traj):
+    """The contact part of ``trajectory.npz``: impulses (N s, every row), gaps (m or rad, at every stored state,
+    limit rows then slots), each slot's force (N, world axes, mean over the step), whether it carries load, its
+    slip speed (m/s) and point (m)."""
+    n = len(np.asarray(traj.t))
+    slots = int(np.asarray(traj.points).shape[1])
+    return {"contact/impulses": np.asarray(traj.impulses), "contact/gaps": np.asarray(traj.gaps),
+            "contact/forces": np.asarray(traj.contact_forces(system)),
+            "contact/active": np.asarray(traj.active_set(system)),
+            "contact/slip": np.asarray(traj.slip_speeds(system)) if slots else np.zeros((n, 0)),
+            "contact/points": np.asarray(traj.points), "contact/normals": np.asarray(traj.frames)[:, :, 0, :]}
+
+
+def contact_names(system):
+    """The names behind the contact arrays' columns: per slot its collision pair (``geom1/geom2``), and the limited
+    joints (each gives two gap columns, lower then upper, before the slots')."""
+    from ..system.timestepping import collision_model_of, limit_rows
+    model = collision_model_of(system)
+    pairs = [] if model is None else [f"{model.geoms[i].name}/{model.geoms[j].name}" for i, j in model.pairs]
+    slot_pair = [] if model is None else [int(k) for k in np.asarray(model.slot_pair)]
+    return dict(collision_pairs=pairs, slot_pair=slot_pair,
+                limited_joints=[name for *_, name in limit_rows(system).joints])
 
 
 def coordinate_names(module):
@@ -310,9 +351,10 @@ def coordinate_groups(module):
     return dict(sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
 
 
-def plot_trajectory(arrays, system, out):
+def plot_trajectory(arrays, system, out, contact=False):
     """joint_motion.png (one axis per module and quantity: angles, positions, quaternion components),
-    constraint_error.png, energy.png."""
+    constraint_error.png (where the system has loops or couplings to close), energy.png (with ``contact``, also the
+    energy lost since the start: friction and impacts dissipate it)."""
     import matplotlib
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
@@ -334,26 +376,104 @@ def plot_trajectory(arrays, system, out):
     paths.append(out / "joint_motion.png")
     fig.savefig(paths[-1], dpi=90)
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 3))
     err = np.abs(arrays["constraint/position"])
-    slices = system.connectivity.constraint_slices()
-    for c, sl in zip(system.contacts, slices):
-        ax.semilogy(t, np.maximum(err[:, sl].max(axis=1), 1e-18), label=c.name)
-    ax.set(xlabel="t (s)", ylabel="largest position error (m or rad)",
-           title="constraint error per contact (loop closure, log scale)")
-    if system.contacts:
+    if err.shape[1]:                                  # nothing to close, nothing to plot
+        fig, ax = plt.subplots(figsize=(7, 3))
+        slices = system.connectivity.constraint_slices()
+        for c, sl in zip(system.contacts, slices):
+            ax.semilogy(t, np.maximum(err[:, sl].max(axis=1), 1e-18), label=c.name)
+        ax.set(xlabel="t (s)", ylabel="largest position error (m or rad)",
+               title="constraint error per contact (loop closure, log scale)")
         ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    paths.append(out / "constraint_error.png")
-    fig.savefig(paths[-1], dpi=90)
-    plt.close(fig)
+        fig.tight_layout()
+        paths.append(out / "constraint_error.png")
+        fig.savefig(paths[-1], dpi=90)
+        plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 3))
     for field in ("kinetic", "potential", "elastic", "total"):
         ax.plot(t, arrays[f"energy/{field}"], label=field)
-    ax.set(xlabel="t (s)", ylabel="energy (J)", title="energy: kinetic, potential, elastic and their total")
+    title = "energy: kinetic, potential, elastic and their total"
+    if contact:
+        E = arrays["energy/total"]
+        ax.plot(t, E[0] - E, "k--", label="lost since t = 0: E(0) − E(t)")
+        title += ";\nfriction and impacts dissipate, applied forces add their work"
+    ax.set(xlabel="t (s)", ylabel="energy (J)", title=title)
     ax.legend(fontsize=7)
     fig.tight_layout()
     paths.append(out / "energy.png")
     fig.savefig(paths[-1], dpi=90)
     plt.close(fig)
     return paths
+
+
+def _by_pair(values, slot_pair, n_pairs, reduce):
+    """(n, n_pairs) ``reduce`` (np.sum, np.max, np.min) over each pair's slots of ``values`` (n, n_slots)."""
+    return np.stack([reduce(values[:, slot_pair == k], axis=1) for k in range(n_pairs)], axis=1) \
+        if n_pairs else np.zeros((values.shape[0], 0))
+
+
+def contact_series(arrays, meta):
+    """Per collision pair, at each stored state: normal force (N), friction force (N, the magnitude of the pair's
+    tangential force), slip speed (m/s, the fastest of its slots that carry load) and smallest gap (m); each the
+    mean over the step that produced the state. A dict of (n, n_pairs) arrays."""
+    slot_pair = np.asarray(meta["slot_pair"], dtype=int)
+    n_pairs, n_slots = len(meta["collision_pairs"]), len(slot_pair)
+    lam = arrays["contact/impulses"][:, arrays["contact/impulses"].shape[1] - 3 * n_slots:].reshape(-1, n_slots, 3)
+    force = arrays["contact/forces"]
+    normal = lam[:, :, 0] / meta["simulation"]["dt"]
+    tangential = force - normal[..., None] * arrays["contact/normals"]
+    friction = np.stack([np.linalg.norm(tangential[:, slot_pair == k].sum(axis=1), axis=-1)
+                         for k in range(n_pairs)], axis=1) if n_pairs else np.zeros((len(force), 0))
+    gap = arrays["contact/gaps"][:, arrays["contact/gaps"].shape[1] - n_slots:]
+    slip = np.where(arrays["contact/active"], arrays["contact/slip"], 0.0)
+    return dict(normal=_by_pair(normal, slot_pair, n_pairs, np.sum), friction=friction,
+                slip=_by_pair(slip, slot_pair, n_pairs, np.max), gap=_by_pair(gap, slot_pair, n_pairs, np.min))
+
+
+MAX_PAIRS_PLOTTED = 10
+
+
+def plot_contact(arrays, meta, out):
+    """contact.png: per collision pair that carries load (the :data:`MAX_PAIRS_PLOTTED` most loaded), its normal and
+    friction forces (:func:`contact_series`) and slip speed; for the pairs that come nearest, the smallest gap; where
+    the system has joint limits, the smallest margin of the nearest ones. Axes labelled with units."""
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    t, pairs = arrays["t"], meta["collision_pairs"]
+    series = contact_series(arrays, meta) if pairs else {}
+    loaded = [k for k in range(len(pairs)) if series["normal"][:, k].max() > 0.0] if pairs else []
+    loaded = sorted(loaded, key=lambda k: -series["normal"][:, k].max())[:MAX_PAIRS_PLOTTED]
+    near = (sorted(range(len(pairs)), key=lambda k: series["gap"][:, k].min())[:MAX_PAIRS_PLOTTED] if pairs else [])
+    joints = meta["limited_joints"]
+    panels = []
+    if pairs:
+        panels += [("normal", "normal force (N)", loaded), ("friction", "friction force (N)", loaded),
+                   ("slip", "slip speed (m/s)", loaded), ("gap", "smallest gap (m); < 0: penetration", near)]
+    if joints:
+        panels.append(("limits", "smallest margin to a joint limit (rad or m)", joints))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 0.6 + 2.0 * len(panels)), squeeze=False, sharex=True)
+    for ax, (key, label, which) in zip(axes[:, 0], panels):
+        if key == "limits":
+            gaps = arrays["contact/gaps"][:, :2 * len(joints)]
+            order = sorted(range(len(joints)), key=lambda j: gaps[:, 2 * j:2 * j + 2].min())[:MAX_PAIRS_PLOTTED]
+            for j in order:
+                ax.plot(t, gaps[:, 2 * j:2 * j + 2].min(axis=1), label=joints[j])
+            ax.axhline(0.0, color="k", lw=0.6)
+        else:
+            for k in which:
+                ax.plot(t, series[key][:, k], label=pairs[k])
+            if key == "gap":
+                ax.axhline(0.0, color="k", lw=0.6)
+            if not which:
+                ax.text(0.5, 0.5, "no pair carried load", transform=ax.transAxes, ha="center", va="center")
+        ax.set_ylabel(label, fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[-1, 0].set_xlabel("t (s)")
+    fig.suptitle("contact: forces (mean over each step), slip and gaps per collision pair")
+    fig.tight_layout()
+    path = out / "contact.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return [path]

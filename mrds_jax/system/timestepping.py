@@ -190,7 +190,7 @@ class StepReport(NamedTuple):
     """What one step reports (arrays; per slot/row in the static order of :func:`row_layout`)."""
     impulses: jnp.ndarray          # (m,) λ of every row (N s or N m s)
     velocities: jnp.ndarray        # (m,) σ = G λ + g, post-step constraint velocities with drift terms
-    gaps: jnp.ndarray              # (n_limit_rows + n_slots,) gaps of one-sided rows and contact slots (m or rad)
+    gaps: jnp.ndarray              # (n_limit_rows + n_slots,) gaps of one-sided rows and contact slots at the step's start
     points: jnp.ndarray            # (n_slots, 3) contact points
     frames: jnp.ndarray            # (n_slots, 3, 3) contact frames, rows [n, t1, t2]
     primal: jnp.ndarray            # () solver residuals (:func:`~.ncp.ncp_residuals`)
@@ -366,6 +366,18 @@ def unilateral_violations(system, state):
     return jnp.concatenate(out)
 
 
+def _candidate_gaps(cand):
+    """(n_limit_rows + n_slots,) the limit rows' gaps, then every slot's (m or rad; a slot that is not valid keeps the
+    narrow phase's far value)."""
+    return cand.limit_gap if cand.slots is None else jnp.concatenate([cand.limit_gap, cand.slots.gap])
+
+
+def state_gaps(system, state):
+    """(n_limit_rows + n_slots,) gaps of every one-sided row and contact slot at ``state``, as stored in
+    :attr:`ContactTrajectory.gaps` (the limit rows first, in :func:`row_layout`'s order)."""
+    return _candidate_gaps(candidates(system, state))
+
+
 def contact_gaps(system, state):
     """Per candidate pair of the collision model (by geom names): the smallest gap of its valid slots at ``state``
     (m; negative: penetration), as a dict — what ``mrds-jax check`` lists. Concrete states only."""
@@ -520,6 +532,12 @@ def slot_rows(cand, index):
     x = cand.slots.point[index]
     rel = _point_jacobian(cand, gj, x) - _point_jacobian(cand, gi, x)
     return jnp.einsum("kij,kjn->kin", cand.slots.frame[index], rel)
+
+
+def slot_relative_velocity(system, state):
+    """(n_slots, 3) velocity of geom 2's point relative to geom 1's at every contact slot, in its contact frame
+    [normal, t₁, t₂], at ``state`` (:func:`slot_velocities` on :func:`candidates`)."""
+    return slot_velocities(candidates(system, state), _flat_v(system, state.v))
 
 
 def slot_velocities(cand, v_flat):
@@ -709,8 +727,8 @@ class ContactTrajectory(NamedTuple):
     q: tuple
     v: tuple
     impulses: jnp.ndarray      # (n_out, m)
-    gaps: jnp.ndarray          # (n_out, n_limit_rows + n_slots)
-    points: jnp.ndarray        # (n_out, n_slots, 3)
+    gaps: jnp.ndarray          # (n_out, n_limit_rows + n_slots) gaps at each stored state, the initial one first
+    points: jnp.ndarray        # (n_out, n_slots, 3) contact points of the step that produced each state
     frames: jnp.ndarray        # (n_out, n_slots, 3, 3)
     primal: jnp.ndarray        # (n_out,) worst over the steps since the previous stored state
     dual: jnp.ndarray
@@ -729,6 +747,13 @@ class ContactTrajectory(NamedTuple):
         layout = row_layout(system)
         lam = jnp.asarray(self.impulses)[:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
         return jnp.einsum("tsk,tskj->tsj", lam, jnp.asarray(self.frames)) / self.dt
+
+    def slip_speeds(self, system):
+        """(n_out, n_slots) tangential speed (m/s) of geom 2's point relative to geom 1's at every slot, at each
+        stored state (after the step that produced it: what Coulomb's law decides, zero where a slot sticks)."""
+        def one(q, v):
+            return jnp.linalg.norm(slot_relative_velocity(system, SystemState(q, v))[:, 1:], axis=-1)
+        return jax.jit(jax.vmap(one))(tuple(self.q), tuple(self.v))
 
     def active_set(self, system, tol=0.0):
         """(n_out, n_slots) bool: the slots that carry an impulse (λ_n > tol) at each stored state."""
@@ -758,8 +783,8 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     q0, v0 = _as_system_float(system, q0, v0)
     dtype = q0[0].dtype
     layout = row_layout(system)
-    n_gaps = layout.n_unilateral + layout.n_contacts
-    zeros = StepReport(jnp.zeros(layout.size, dtype), jnp.zeros(layout.size, dtype), jnp.zeros(n_gaps, dtype),
+    zeros = StepReport(jnp.zeros(layout.size, dtype), jnp.zeros(layout.size, dtype),
+                       jnp.zeros(layout.n_unilateral + layout.n_contacts, dtype),
                        jnp.zeros((layout.n_contacts, 3), dtype), jnp.zeros((layout.n_contacts, 3, 3), dtype),
                        *(jnp.zeros((), dtype) for _ in range(3)), jnp.zeros((), jnp.int32), jnp.ones((), bool),
                        jnp.zeros((), bool))
@@ -780,14 +805,16 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
         last = last._replace(primal=worst[0], dual=worst[1], complementarity=worst[2],
                              iterations=jnp.max(reps.iterations), converged=jnp.all(reps.converged),
                              overflow=jnp.any(reps.overflow))
-        return carry, (carry[0], carry[1], last, jnp.mean(reps.iterations.astype(dtype)))
+        # the first step's gaps are those of the state the block starts from: the stored state before this one
+        return carry, (carry[0], carry[1], last, jnp.mean(reps.iterations.astype(dtype)), reps.gaps[0])
 
     init = (tuple(q0), tuple(v0), jnp.zeros(layout.size, dtype), jnp.zeros((), jnp.int32), -jnp.ones((), jnp.int32))
-    carry, (qs, vs, reps, mean_iterations) = jax.lax.scan(block, init, None, length=n_steps // decimation)
+    carry, (qs, vs, reps, mean_iterations, gaps) = jax.lax.scan(block, init, None, length=n_steps // decimation)
+    gaps = jnp.concatenate([gaps, state_gaps(system, SystemState(carry[0], carry[1]))[None]])   # at every stored state
     cat = lambda first, rest: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)  # noqa: E731
     t = t0 + dt * decimation * jnp.arange(n_steps // decimation + 1, dtype=dtype)
     reps = cat(zeros, reps)
-    return ContactTrajectory(t, cat(tuple(q0), qs), cat(tuple(v0), vs), reps.impulses, reps.gaps, reps.points,
+    return ContactTrajectory(t, cat(tuple(q0), qs), cat(tuple(v0), vs), reps.impulses, gaps, reps.points,
                              reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4],
                              jnp.asarray(dt, dtype), reps.iterations, cat(jnp.zeros((), dtype), mean_iterations),
                              reps.converged, reps.overflow)
