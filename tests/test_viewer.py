@@ -6,6 +6,8 @@ nobody here wrote), its contact forces are the world-axes ``F_EP`` of our forwar
 drawing commands place a unit cylinder exactly on each stick (quaternion turning e_y onto it, scaled to its
 length).
 """
+import re
+
 import jax.numpy as jnp
 import mujoco
 import numpy as np
@@ -64,9 +66,7 @@ def test_viewer_commands_place_each_stick(fourbar_scene):
     objects = [c for c in cmds if c["type"] == "set_object" and c["path"].startswith("/mrds_jax/")]
     n_sticks, n_contacts = sc.segments.shape[1], sc.points.shape[1]
     assert len(objects) == n_sticks + 2 * n_contacts               # sticks, contact spheres, force arrows
-    (floor,) = [c["matrix"] for c in cmds if c["type"] == "set_transform" and c["path"] == "/mrds_jax_floor"]
-    lowest = sc.segments[..., 2].min()                              # the floor lies just under the lowest point
-    assert lowest - 0.01 < np.asarray(floor).reshape(4, 4, order="F")[2, 3] <= lowest
+    assert not [c for c in cmds if "floor" in c.get("path", "")]   # the four-bar has no floor: none is drawn
     (anim,) = [c for c in cmds if c["type"] == "set_animation"]
     clips = {a["path"]: a["clip"] for a in anim["animations"]}
     for s in range(n_sticks):
@@ -100,3 +100,77 @@ def test_viewer_screenshot_in_headless_chromium(fourbar_scene, tmp_path):
     blue = (img[..., 2] > img[..., 0] + 60) & (img[..., 2] > img[..., 1] + 20)      # module 0 sticks (#1f77b4)
     orange = (img[..., 0] > img[..., 2] + 80) & (img[..., 1] > 60)                  # module 1 sticks (#ff7f0e)
     assert blue.sum() > 50 and orange.sum() > 50, (blue.sum(), orange.sum())
+
+
+@pytest.fixture(scope="module")
+def incline_scene():
+    """A cube resting on a plane tilted 20° about x (μ = 0.3 < tan 20°: it slides), with a small sphere on its top
+    face that never touches the plane: 5 slots, 4 of them touching once the first step has run."""
+    import mrds_jax as mj
+    from mrds_jax import collision as C
+    theta = np.deg2rad(20.0)
+    R = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(theta), -np.sin(theta)], [0.0, np.sin(theta), np.cos(theta)]])
+    b = mj.ModuleBuilder()
+    b.add_link("box", None, "free", mass=1.0, inertia=np.eye(3) / 150)
+    b.add_frame("centre", "box")
+    system = S.build_system({"box": b.build()}, [], collision=[
+        C.plane("incline", rotation=R, friction=0.3), C.box("cube", "box", "centre", (0.1, 0.1, 0.1), friction=0.3),
+        C.sphere("marker", "box", "centre", 0.02, position=(0.0, 0.0, 0.1))])
+    c = R @ [0.0, 0.0, 0.1]
+    q0 = jnp.array([*c, np.cos(theta / 2), np.sin(theta / 2), 0.0, 0.0])
+    tr = S.simulate(system, S.SystemState((q0,), (jnp.zeros(6),)), 1e-3, 40, decimation=10)
+    return R, tr, make_scene(system, tr)
+
+
+def _clip(cmds, path):
+    (anim,) = [c for c in cmds if c["type"] == "set_animation"]
+    clips = {a["path"]: a["clip"] for a in anim["animations"]}
+    return {t["name"]: [k["value"] for k in t["keys"]] for t in clips[path]["tracks"]}
+
+
+def test_viewer_draws_the_incline_at_its_pose_and_only_touching_slots(incline_scene):
+    """The plane is drawn turned as the model has it (its quaternion is the 20° turn about x), its slab's top face
+    in the plane and under the motion; no other floor; the contact points (and their force arrows) are drawn at
+    full size only at the stored states where their slot carries a normal impulse: the cube's four corners after
+    the first step, the marker sphere's slot never; the arrows' scale is written in the page's label."""
+    from mrds_jax.viz.viewer import FORCE_LENGTH, PLANE_THICKNESS, force_scale
+    R, tr, sc = incline_scene
+    cmds = scene_commands(sc)
+    assert not [c for c in cmds if "floor" in c.get("path", "")]
+    plane = _clip(cmds, "/mrds_jax/geom_incline")
+    theta = np.deg2rad(20.0)
+    n = R[:, 2]
+    side = [c for c in cmds if c["type"] == "set_object" and c["path"] == "/mrds_jax/geom_incline"][0]
+    depth = side["object"]["geometries"][0]["depth"]
+    for quat, pos in zip(plane[".quaternion"], plane[".position"]):
+        np.testing.assert_allclose(quat, [np.sin(theta / 2), 0.0, 0.0, np.cos(theta / 2)], atol=1e-12)
+        np.testing.assert_allclose(np.dot(pos, n), -depth / 2, atol=1e-12)      # its top face is the plane
+    assert depth == pytest.approx(PLANE_THICKNESS * float(side["object"]["geometries"][0]["width"]))
+    touching = sc.in_contact()
+    assert touching.shape == (5, 5) and not touching[0].any()
+    assert touching[1:, :4].all() and not touching[:, 4].any()                  # four corners; the marker never
+    for c in range(5):
+        sphere, arrow = _clip(cmds, f"/mrds_jax/contact{c}"), _clip(cmds, f"/mrds_jax/force{c}")
+        for i in range(5):
+            big = np.min(sphere[".scale"][i]) > 1e-6
+            assert big == touching[i, c] and (np.min(arrow[".scale"][i]) > 1e-6) == touching[i, c], (i, c)
+    # the typical corner force drawn FORCE_LENGTH half sizes of the motion long, and the label says the scale
+    f = np.linalg.norm(sc.forces, axis=-1)[touching]
+    np.testing.assert_allclose(force_scale(sc) * np.percentile(f, 95), FORCE_LENGTH * sc.extent()[1], rtol=1e-12)
+    html = viewer_html(sc)
+    assert re.search(r'id="mrds-force-scale">force arrows \(red\): [\d.]+ cm = [\d.]+ N<', html)
+
+
+def test_animation_outlines_each_geom():
+    """The GIF's line drawing: a box's twelve edges, each as long as the box along its axis; a sphere's three
+    great circles on its surface; a capsule's end circles at ±half length and its caps reaching ±(half length +
+    radius)."""
+    from mrds_jax.viz.animation import geom_outline
+    edges = geom_outline("box", (0.1, 0.2, 0.3))
+    assert len(edges) == 12
+    np.testing.assert_allclose(sorted(np.linalg.norm(e[1] - e[0]) for e in edges), [0.2] * 4 + [0.4] * 4 + [0.6] * 4)
+    for ring in geom_outline("sphere", (0.05, 0, 0)):
+        np.testing.assert_allclose(np.linalg.norm(ring, axis=1), 0.05, rtol=1e-12)
+    cap = np.concatenate(geom_outline("capsule", (0.05, 0.2, 0)))
+    assert cap[:, 2].max() == pytest.approx(0.25) and cap[:, 2].min() == pytest.approx(-0.25)
+    assert np.linalg.norm(cap[:, :2], axis=1).max() == pytest.approx(0.05)

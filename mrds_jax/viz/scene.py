@@ -19,7 +19,8 @@ FLOATING = ("free", "planar_free")         # root joints that attach a module to
 class Scene:
     """``segments``: (n_t, n_seg, 2, 3) stick end points; ``segment_module``: module index of each stick;
     ``points``: (n_t, n_c, 3) contact points (P side); ``forces``: (n_t, n_c, 3) linear constraint forces by E
-    on P, world axes (zeros if not computed); ``t``: (n_t,)."""
+    on P, world axes (zeros if not computed); ``t``: (n_t,); ``touching``: (n_t, n_c) whether each point is in
+    contact (a loop's joint always; a collision slot when it carries a normal impulse), None for all."""
     t: np.ndarray
     segments: np.ndarray
     segment_module: np.ndarray
@@ -28,6 +29,22 @@ class Scene:
     module_names: tuple
     contact_names: tuple
     geoms: tuple = ()          # collision geometry: (name, kind, size (3,), poses (n_t, 4, 4) world) per geom
+    touching: np.ndarray = None
+
+    def in_contact(self):
+        """(n_t, n_c) bool: :attr:`touching`, every point where it was not given."""
+        return np.ones(self.points.shape[:2], bool) if self.touching is None else np.asarray(self.touching, bool)
+
+    def extent(self):
+        """(centre, half size) of the motion: the sticks and the geoms that are not planes (a plane is unbounded)."""
+        xyz = [self.segments.reshape(-1, 3)]
+        for _, kind, size, poses in self.geoms:
+            if kind != "plane":
+                reach = float(np.abs(size).sum())
+                xyz += [poses[:, :3, 3] + reach, poses[:, :3, 3] - reach]
+        xyz = np.concatenate(xyz)
+        lo, hi = xyz.min(axis=0), xyz.max(axis=0)
+        return (lo + hi) / 2, max(float((hi - lo).max()) / 2, 1e-3)
 
     def bounds(self):
         """(lower, upper) corners of a cube holding every stick."""
@@ -108,6 +125,7 @@ def scene(system, traj, forces=False, tau=None):
                             for k, m in enumerate(system.modules)])
     names = tuple(system.contact_names)
     pts, f = np.asarray(pts), np.asarray(f)
+    touching = np.ones(pts.shape[:2], bool)                # the loops' joints always touch
     if stepped and getattr(system, "collision", None) is not None and system.collision.n_slots:
         # the collision slots as contact points, with their mean forces over the step (zero where not touching)
         model = system.collision
@@ -115,8 +133,9 @@ def scene(system, traj, forces=False, tau=None):
                        for (i, j), n in zip(model.pairs, model.slots) for s in range(n))
         pts = np.concatenate([pts, np.asarray(traj.points)], axis=1)
         f = np.concatenate([f, np.asarray(traj.contact_forces(system))], axis=1)
+        touching = np.concatenate([touching, np.asarray(traj.active_set(system))], axis=1)
     return Scene(np.asarray(traj.t), np.asarray(segs), owner, pts, f, tuple(system.module_names), names,
-                 _geom_poses(system, traj))
+                 _geom_poses(system, traj), touching)
 
 
 def _geom_poses(system, traj):

@@ -49,9 +49,11 @@ def _stick_keys(a, b):
     return list((a + b) / 2), _align_y(u), [1.0, max(n, 1e-6), 1.0]
 
 
-def _geom_shape(g, kind, size):
-    """The meshcat geometry of a collision geom (three.js cylinders run along their local y); planes are drawn by
-    the floor and are skipped (None)."""
+def _geom_shape(g, kind, size, plane_side=1.0):
+    """The meshcat geometry of a collision geom (three.js cylinders run along their local y); a plane as a square
+    slab ``plane_side`` wide, its top face the plane (:func:`_plane_keys`)."""
+    if kind == "plane":
+        return g.Box([plane_side, plane_side, PLANE_THICKNESS * plane_side])
     if kind == "sphere":
         return g.Sphere(float(size[0]))
     if kind == "box":
@@ -77,39 +79,59 @@ def _pose_keys(T, kind):
     return list(np.asarray(T[:3, 3], float)), [float(x) for x in q], [1.0, 1.0, 1.0]
 
 
+PLANE_THICKNESS = 5e-4      # a plane's slab, as a fraction of its side
+PLANE_SIDE = 4.0            # a plane's square, in half sizes of the motion (Scene.extent)
+FORCE_LENGTH = 0.5          # the typical contact force's arrow, in half sizes of the motion
+
+
+def _plane_keys(T, centre, side):
+    """(position, quaternion, scale) of a plane's slab: the plane of the pose T (normal its z axis), centred at the
+    motion's centre projected onto it, its top face in the plane."""
+    n, p = np.asarray(T[:3, 2]), np.asarray(T[:3, 3])
+    foot = centre - np.dot(centre - p, n) * n - 0.5 * PLANE_THICKNESS * side * n
+    pose = np.array(T, float)
+    pose[:3, 3] = foot
+    return _pose_keys(pose, "plane")
+
+
+def force_scale(scene):
+    """Metres of arrow per newton: the 95th percentile of the contact forces that touch is drawn
+    :data:`FORCE_LENGTH` half sizes long (0 when nothing carries force), so an impact's spike does not shrink
+    the steady forces to dots."""
+    f = np.linalg.norm(scene.forces, axis=-1)[scene.in_contact()]
+    f = f[f > 0]
+    return FORCE_LENGTH * scene.extent()[1] / float(np.percentile(f, 95)) if f.size else 0.0
+
+
+def force_legend(scale):
+    """The arrows' scale in words, for the page's label: a round force and its arrow length."""
+    if scale <= 0:
+        return ""
+    per_decimetre = 0.1 / scale
+    rounded = float(f"{per_decimetre:.1g}")
+    return f"force arrows (red): {100 * rounded * scale:.3g} cm = {rounded:g} N"
+
+
 def camera_commands(scene):
-    """A floor under the lowest point of the motion (a light square in place of meshcat's grid, which is hidden)
-    and the camera looking down at the middle of the mechanism from above and aside. meshcat's world is z-up; its
-    camera sits in a y-up frame under ``/Cameras/default``, whose placement is the orbit target."""
-    from meshcat.commands import SetObject, SetProperty, SetTransform
+    """The camera looking down at the middle of the mechanism from above and aside (meshcat's grid hidden; a floor
+    is drawn only where the model has a plane, by :func:`scene_commands`). meshcat's world is z-up; its camera sits
+    in a y-up frame under ``/Cameras/default``, whose placement is the orbit target."""
+    from meshcat.commands import SetProperty, SetTransform
     from meshcat.path import Path as MPath
-    _, g, _, _ = _meshcat()
-    xyz = [scene.segments.reshape(-1, 3)]
-    for _, kind, size, poses in getattr(scene, "geoms", ()):      # the collision geoms' extents (planes aside)
-        if kind != "plane":
-            reach = float(np.abs(size).sum())
-            xyz += [poses[:, :3, 3] + reach, poses[:, :3, 3] - reach]
-    xyz = np.concatenate(xyz)
-    lo, hi = xyz.min(axis=0), xyz.max(axis=0)
-    centre, r = (lo + hi) / 2, max(float((hi - lo).max()) / 2, 1e-3)
-    floor = np.eye(4)
-    floor[:3, 3] = [centre[0], centre[1], lo[2] - 0.002 * r]
+    centre, r = scene.extent()
     target = np.eye(4)
     target[:3, 3] = centre
-    side = 4 * r
     return [SetProperty("visible", False, MPath(("Grid",))).lower(),
-            SetObject(g.Box([side, side, 0.002 * r]), g.MeshLambertMaterial(color=0xd8d8d0),
-                      MPath(("mrds_jax_floor",))).lower(),
-            SetTransform(floor, MPath(("mrds_jax_floor",))).lower(),
             SetTransform(target, MPath(("Cameras", "default"))).lower(),
             SetProperty("position", [2.2 * r, 1.8 * r, 2.2 * r],                   # y is up in this frame
                         MPath(("Cameras", "default", "rotated", "<object>"))).lower()]
 
 
-def scene_commands(scene, fps=20, force_scale=None, radius=0.015):
+def scene_commands(scene, fps=20, scale=None, radius=0.015):
     """meshcat drawing commands (dicts, already lowered) for a :class:`~mrds_jax.viz.scene.Scene`: one
-    cylinder per stick, a sphere per contact point, an arrow (cylinder) per constraint force, and one animation
-    of them all. ``force_scale``: metres per newton (default: the largest force is 0.3 m long)."""
+    cylinder per stick, a sphere per contact point and an arrow (cylinder) per constraint force, both shown only
+    while the point touches, every collision geom at its pose (planes as square slabs), and one animation of them
+    all. ``scale``: metres per newton (default :func:`force_scale`)."""
     _, g, anim_mod, _ = _meshcat()
     from meshcat.commands import SetAnimation, SetObject
     from meshcat.path import Path as MPath
@@ -118,8 +140,10 @@ def scene_commands(scene, fps=20, force_scale=None, radius=0.015):
     cmds = []
     anim = anim_mod.Animation(default_framerate=fps)
     n_t = scene.segments.shape[0]
-    fmax = float(np.linalg.norm(scene.forces, axis=-1).max(initial=0.0))
-    scale = force_scale if force_scale is not None else (0.3 / fmax if fmax > 0 else 0.0)
+    scale = force_scale(scene) if scale is None else scale
+    touching = scene.in_contact()
+    centre, r = scene.extent()
+    hidden = [1e-9, 1e-9, 1e-9]               # a point that does not touch is drawn at no size
 
     def add(path, geometry, color, keys_at):
         p = root.append(path)
@@ -135,17 +159,23 @@ def scene_commands(scene, fps=20, force_scale=None, radius=0.015):
     for s in range(scene.segments.shape[1]):
         add(f"stick{s}", g.Cylinder(1.0, radius), colors[scene.segment_module[s] % len(colors)],
             lambda i, s=s: _stick_keys(scene.segments[i, s, 0], scene.segments[i, s, 1]))
+    def shown(keys, i, c):
+        return keys if touching[i, c] else (keys[0], keys[1], hidden)
+
     for c in range(scene.points.shape[1]):
         add(f"contact{c}", g.Sphere(2 * radius), 0x222222,
-            lambda i, c=c: (list(scene.points[i, c]), [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0]))
+            lambda i, c=c: shown((list(scene.points[i, c]), [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0]), i, c))
         if scale > 0:
-            add(f"force{c}", g.Cylinder(1.0, radius * 0.8), 0xd62728,
-                lambda i, c=c: _stick_keys(scene.points[i, c], scene.points[i, c] + scale * scene.forces[i, c]))
-    for name, kind, size, poses in getattr(scene, "geoms", ()):
-        shape = _geom_shape(g, kind, size)
+            add(f"force{c}", g.Cylinder(1.0, radius * 0.8), 0xd62728, lambda i, c=c: shown(
+                _stick_keys(scene.points[i, c], scene.points[i, c] + scale * scene.forces[i, c]), i, c))
+    side = PLANE_SIDE * r
+    for name, kind, size, poses in scene.geoms:
+        shape = _geom_shape(g, kind, size, side)
         if shape is None:
             continue
-        add(f"geom_{name}", shape, 0x9aa5b1, lambda i, poses=poses, kind=kind: _pose_keys(poses[i], kind))
+        color = 0xd8d8d0 if kind == "plane" else 0x9aa5b1
+        add(f"geom_{name}", shape, color, lambda i, poses=poses, kind=kind: (
+            _plane_keys(poses[i], centre, side) if kind == "plane" else _pose_keys(poses[i], kind)))
     cmds.append(SetAnimation(anim, play=True, repetitions=1000).lower())   # loops
     return cmds + camera_commands(scene)
 
@@ -162,6 +192,7 @@ def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
     import html as html_text
     import json
     times = json.dumps([round(float(t), 6) for t in scene.t])
+    legend = force_legend(force_scale(scene))
     html = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html_text.escape(title)}</title>
 <style>body {{ margin: 0; }} #meshcat-pane {{ width: 100vw; height: 100vh; overflow: hidden; }}
@@ -169,7 +200,8 @@ def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
   background: rgba(255, 255, 255, 0.8); padding: 4px 8px; border-radius: 4px; pointer-events: none;
   max-width: calc(100vw - 300px); }}</style></head>
 <body><div id="meshcat-pane"></div>
-<div id="mrds-label"><b>{html_text.escape(title)}</b><br><span id="mrds-time">t = {float(scene.t[0]):.3f} s</span></div>
+<div id="mrds-label"><b>{html_text.escape(title)}</b><br><span id="mrds-time">t = {float(scene.t[0]):.3f} s</span>
+<br><span id="mrds-force-scale">{html_text.escape(legend)}</span></div>
 <script>{js}</script>
 <script>
 var viewer = new MeshCat.Viewer(document.getElementById("meshcat-pane"));
