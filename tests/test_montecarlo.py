@@ -117,3 +117,14 @@ def test_sharded_over_four_host_devices_equals_single_device():
     out = subprocess.run([sys.executable, "-c", SHARDED, tests_dir], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "sharded OK" in out.stdout
+
+
+def test_summary_of_a_boolean_metric_is_the_fraction_that_holds():
+    """A metric such as 'converged' (bool) is summarised as 0/1: its mean is the fraction of scenarios where it
+    holds (here x > 0.25 for x uniform on [0, 1], counted directly)."""
+    from mrds_jax.montecarlo import Uniform
+    r = run_monte_carlo(lambda s: dict(x=s["x"], above=s["x"] > 0.25), {"x": Uniform(0.0, 1.0)}, 200, seed=2,
+                        chunk_size=100, progress=False)
+    s = r.summary()
+    assert s["above"]["mean"] == pytest.approx(np.mean(np.asarray(r.metrics["x"]) > 0.25), abs=1e-15)
+    assert (s["above"]["min"], s["above"]["max"]) == (0.0, 1.0)

@@ -89,6 +89,7 @@ State conversions (free joints: MuJoCo's qvel is [v_world; ω_body], ours [ω_bo
 import os
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -282,25 +283,66 @@ def _chain_placements(start, chain):
     return out
 
 
-def compile_mjcf(source):
-    """A compiled ``mujoco.MjModel`` from a path, an XML string or an ``MjModel``; errors name the source."""
+class Floor(NamedTuple):
+    """A horizontal ground plane added to a model that has none (``load_mjcf(..., floor=Floor(...))`` or
+    ``floor=True`` for these defaults): its height (m), its sliding friction μ (MuJoCo's default 1), and its geom's
+    name. It collides with every geom whose ``contype``/``conaffinity`` meet its own (1, 1), as a ``<geom
+    type="plane">`` in the file's ``<worldbody>`` would."""
+    height: float = 0.0
+    friction: float = 1.0
+    name: str = "floor"
+
+
+def _floor(floor):
+    """``floor`` (None, False, True, a height or a :class:`Floor`) as a Floor or None, checked."""
+    if floor is None or floor is False:
+        return None
+    floor = Floor() if floor is True else Floor(float(floor)) if isinstance(floor, (int, float)) else floor
+    if not isinstance(floor, Floor):
+        raise ArgumentError(f"floor: True, a height (m) or mrds_jax.loaders.mjcf.Floor(...), not {floor!r}")
+    if not (np.isfinite(floor.height) and np.isfinite(floor.friction) and floor.friction >= 0):
+        raise ArgumentError(f"floor: height and friction must be finite and friction >= 0, got {floor}")
+    return floor
+
+
+def _add_floor(spec, floor, where):
+    """Add ``floor`` to an ``mujoco.MjSpec``'s world body (its name must be free)."""
     mujoco = _mujoco()
+    if floor.name in {g.name for g in spec.geoms}:
+        raise ArgumentError(f"{where}: floor: the model already has a geom named {floor.name!r}; "
+                            f"give Floor(name=...) another name")
+    spec.worldbody.add_geom(name=floor.name, type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 1.0],
+                            pos=[0.0, 0.0, floor.height], friction=[floor.friction, 0.005, 0.0001])
+
+
+def compile_mjcf(source, floor=None):
+    """A compiled ``mujoco.MjModel`` from a path, an XML string or an ``MjModel``, with a :class:`Floor` added
+    when ``floor`` asks for one (not to an already compiled ``MjModel``); errors name the source."""
+    mujoco = _mujoco()
+    floor = _floor(floor)
     if isinstance(source, mujoco.MjModel):
+        if floor is not None:
+            raise ArgumentError("floor: a compiled MjModel cannot take a floor; pass the file's path or XML")
         return source, "MjModel"
     if isinstance(source, (str, os.PathLike)) and not str(source).lstrip().startswith("<"):
-        path = os.fspath(source)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"MJCF file {path!r} does not exist")
-        try:
-            return mujoco.MjModel.from_xml_path(path), path
-        except ValueError as e:
-            raise ModelError(f"{path}: MuJoCo could not load the MJCF: {e}") from None
-    if not isinstance(source, str):
+        where = os.fspath(source)
+        if not os.path.isfile(where):
+            raise FileNotFoundError(f"MJCF file {where!r} does not exist")
+        read = mujoco.MjSpec.from_file
+    elif isinstance(source, str):
+        where, read = "<MJCF string>", mujoco.MjSpec.from_string
+    else:
         raise TypeError(f"load_mjcf takes a path, an MJCF string or a mujoco.MjModel, got {type(source).__name__}")
     try:
-        return mujoco.MjModel.from_xml_string(source), "<MJCF string>"
+        spec = read(where if read is mujoco.MjSpec.from_file else source)
     except ValueError as e:
-        raise ModelError(f"<MJCF string>: MuJoCo could not load the MJCF: {e}") from None
+        raise ModelError(f"{where}: MuJoCo could not load the MJCF: {e}") from None
+    if floor is not None:
+        _add_floor(spec, floor, where)
+    try:
+        return spec.compile(), where
+    except ValueError as e:
+        raise ModelError(f"{where}: MuJoCo could not load the MJCF: {e}") from None
 
 
 def _name(model, mujoco, obj, i, fallback):
@@ -829,7 +871,7 @@ class _Importer:
 
 
 def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto", return_collision=False,
-              collision=True):
+              collision=True, floor=None):
     """A :class:`~mrds_jax.system.System` from an MJCF file path, an MJCF string or a ``mujoco.MjModel``
     (see the module docstring for the mapping). With ``return_mapping=True``, returns ``(system,
     mapping)`` with an :class:`MjcfMapping` for state conversions (``mapping.state()`` is MuJoCo's
@@ -842,7 +884,8 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     ``collision`` (default True): the file's collision geometry (geoms, ``<pair>``, ``<exclude>``, friction) becomes
     the system's :class:`~mrds_jax.collision.CollisionModel` (``System.collision``), so that
     :func:`~mrds_jax.system.simulate` enforces the contacts (and the joint limits the file gives) as MuJoCo would;
-    ``collision=False`` leaves it out. With ``return_collision=True`` the collision model also comes last (``(system, collision)``, ``(system, mapping, forces, collision)``, ...); its geoms ride
+    ``collision=False`` leaves it out. ``floor``: True, a height (m) or a :class:`Floor` adds a ground plane to a
+    file that has none (to its MJCF before MuJoCo compiles it, so ``mujoco`` sees the same model). With ``return_collision=True`` the collision model also comes last (``(system, collision)``, ``(system, mapping, forces, collision)``, ...); its geoms ride
     on the modules' body operational points (``geom_world_pose`` of the points' placements gives their world
     poses).
 
@@ -855,7 +898,7 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     for a model MuJoCo rejects, and ValueError naming the element for what cannot be imported; warns
     (``UserWarning``) for each kind of element that is ignored."""
     from ..system import build_system
-    model, where = compile_mjcf(source)
+    model, where = compile_mjcf(source, floor)
     imp = _Importer(model, where, forces=return_forces, collision=return_collision or collision)
     imp.report_unmodelled()
     if not any(model.body_weldid[b] == b for b in range(1, model.nbody)):

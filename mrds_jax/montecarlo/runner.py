@@ -73,11 +73,12 @@ class MonteCarloResult:
         return {names[c] if c < len(names) else f"reason {c}": int(k) for c, k in zip(codes, counts) if c != OK}
 
     def summary(self, quantiles=(0.01, 0.05, 0.5, 0.95, 0.99)):
-        """Per metric: mean, std, min, max, quantiles over the scenarios that did not fail; plus counts."""
+        """Per metric: mean, std, min, max, quantiles over the scenarios that did not fail (a boolean metric as 0/1:
+        its mean is the fraction that holds); plus counts."""
         good = ~self.failed
         out = {}
         for name, x in self.metrics.items():
-            xs = x[good]
+            xs = np.asarray(x[good], dtype=float) if np.asarray(x).dtype == bool else x[good]
             stats = dict(count=int(xs.size), mean=float(xs.mean()), std=float(xs.std(ddof=1)) if xs.size > 1
                          else 0.0, min=float(xs.min()), max=float(xs.max()))
             stats.update({f"q{q:g}": float(v) for q, v in zip(quantiles, np.quantile(xs, quantiles))})

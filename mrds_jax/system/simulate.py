@@ -71,7 +71,8 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     ``decimation``-th state (the first stored state is ``state0``); or up to the end time ``t_end``
     (fixed-step integrators: n_steps = round((t_end − t0)/dt), a static number, so a new end time
     recompiles). Returns a :class:`~mrds_jax.integrate.Trajectory` (t, q and v per module, first non-finite
-    step, solve diagnostics).
+    step, solve diagnostics); a system with collision geometry or joint limits returns a
+    :class:`~.timestepping.ContactTrajectory` instead (below, *Unilateral constraints*).
 
     ``integrator="dopri5"``: error-controlled Dormand-Prince 5(4) (:func:`mrds_jax.integrate.adaptive.dopri5`)
     from t0 to ``t_end`` at tolerances ``rtol``/``atol`` (on every q and v component), ``dt`` its first step,
