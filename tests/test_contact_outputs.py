@@ -39,7 +39,7 @@ def test_gaps_are_those_of_the_stored_states_the_initial_one_first():
     assert abs(gaps[-1, 0]) < 1e-6
 
 
-def test_limit_gaps_start_at_the_initial_state():
+def test_limit_gaps_start_at_the_initial_state(tmp_path):
     """A pendulum started 0.1 rad past its lower limit −0.6: the first stored limit gaps are q − lo = −0.1 and
     hi − q = 1.3 (rad)."""
     b = mj.ModuleBuilder()
@@ -52,6 +52,14 @@ def test_limit_gaps_start_at_the_initial_state():
     np.testing.assert_allclose(np.asarray(tr.gaps)[0], [-0.1, 1.3], rtol=0, atol=1e-15)
     q = np.asarray(tr.q[0][:, 0])
     np.testing.assert_allclose(np.asarray(tr.gaps), np.stack([q + 0.6, 0.6 - q], axis=1), rtol=0, atol=1e-15)
+    # a system with limits and no geometry: its contact arrays have no slot columns, and contact.png shows the margins
+    from mrds_jax.sysfile.run import contact_arrays, contact_names, plot_contact
+    arrays = {"t": np.asarray(tr.t), **contact_arrays(system, tr)}
+    assert arrays["contact/forces"].shape == (3, 0, 3) and arrays["contact/slip"].shape == (3, 0)
+    meta = dict(contact_names(system), simulation=dict(dt=1e-3, decimation=10))
+    assert meta["limited_joints"] == ["p.arm_joint"] and meta["collision_pairs"] == []
+    (path,) = plot_contact(arrays, meta, tmp_path)
+    assert path.stat().st_size > 5000
 
 
 def test_simulate_writes_contact_plots_with_the_incline_s_forces(tmp_path):

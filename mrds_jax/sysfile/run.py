@@ -471,7 +471,8 @@ def plot_contact(arrays, meta, out):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1, 0].set_xlabel("t (s)")
-    fig.suptitle("contact: forces (mean over each step), slip and gaps per collision pair")
+    fig.suptitle("contact per collision pair (forces: mean over each step) and joint-limit margins" if pairs and joints
+                 else "contact per collision pair (forces: mean over each step)" if pairs else "joint-limit margins")
     fig.tight_layout()
     path = out / "contact.png"
     fig.savefig(path, dpi=90)

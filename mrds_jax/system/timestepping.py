@@ -721,6 +721,12 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
 
 
 # ----------------------------------------------------------------------------- rollouts
+def _slot_impulses(impulses, layout):
+    """(n_out, n_slots, 3) the contact slots' [λ_n, λ_t1, λ_t2] of stored impulses (n_out, m) (any n_slots, 0 too)."""
+    impulses = jnp.asarray(impulses)
+    return impulses[:, layout.contact_start:].reshape(impulses.shape[0], layout.n_contacts, 3)
+
+
 class ContactTrajectory(NamedTuple):
     """A velocity-level rollout: stored states and, per stored state, the step that produced it."""
     t: jnp.ndarray
@@ -745,7 +751,7 @@ class ContactTrajectory(NamedTuple):
         produced each stored state: (λ_n n + λ_t1 t1 + λ_t2 t2)/dt (zeros at the first state and where the slot
         does not touch)."""
         layout = row_layout(system)
-        lam = jnp.asarray(self.impulses)[:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
+        lam = _slot_impulses(self.impulses, layout)
         return jnp.einsum("tsk,tskj->tsj", lam, jnp.asarray(self.frames)) / self.dt
 
     def slip_speeds(self, system):
@@ -758,7 +764,7 @@ class ContactTrajectory(NamedTuple):
     def active_set(self, system, tol=0.0):
         """(n_out, n_slots) bool: the slots that carry an impulse (λ_n > tol) at each stored state."""
         layout = row_layout(system)
-        lam = jnp.asarray(self.impulses)[:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
+        lam = _slot_impulses(self.impulses, layout)
         return lam[:, :, 0] > tol
 
 
