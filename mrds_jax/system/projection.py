@@ -11,7 +11,7 @@ from .build import SystemState
 from .couplings import coupling_jacobian
 from .diagnostics import _flat, all_constraint_errors
 from .stabilisation import constraint_jacobian
-from .timestepping import unilateral_violations
+from .timestepping import unilateral_violations_and_jacobian
 
 
 # ----------------------------------------------------------------------------- consistent initial states
@@ -29,8 +29,9 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
     the joint couplings' residuals g (:func:`all_constraint_errors`), and the penetrations of the collision slots and
     violations of the joint limits, min(d, 0) (:func:`~.timestepping.unilateral_violations`: a penetrating or
     violated row is pushed back to d = 0, the others are left alone): q ← q ⊕ Δ with the least-norm
-    Δ = −J⁺ Φ_p, J = ∂Φ_p/∂Δ (exact, by forward-mode autodiff through the configuration update, so
-    quaternions stay unit). Returns (state with projected q and the given v, residual max |Φ_p|).
+    Δ = −J⁺ Φ_p, J = ∂Φ_p/∂Δ (the bilateral part exact by forward-mode autodiff through the configuration update,
+    so quaternions stay unit; the one-sided part from the contact step's own rows,
+    :func:`~.timestepping.unilateral_violations_and_jacobian`, so no narrow phase is differentiated). Returns (state with projected q and the given v, residual max |Φ_p|).
     Pure and jit-able. Redundant constraints are fine (least squares with cut-off ``rcond``, by LAPACK's
     ``jnp.linalg.lstsq``, kept because its rank cut-off has no cheap exact LAPACK-free equivalent): to project
     a large batch of states on jax 0.10.x on a 2-core CPU, where batched LAPACK calls in ``jit(vmap)`` can
@@ -39,19 +40,21 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
     nv = sum(m.nv for m in system.modules)
     zeros_v = tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)
 
-    def phi_p(q):
-        state = SystemState(q, zeros_v)
-        return jnp.concatenate([all_constraint_errors(system, state, t, position_targets)[0],
-                                unilateral_violations(system, state)])
+    def bilateral(q):
+        return all_constraint_errors(system, SystemState(q, zeros_v), t, position_targets)[0]
+
+    def phi_p(q):                      # the residual and its Jacobian: the bilateral part by forward-mode autodiff,
+        r_u, J_u = unilateral_violations_and_jacobian(system, SystemState(q, zeros_v))   # the one-sided from rows
+        J_b = jax.jacfwd(lambda dv: bilateral(_retract(system, q, dv)))(jnp.zeros(nv, dtype=dtype))
+        return jnp.concatenate([bilateral(q), r_u]), jnp.concatenate([J_b, J_u])
 
     def body(_, q):
-        r = phi_p(q)
-        J = jax.jacfwd(lambda dv: phi_p(_retract(system, q, dv)))(jnp.zeros(nv, dtype=dtype))
+        r, J = phi_p(q)
         dv = -jnp.linalg.lstsq(J, r, rcond=rcond)[0]
         return _retract(system, q, dv)
 
     q = jax.lax.fori_loop(0, iterations, body, tuple(state.q))
-    r = phi_p(q)
+    r = phi_p(q)[0]
     return SystemState(q, tuple(state.v)), (jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), dtype))
 
 

@@ -359,11 +359,29 @@ def unilateral_violations(system, state):
     """min(d, 0) of every joint-limit row and every valid contact slot at ``state`` (m or rad; 0 where a row is not
     violated): what :func:`~.projection.make_consistent` drives to zero (penetration and limit violation), and what
     ``mrds-jax check`` reports."""
+    return unilateral_violations_and_jacobian(system, state)[0]
+
+
+def unilateral_violations_and_jacobian(system, state):
+    """:func:`unilateral_violations` r and its Jacobian ∂r/∂Δ with respect to a generalized displacement Δ (the
+    velocity coordinates, as q ⊕ Δ moves the configuration): a violated limit row's ±e_dof, a penetrating slot's
+    normal row of :func:`slot_rows` (the derivative of a gap along a rigid motion is the normal relative velocity of
+    the touching points, Δ in place of v), zero rows where nothing is violated. From the step's own rows, so a
+    projection differentiates no narrow phase."""
     cand = candidates(system, state)             # the limit rows' gaps and the slots, as the step sees them
-    out = [jnp.minimum(cand.limit_gap, 0.0)]
+    nv = cand.geom_jacobian.shape[-1]
+    violated_l = cand.limit_gap < 0.0
+    out = [jnp.where(violated_l, cand.limit_gap, 0.0)]
+    J_l = jnp.zeros((len(cand.limit_dof), nv), cand.limit_gap.dtype)
+    if len(cand.limit_dof):
+        J_l = J_l.at[jnp.arange(len(cand.limit_dof)), cand.limit_dof].set(jnp.asarray(cand.limit_sign, J_l.dtype))
+    jac = [jnp.where(violated_l[:, None], J_l, 0.0)]
     if cand.slots is not None:
-        out.append(jnp.where(cand.slots.valid, jnp.minimum(cand.slots.gap, 0.0), 0.0))
-    return jnp.concatenate(out)
+        violated = cand.slots.valid & (cand.slots.gap < 0.0)
+        out.append(jnp.where(violated, cand.slots.gap, 0.0))
+        normal = slot_rows(cand, jnp.arange(cand.slots.gap.shape[0]))[:, 0, :]
+        jac.append(jnp.where(violated[:, None], normal, 0.0))
+    return jnp.concatenate(out), jnp.concatenate(jac)
 
 
 def _candidate_gaps(cand):
