@@ -25,6 +25,7 @@ A pair whose kinds the narrow phase does not handle (:func:`~.narrowphase.suppor
 Friction of a pair (MuJoCo's contact-parameter mixing, "Contact parameters"): the friction of the geom with the
 higher ``priority``; at equal priority the larger of the two. Restitution: the larger of the two.
 """
+import functools
 import warnings
 from typing import NamedTuple
 
@@ -305,6 +306,18 @@ def geom_world_poses(model, frame_poses):
                  for g in model.geoms)
 
 
+def pairs_by_kind(model):
+    """{(kind1, kind2): [pair indices]} of ``model``'s pairs, each group one narrow-phase function (canonical order,
+    first appearance first): what :func:`contact_slots` vmaps, so a robot with many pairs compiles one body per kind
+    of pair, not one per pair."""
+    groups = {}
+    for k, (i, j) in enumerate(model.pairs):
+        kinds = (model.geoms[i].kind, model.geoms[j].kind)
+        assert canonical(*kinds)
+        groups.setdefault(kinds, []).append(k)
+    return groups
+
+
 def contact_slots(model, geom_poses):
     """Every pair's :class:`~.narrowphase.ContactSlots` at the world poses ``geom_poses`` (a sequence of (R, p),
     one per geom of ``model``, e.g. from :func:`geom_world_poses`), concatenated in pair order with
@@ -312,17 +325,25 @@ def contact_slots(model, geom_poses):
     on one configuration; batch with ``jax.vmap``."""
     if len(geom_poses) != len(model.geoms):
         raise CollisionError(f"contact_slots: {len(geom_poses)} geom poses for {len(model.geoms)} geoms")
-    parts = []
-    for (i, j) in model.pairs:
-        g1, g2 = model.geoms[i], model.geoms[j]
-        (R1, p1), (R2, p2) = geom_poses[i], geom_poses[j]
-        assert canonical(g1.kind, g2.kind)
-        parts.append(collide(g1.kind, g2.kind, R1, p1, g1.size, R2, p2, g2.size))
     slot_pair = np.asarray(model.slot_pair, dtype=np.int32)
-    if not parts:
+    if not model.pairs:
         dtype = jnp.zeros(0).dtype
         return SlotSet(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
                        jnp.zeros(0, bool), jnp.zeros(0, dtype), jnp.zeros(0, dtype), jnp.asarray(slot_pair))
-    fields = [jnp.concatenate([getattr(p, f) for p in parts]) for f in ("gap", "point", "frame", "valid")]
+    parts, order = [], []
+    for (kind1, kind2), members in pairs_by_kind(model).items():   # one vmapped narrow phase per kind of pair
+        i, j = np.array([model.pairs[k] for k in members]).T
+        stacked = [jnp.stack([x[a] for a in ids]) for x, ids in
+                   (([R for R, _ in geom_poses], i), ([p for _, p in geom_poses], i),
+                    ([g.size for g in model.geoms], i), ([R for R, _ in geom_poses], j),
+                    ([p for _, p in geom_poses], j), ([g.size for g in model.geoms], j))]
+        found = jax.vmap(functools.partial(collide, kind1, kind2))(*stacked)
+        parts.append(jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), found))     # (members × slots, ...)
+        order += members
+    # the groups' slots back in pair order: slot s of pair k sits at its group's offset + rank × slots + s
+    start = np.concatenate([[0], np.cumsum([model.slots[k] for k in order])])
+    where = {k: start[r] for r, k in enumerate(order)}
+    gather = np.concatenate([where[k] + np.arange(model.slots[k]) for k in range(len(model.pairs))]).astype(np.int32)
+    fields = [jnp.concatenate([getattr(p, f) for p in parts])[gather] for f in ("gap", "point", "frame", "valid")]
     return SlotSet(*fields, friction=model.friction[slot_pair], restitution=model.restitution[slot_pair],
                    pair=jnp.asarray(slot_pair))
