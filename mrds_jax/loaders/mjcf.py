@@ -69,10 +69,11 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
 
 * **Joint limits** of hinges and slides (``jnt_range`` where ``limited``) → ``Topology.joint_limits``, enforced by
   ``simulate``'s contact step; cone limits of ball joints (``jnt_range[1]``, the largest rotation angle) →
-  ``Topology.cone_limits``: kept, not enforced, said so in one warning.
+  ``Topology.cone_limits``, enforced by the same step (one row per joint,
+  :func:`~mrds_jax.system.timestepping.cone_gap_and_row`).
 
 Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons not used by a tendon
-equality (and the stiffness, damping, friction loss and limits of those that are), ball joints' cone limits,
+equality (and the stiffness, damping, friction loss and limits of those that are),
 friction loss, contacts between geoms and explicit contact pairs (unless ``return_collision=True``), sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
@@ -829,11 +830,6 @@ class _Importer:
         if physical:
             self.warn(f"stiffness, damping, friction loss and limits of tendons ({names(T, physical, 'tendon')}) are "
                       "ignored (their equalities are read)")
-        cones = [j for j in np.flatnonzero(m.jnt_limited) if int(m.jnt_type[j]) == int(mj.mjtJoint.mjJNT_BALL)]
-        if cones:
-            self.warn(f"cone limits of ball joints {names(J, cones, 'joint')} are kept in the model "
-                      "(Topology.cone_limits) but not enforced: simulate's step enforces the limits of hinges and "
-                      "slides only, so these joints turn past their cones freely")
         free_arm = [j for j in range(m.njnt) if int(m.jnt_type[j]) == 0
                     and np.any(m.dof_armature[m.jnt_dofadr[j]:m.jnt_dofadr[j] + 3] != 0)]
         if free_arm:

@@ -305,14 +305,17 @@ def contact_arrays(system, traj):
 
 
 def contact_names(system):
-    """The names behind the contact arrays' columns: per slot its collision pair (``geom1/geom2``), and the limited
-    joints (each gives two gap columns, lower then upper, before the slots')."""
+    """The names behind the contact arrays' columns: per slot its collision pair (``geom1/geom2``); the limited
+    joints, and per limit row (the gap columns before the slots') its joint and side: ``module.joint (lower)``,
+    ``(upper)`` or ``(cone)`` (a spherical joint's cone limit)."""
     from ..system.timestepping import collision_model_of, limit_rows
     model = collision_model_of(system)
     pairs = [] if model is None else [f"{model.geoms[i].name}/{model.geoms[j].name}" for i, j in model.pairs]
     slot_pair = [] if model is None else [int(k) for k in np.asarray(model.slot_pair)]
+    limits = limit_rows(system)
     return dict(collision_pairs=pairs, slot_pair=slot_pair,
-                limited_joints=[name for *_, name in limit_rows(system).joints])
+                limited_joints=[j[-1] for j in limits.joints] + [c[-1] for c in limits.cones],
+                limit_rows=limits.row_names())
 
 
 def coordinate_names(module):
@@ -455,10 +458,12 @@ def plot_contact(arrays, meta, out):
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 0.6 + 2.0 * len(panels)), squeeze=False, sharex=True)
     for ax, (key, label, which) in zip(axes[:, 0], panels):
         if key == "limits":
-            gaps = arrays["contact/gaps"][:, :2 * len(joints)]
-            order = sorted(range(len(joints)), key=lambda j: gaps[:, 2 * j:2 * j + 2].min())[:MAX_PAIRS_PLOTTED]
-            for j in order:
-                ax.plot(t, gaps[:, 2 * j:2 * j + 2].min(axis=1), label=joints[j])
+            rows = meta["limit_rows"]
+            gaps = arrays["contact/gaps"][:, :len(rows)]
+            margin = np.stack([gaps[:, [r for r, name in enumerate(rows) if name.rsplit(" (", 1)[0] == joint]]
+                               .min(axis=1) for joint in joints], axis=1)
+            for j in sorted(range(len(joints)), key=lambda j: margin[:, j].min())[:MAX_PAIRS_PLOTTED]:
+                ax.plot(t, margin[:, j], label=joints[j])
             ax.axhline(0.0, color="k", lw=0.6)
         else:
             for k in which:

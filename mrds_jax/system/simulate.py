@@ -236,7 +236,8 @@ def _warn_start_violations(system, state):
     (:func:`~.timestepping.start_violations`, as ``mrds-jax check`` lists them): the step pushes them out on the
     position level over a few steps (:class:`~.position_correction.PositionCorrection`), never by a launch, but
     the start is not what the user described."""
-    pairs, joints = start_violations(system, state)
+    from .timestepping import _as_system_float
+    pairs, joints = start_violations(system, SystemState(*_as_system_float(system, state.q, state.v)))
     if pairs or joints:
         what = [f"pair {n} {d:.3g} m deep" for n, d in pairs.items()]
         what += [f"joint {n} {d:.3g} past its limit" for n, d in joints.items()]

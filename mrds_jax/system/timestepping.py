@@ -203,26 +203,54 @@ class StepReport(NamedTuple):
 
 # ----------------------------------------------------------------------------- the rows' static structure
 class LimitRows(NamedTuple):
-    """Static: per limited one-coordinate joint (module index, q index, v index, lower, upper, name)."""
+    """Static: per limited one-coordinate joint (module index, q index, v index, lower, upper, name): two rows each,
+    lower then upper; per spherical joint with a cone limit (module index, q index, v index, largest angle, name):
+    one row each, after the others."""
     joints: tuple
+    cones: tuple = ()
 
     @property
     def n_rows(self):
-        return 2 * len(self.joints)
+        return 2 * len(self.joints) + len(self.cones)
+
+    def row_names(self):
+        """One label per row, in row order: ``module.joint (lower)``, ``(upper)``, ``module.joint (cone)``."""
+        return [f"{j[-1]} ({side})" for j in self.joints for side in ("lower", "upper")] + \
+            [f"{c[-1]} (cone)" for c in self.cones]
 
 
 def limit_rows(system):
-    """The joint limits the modules keep (:func:`~.limits.limited_joints`) as one-sided rows (:class:`LimitRows`);
-    joints with more than one coordinate (spherical, free) have no scalar limit and are skipped."""
-    out = []
+    """The joint limits the modules keep (:func:`~.limits.limited_joints`) as one-sided rows (:class:`LimitRows`),
+    and the cone limits of spherical joints (``Topology.cone_limits``, the largest rotation angle from the
+    reference, MuJoCo's ball ``range``). Other joints with more than one coordinate (free) have no limit."""
+    out, cones = [], []
     for k, name, joint, _, lower, upper in limited_joints(system):
         topology = system.modules[k].topology
         j = topology.joint_names.index(joint)
         qs, vs = topology.q_slices[j], topology.v_slices[j]
         if qs.stop - qs.start == 1 and vs.stop - vs.start == 1:
             out.append((k, qs.start, vs.start, lower, upper, f"{name}.{joint}"))
-    return LimitRows(tuple(out))
+    for k, (name, module) in enumerate(zip(system.module_names, system.modules)):
+        topology = module.topology
+        for j, angle in enumerate(getattr(topology, "cone_limits", ()) or ()):
+            if angle is not None and topology.joint_kinds[j] == "spherical":
+                cones.append((k, topology.q_slices[j].start, topology.v_slices[j].start, float(angle),
+                              f"{name}.{topology.joint_names[j]}"))
+    return LimitRows(tuple(out), tuple(cones))
 
+
+def cone_gap_and_row(quaternion, angle):
+    """A spherical joint's cone row: the gap ``angle`` − θ, θ = 2 atan2(|x, y, z|, |w|) its rotation angle (rad), and
+    the row (3,) of dθ/dt in its angular velocity, −(the rotation axis) (θ̇ = axis · ω in the joint's frame or the
+    world's alike: the axis is fixed by its own rotation). Zero row at θ = 0, where no axis is defined (the gap is
+    then the whole angle, far from touching)."""
+    w, xyz = quaternion[0], quaternion[1:]
+    sign = jnp.where(w < 0, -1.0, 1.0)
+    norm2 = jnp.sum(xyz * xyz)
+    safe = jnp.sqrt(jnp.where(norm2 > 0, norm2, 1.0))
+    theta = 2.0 * jnp.arctan2(jnp.where(norm2 > 0, safe, 0.0), sign * w)
+    axis = jnp.where(norm2 > 0, sign * xyz / safe, 0.0)
+    return angle - theta, -axis
 
 def collision_model_of(system):
     return getattr(system, "collision", None)
@@ -369,13 +397,9 @@ def unilateral_violations_and_jacobian(system, state):
     the touching points, Δ in place of v), zero rows where nothing is violated. From the step's own rows, so a
     projection differentiates no narrow phase."""
     cand = candidates(system, state)             # the limit rows' gaps and the slots, as the step sees them
-    nv = cand.geom_jacobian.shape[-1]
     violated_l = cand.limit_gap < 0.0
     out = [jnp.where(violated_l, cand.limit_gap, 0.0)]
-    J_l = jnp.zeros((len(cand.limit_dof), nv), cand.limit_gap.dtype)
-    if len(cand.limit_dof):
-        J_l = J_l.at[jnp.arange(len(cand.limit_dof)), cand.limit_dof].set(jnp.asarray(cand.limit_sign, J_l.dtype))
-    jac = [jnp.where(violated_l[:, None], J_l, 0.0)]
+    jac = [jnp.where(violated_l[:, None], cand.limit_jacobian, 0.0)]
     if cand.slots is not None:
         violated = cand.slots.valid & (cand.slots.gap < 0.0)
         out.append(jnp.where(violated, cand.slots.gap, 0.0))
@@ -418,9 +442,14 @@ def start_violations(system, state, tol=1e-9):
     :func:`~.simulate.simulate` warns about at the start and :func:`~.projection.make_consistent` resolves."""
     pairs = {name: -g for name, g in contact_gaps(system, state).items() if g < -tol}
     joints = {}
-    for k, iq, _, lo, hi, name in limit_rows(system).joints:
+    limits = limit_rows(system)
+    for k, iq, _, lo, hi, name in limits.joints:
         q = float(state.q[k][iq])
         depth = max(lo - q, q - hi)
+        if depth > tol:
+            joints[name] = depth
+    for k, iq, _, angle, name in limits.cones:
+        depth = -float(cone_gap_and_row(jnp.asarray(state.q[k][iq:iq + 4]), angle)[0])
         if depth > tol:
             joints[name] = depth
     return pairs, joints
@@ -499,20 +528,27 @@ def eliminate_bilateral(system, factors, Jb, gb, active, v_free, prox):
 class Candidates(NamedTuple):
     """Every one-sided row and contact slot of the model at a state (static shapes): what can be gathered."""
     limit_gap: jnp.ndarray       # (n_l,) gaps of the limit rows (q − q_lo, q_hi − q)
-    limit_dof: np.ndarray        # (n_l,) static flat velocity index of each limit row
-    limit_sign: np.ndarray       # (n_l,) static ±1: J row = sign · e_dof
+    limit_jacobian: jnp.ndarray  # (n_l, Σnv) the limit rows: ±e_dof of a hinge or slide, −axis on a cone's three
     slots: object                # SlotSet of the collision model (gap, point, frame, valid, friction, restitution)
     geom_jacobian: jnp.ndarray   # (n_geoms, 6, Σnv) world-aligned Jacobians of the points the geoms ride on
     geom_origin: jnp.ndarray     # (n_geoms, 3) those points' world positions
     slot_geoms: np.ndarray       # (n_slots, 2) static geom indices (i, j) of each slot's pair
 
 
-def limit_structure(system, limits):
-    """Static flat velocity index and sign of every limit row (lower: +e_j, upper: −e_j)."""
+def limit_gaps_and_rows(system, limits, state):
+    """(n_l,) gaps and (n_l, Σnv) rows of every limit row at ``state``: a hinge's or slide's q − lo (row +e_j) and
+    hi − q (row −e_j), then each cone's :func:`cone_gap_and_row`."""
+    dtype = state.q[0].dtype
     offsets = np.cumsum([0] + [m.nv for m in system.modules])
+    nv = int(offsets[-1])
+    gaps = [g for k, iq, _, lo, hi, _ in limits.joints for g in (state.q[k][iq] - lo, hi - state.q[k][iq])]
     dof = np.array([offsets[k] + iv for k, _, iv, _, _, _ in limits.joints for _ in (0, 1)], dtype=np.int32)
-    sign = np.tile(np.array([1.0, -1.0]), len(limits.joints))
-    return dof, sign
+    rows = [jnp.asarray(np.eye(nv)[dof] * np.tile([1.0, -1.0], len(limits.joints))[:, None], dtype)]
+    for k, iq, iv, angle, _ in limits.cones:
+        gap, row = cone_gap_and_row(state.q[k][iq:iq + 4], angle)
+        gaps.append(gap)
+        rows.append(jnp.zeros((1, nv), dtype).at[0, offsets[k] + iv:offsets[k] + iv + 3].set(row))
+    return (jnp.stack(gaps) if gaps else jnp.zeros(0, dtype)), jnp.concatenate(rows)
 
 
 def candidates(system, state):
@@ -520,19 +556,16 @@ def candidates(system, state):
     every pair) with the geoms' frame Jacobians, from which any slot's rows follow (:func:`slot_rows`)."""
     from ..collision import contact_slots
     dtype = state.q[0].dtype
-    limits = limit_rows(system)
-    dof, sign = limit_structure(system, limits)
-    gaps = [g for k, iq, _, lo, hi, _ in limits.joints for g in (state.q[k][iq] - lo, hi - state.q[k][iq])]
-    limit_gap = jnp.stack(gaps) if gaps else jnp.zeros(0, dtype)
+    limit_gap, limit_J = limit_gaps_and_rows(system, limit_rows(system), state)
     model = collision_model_of(system)
     nv = sum(m.nv for m in system.modules)
     if model is None or not model.n_slots:
-        return Candidates(limit_gap, dof, sign, None, jnp.zeros((0, 6, nv), dtype), jnp.zeros((0, 3), dtype),
+        return Candidates(limit_gap, limit_J, None, jnp.zeros((0, 6, nv), dtype), jnp.zeros((0, 3), dtype),
                           np.zeros((0, 2), np.int32))
     frames = _geom_frames(system, model, state)
     slots = contact_slots(model, tuple((R, p) for R, p, _, _ in frames))
     slot_geoms = np.array([model.pairs[k] for k in model.slot_pair], dtype=np.int32).reshape(-1, 2)
-    return Candidates(limit_gap, dof, sign, slots, jnp.stack([f[3] for f in frames]),
+    return Candidates(limit_gap, limit_J, slots, jnp.stack([f[3] for f in frames]),
                       jnp.stack([f[2] for f in frames]), slot_geoms)
 
 
@@ -577,8 +610,9 @@ def buffer_capacity(system, settings=ContactSettings()):
     when not set: every limited joint (its two rows cannot both be near), and per collision pair the slots that can
     touch at once — all of a pair's slots up to 4 (a face on a plane or a face; 8 for box–box, whose two corner sets
     coincide on a shared face) — at most :data:`AUTO_MAX_CONTACTS` in all."""
-    n_l = limit_rows(system).n_rows
-    cap_l = n_l // 2 if settings.max_limit_rows is None else settings.max_limit_rows
+    limits = limit_rows(system)
+    n_l = limits.n_rows
+    cap_l = len(limits.joints) + len(limits.cones) if settings.max_limit_rows is None else settings.max_limit_rows
     model = collision_model_of(system)
     if settings.max_contacts is not None or model is None:
         cap_c = 0 if settings.max_contacts is None else settings.max_contacts
@@ -621,13 +655,12 @@ def active_rows(system, cand, v, v_c, dt, settings):
     full = row_layout(system)
     cap_l, cap_c = buffer_capacity(system, settings)
     nv = v_c.shape[0]
-    # limit rows: J = ±e_dof
-    vn_l = jnp.asarray(cand.limit_sign, dtype) * v_c[cand.limit_dof] if cand.limit_dof.size else jnp.zeros(0, dtype)
+    # limit rows: J = ±e_dof (a hinge, a slide), −axis (a cone)
+    vn_l = matmul(cand.limit_jacobian, v_c)
     near_l = _near(cand.limit_gap, vn_l, dt, settings.margin)
     il, al, over = gather_nearest(near_l, cand.limit_gap + dt * vn_l, cap_l)
     if cap_l:
-        Jl = jax.nn.one_hot(jnp.asarray(cand.limit_dof)[il], nv, dtype=dtype) * jnp.asarray(cand.limit_sign,
-                                                                                            dtype)[il][:, None]
+        Jl = cand.limit_jacobian[il]
         gap_l = cand.limit_gap[il]
         gl = vn_l[il] + _gap_term(gap_l, dt)
     else:
