@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
+import jax
 import jax.numpy as jnp
 
 import mrds_jax as mj
@@ -112,9 +113,13 @@ def test_violations_jacobian_is_the_derivative_of_the_violations():
     r, J = unilateral_violations_and_jacobian(system, S.SystemState((q,), (v0,)))
     assert (r < 0).sum() >= 2 and r[1] == pytest.approx(-0.1)                     # a corner or more, and the limit
 
-    def viol(dv):
+    @jax.jit
+    def violations_at(dv):
         qq = normalize_configuration(module, integrate_configuration(module, q, dv, 1.0))
-        return np.asarray(unilateral_violations(system, S.SystemState((qq,), (v0,))))
+        return unilateral_violations(system, S.SystemState((qq,), (v0,)))
+
+    def viol(dv):
+        return np.asarray(violations_at(jnp.asarray(dv)))
 
     h = 1e-6
     fd = np.stack([(viol(h * e) - viol(-h * e)) / (2 * h) for e in np.eye(7)], axis=1)
