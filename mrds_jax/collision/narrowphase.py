@@ -55,6 +55,7 @@ import jax.numpy as jnp
 
 from .closest_points import (box_edges, box_vertices, contact_frame, dot, point_box, point_cylinder,
                              segment_segment, unit_or)
+from .convex import Shape, convex_contact, support
 from .geoms import KINDS
 from ..spatial import cross
 from ..spatial.transforms import rotate, rotate_transpose
@@ -289,6 +290,25 @@ def box_box(R1, p1, size1, R2, p2, size2):
     return gap, point, normal, valid
 
 
+def plane_ellipsoid(R1, p1, size1, R2, p2, size2):
+    """1 slot: the ellipsoid's support point along the plane's inward normal −n (its deepest point, exact:
+    x = p − R S² Rᵀn / |S Rᵀn|, S = diag(radii)) against the plane (MuJoCo's mjc_PlaneConvex)."""
+    n = R1[:, 2]
+    x = support("ellipsoid", R2, p2, size2, -n)
+    d, normal = _plane_height(R1, p1, x[None])
+    return _swept(x[None], 0.0, d, normal)
+
+
+def convex_pair(kind1, kind2):
+    """1 slot of two convex primitives by GJK and EPA (:func:`~.convex.convex_contact`, MuJoCo's mjc_Convex for
+    the pairs it has no analytic routine for)."""
+    def pair(R1, p1, size1, R2, p2, size2):
+        gap, point, n = convex_contact(Shape(kind1, R1, p1, size1), Shape(kind2, R2, p2, size2))
+        return gap[None], point[None], n[None]
+    pair.__name__ = f"{kind1}_{kind2}"
+    return pair
+
+
 _PAIRS = {
     ("plane", "sphere"): (plane_sphere, 1), ("plane", "capsule"): (plane_capsule, 2),
     ("plane", "box"): (plane_box, 4), ("plane", "cylinder"): (plane_cylinder, 8),
@@ -296,6 +316,10 @@ _PAIRS = {
     ("sphere", "box"): (sphere_box, 1), ("sphere", "cylinder"): (sphere_cylinder, 1),
     ("capsule", "capsule"): (capsule_capsule, 2), ("capsule", "box"): (capsule_box, 4),
     ("box", "box"): (box_box, 17),
+    ("plane", "ellipsoid"): (plane_ellipsoid, 1),
+    **{pair: (convex_pair(*pair), 1) for pair in (
+        ("capsule", "cylinder"), ("box", "cylinder"), ("cylinder", "cylinder"), ("sphere", "ellipsoid"),
+        ("capsule", "ellipsoid"), ("box", "ellipsoid"), ("cylinder", "ellipsoid"), ("ellipsoid", "ellipsoid"))},
 }
 # static slot count of every supported ordered pair (both orders)
 SLOTS = {**{k: n for k, (_, n) in _PAIRS.items()}, **{k[::-1]: n for k, (_, n) in _PAIRS.items()}}
