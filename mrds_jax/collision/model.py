@@ -202,6 +202,19 @@ def _ordered(i, j, geoms):
 
 
 # ----------------------------------------------------------------------------- the model
+def unsupported_summary(pairs):
+    """One sentence for the left-out geom pairs ((geom, geom) tuples), by kind with counts, each kind with its
+    first pair as an example: "left out, the narrow phase cannot collide them: 240 cylinder–mesh (e.g. 'a' – 'b'),
+    7 plane–plane (e.g. ...)" — not one name per pair."""
+    kinds = {}
+    for a, b in pairs:
+        first, second = sorted((a, b), key=lambda g: KINDS.index(g.kind) if g.kind in KINDS else len(KINDS))
+        kinds.setdefault(f"{first.kind}–{second.kind}", []).append((first.name, second.name))
+    parts = [f"{len(named)} {kind} (e.g. {named[0][0]!r} – {named[0][1]!r})"
+             for kind, named in sorted(kinds.items(), key=lambda item: -len(item[1]))]
+    return f"{len(pairs)} geom pair(s) left out, the narrow phase cannot collide them: {', '.join(parts)}"
+
+
 def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_parent=True):
     """The :class:`CollisionModel` of ``geoms`` (a sequence of :class:`~.geoms.Geom`, unique names) on
     ``modules`` (dict name -> module; the names geoms' ``module`` fields refer to), filtered as the module
@@ -281,9 +294,7 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_par
         chosen[_ordered(i, j, geoms)] = (options.get("friction", _mixed_friction(g1, g2)),
                                          options.get("restitution", jnp.maximum(g1.restitution, g2.restitution)))
     if unsupported and warn:
-        listed = ", ".join(f"{a.name!r} ({a.kind}) – {b.name!r} ({b.kind})" for a, b in unsupported)
-        warnings.warn(f"collision_model: {len(unsupported)} geom pair(s) left out, the narrow phase cannot collide "
-                      f"them: {listed}", CollisionWarning, stacklevel=2)
+        warnings.warn(f"collision_model: {unsupported_summary(unsupported)}", CollisionWarning, stacklevel=2)
 
     keys = tuple(sorted(chosen))
     dtype = jnp.zeros(0).dtype
