@@ -204,3 +204,23 @@ def test_geom_world_poses_name_a_missing_placement():
     model = collision_model(_geoms(), MODULES)
     with pytest.raises(CollisionError, match=r"\('arm', 'f_l1'\)"):
         geom_world_poses(model, {("ball", "c"): (jnp.eye(3), jnp.zeros(3))})
+
+
+def test_slots_grouped_by_pair_kind_keep_pair_order():
+    """contact_slots computes the pairs of one kind in one vmap; its slots are those of collide() pair by pair,
+    concatenated in pair order."""
+    geoms = _geoms(c1=cylinder("c1", "ball", "c", 0.1, 0.2), c2=cylinder("c2", "arm", "f_l4", 0.1, 0.2),
+                   base_box=None, s2=None, ball2=None)               # one convex kind (cylinder–cylinder): quick
+    model = collision_model(geoms, MODULES)
+    rng = np.random.default_rng(0)
+    poses = [(jnp.asarray(np.linalg.qr(rng.normal(size=(3, 3)))[0] * [1, 1, 1]), jnp.asarray(rng.normal(size=3) * 0.3))
+             for _ in model.geoms]
+    poses = [(R * jnp.sign(jnp.linalg.det(R)), p) for R, p in poses]
+    slots = jax.jit(contact_slots)(model, poses)
+    expected = [jax.jit(collide, static_argnums=(0, 1))(model.geoms[i].kind, model.geoms[j].kind, *poses[i], model.geoms[i].size, *poses[j],
+                        model.geoms[j].size) for i, j in model.pairs]
+    assert len({(model.geoms[i].kind, model.geoms[j].kind) for i, j in model.pairs}) > 2
+    for field in ("gap", "point", "frame", "valid"):
+        np.testing.assert_allclose(np.asarray(getattr(slots, field), dtype=float),
+                                   np.concatenate([np.asarray(getattr(e, field), dtype=float) for e in expected]),
+                                   atol=1e-12, err_msg=field)

@@ -323,17 +323,46 @@ def contact_slots(model, geom_poses):
     on one configuration; batch with ``jax.vmap``."""
     if len(geom_poses) != len(model.geoms):
         raise CollisionError(f"contact_slots: {len(geom_poses)} geom poses for {len(model.geoms)} geoms")
-    parts = []
-    for (i, j) in model.pairs:
-        g1, g2 = model.geoms[i], model.geoms[j]
-        (R1, p1), (R2, p2) = geom_poses[i], geom_poses[j]
-        assert canonical(g1.kind, g2.kind)
-        parts.append(collide(g1.kind, g2.kind, R1, p1, g1.size, R2, p2, g2.size))
     slot_pair = np.asarray(model.slot_pair, dtype=np.int32)
-    if not parts:
+    if not model.pairs:
         dtype = jnp.zeros(0).dtype
         return SlotSet(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
                        jnp.zeros(0, bool), jnp.zeros(0, dtype), jnp.zeros(0, dtype), jnp.asarray(slot_pair))
-    fields = [jnp.concatenate([getattr(p, f) for p in parts]) for f in ("gap", "point", "frame", "valid")]
+    groups = pair_groups(model)
+    parts = []
+    for (k1, k2), members in groups.items():
+        stack = lambda which, field: jnp.stack([jnp.asarray(geom_poses[model.pairs[k][which]][field])
+                                                for k in members])
+        sizes = lambda which: jnp.stack([model.geoms[model.pairs[k][which]].size for k in members])
+        out = jax.vmap(lambda *a: collide(k1, k2, *a))(stack(0, 0), stack(0, 1), sizes(0), stack(1, 0),
+                                                        stack(1, 1), sizes(1))
+        parts.append(out)
+    order = _slot_order(model, groups)
+    fields = [jnp.concatenate([getattr(p, f).reshape((-1,) + getattr(p, f).shape[2:]) for p in parts])[order]
+              for f in ("gap", "point", "frame", "valid")]
     return SlotSet(*fields, friction=model.friction[slot_pair], restitution=model.restitution[slot_pair],
                    pair=jnp.asarray(slot_pair))
+
+
+def pair_groups(model):
+    """{(kind1, kind2): pair indices} in first-appearance order: the pairs one ``vmap`` of the narrow phase
+    computes together (one traced body per pair kind, not per pair: a robot with hundreds of cylinder–capsule
+    pairs compiles one GJK/EPA)."""
+    groups = {}
+    for k, (i, j) in enumerate(model.pairs):
+        kinds = (model.geoms[i].kind, model.geoms[j].kind)
+        assert canonical(*kinds)
+        groups.setdefault(kinds, []).append(k)
+    return groups
+
+
+def _slot_order(model, groups):
+    """Static gather index: slot s of the model (pair order) is entry order[s] of the groups' outputs flattened
+    one after the other."""
+    start, first = 0, {}
+    for members in groups.values():
+        count = model.slots[members[0]]
+        for r, k in enumerate(members):
+            first[k] = start + r * count
+        start += count * len(members)
+    return np.concatenate([first[k] + np.arange(n) for k, n in enumerate(model.slots)]).astype(np.int32)
