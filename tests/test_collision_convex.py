@@ -194,6 +194,7 @@ def test_penetrating_pairs_match_mujoco(k1, k2):
     assert certificate[0] < 1e-12 and certificate[1] < WITNESS, certificate
 
 
+@pytest.mark.slow            # full mode: documents the known shortfall (strict: it fails once the pairs pass)
 @pytest.mark.xfail(strict=True, reason="known shortfall, see KNOWN_SHORT")
 @pytest.mark.parametrize("k1,k2", sorted(KNOWN_SHORT), ids=[f"{a}-{b}" for a, b in sorted(KNOWN_SHORT)])
 def test_penetrating_pairs_not_yet_to_1e_9(k1, k2):

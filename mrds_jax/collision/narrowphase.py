@@ -8,7 +8,7 @@ signed distance along it (> 0 apart, < 0 penetrating); the point is the midpoint
 (:data:`SLOTS`) whatever the configuration, so shapes never change as contacts come and go; ``valid`` is False
 only for a slot that is structurally absent at this configuration (the solver decides activity from the gap).
 
-Pairs are computed in the order of :data:`~.geoms.KINDS` (plane, sphere, capsule, box, cylinder); a pair asked
+Pairs are computed in the order of :data:`~.geoms.KINDS` (plane, sphere, capsule, box, cylinder, ellipsoid); a pair asked
 the other way round is computed swapped and its normal flipped (points and gaps are symmetric).
 
 The slots, kind by kind (pair, slot count: what each slot is):
@@ -27,6 +27,12 @@ The slots, kind by kind (pair, slot count: what each slot is):
 * capsule–box, 4: spheres of the capsule's radius against the box (signed point–box distance) at the two ends of
   the axis, and at the axis points nearest to the two box edges nearest to the axis segment (a capsule lying
   across a face is held at both edges it crosses).
+* plane–ellipsoid, 1: the ellipsoid's support point along the plane's inward normal (its deepest point, exact).
+* capsule–cylinder, box–cylinder, cylinder–cylinder, and sphere/capsule/box/cylinder/ellipsoid–ellipsoid, 1: the
+  general convex route (:mod:`.convex`: GJK apart, EPA overlapping, then Newton on the sphere of normals), which
+  is what MuJoCo uses for these pairs (its mjc_Convex). MuJoCo adds up to 4 more contacts for the cylinder pairs
+  by re-running with the geoms turned ±1e-3 rad about the contact (its "multiccd"); that is not done here (one
+  slot: a cylinder lying on a face touches at one point per step).
 * box–box, 17: the 8 corners of box 1 against box 2, the 8 corners of box 2 against box 1 (signed point–box
   distances), and one edge–edge slot: the separating-axis test (Gottschalk et al. 1996; Ericson §4.4.1) over the
   9 edge-cross axes, valid when that axis separates more than every face axis and the two supporting edges'
