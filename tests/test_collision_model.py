@@ -106,16 +106,29 @@ def test_friction_mixing_and_restitution():
     assert by_name[frozenset(["ball", "s1"])] == 0.2                         # the higher priority's friction
 
 
-def test_unsupported_pairs_are_named_in_a_warning_and_left_out():
+def test_unsupported_pairs_are_summarised_by_kind_in_one_warning_and_left_out():
+    """Left-out pairs are counted by kind in one warning (one example each), not named one by one; the cylinder
+    pairs the convex route handles are kept."""
     geoms = _geoms(c1=cylinder("c1", "ball", "c", 0.1, 0.2), c2=cylinder("c2", "arm", "f_l4", 0.1, 0.2),
                    tray=plane("tray", "arm", "f_l1"))
-    with pytest.warns(CollisionWarning, match=r"'c1' \(cylinder\) – 'c2' \(cylinder\)") as record:
+    with pytest.warns(CollisionWarning) as record:
         model = collision_model(geoms, MODULES)
-    assert "'floor' (plane) – 'tray' (plane)" in str(record[0].message)
-    assert frozenset(["c1", "c2"]) not in _names(model) and frozenset(["c1", "floor"]) in _names(model)
+    assert len(record) == 1
+    assert "1 geom pair(s) left out" in str(record[0].message)
+    assert "1 plane–plane (e.g. 'floor' – 'tray')" in str(record[0].message)
+    assert frozenset(["c1", "c2"]) in _names(model) and frozenset(["c1", "floor"]) in _names(model)
+    assert frozenset(["floor", "tray"]) not in _names(model)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         collision_model(geoms, MODULES, warn=False)
+
+
+def test_unsupported_summary_counts_kinds():
+    from mrds_jax.collision.model import unsupported_summary
+    floor, tray, lid = (plane(n) for n in ("floor", "tray", "lid"))
+    text = unsupported_summary([(floor, tray), (tray, lid), (floor, lid)])
+    assert text == ("3 geom pair(s) left out, the narrow phase cannot collide them: 3 plane–plane "
+                    "(e.g. 'floor' – 'tray')")
 
 
 @pytest.mark.parametrize("make,match", [
@@ -191,3 +204,23 @@ def test_geom_world_poses_name_a_missing_placement():
     model = collision_model(_geoms(), MODULES)
     with pytest.raises(CollisionError, match=r"\('arm', 'f_l1'\)"):
         geom_world_poses(model, {("ball", "c"): (jnp.eye(3), jnp.zeros(3))})
+
+
+def test_slots_grouped_by_pair_kind_keep_pair_order():
+    """contact_slots computes the pairs of one kind in one vmap; its slots are those of collide() pair by pair,
+    concatenated in pair order."""
+    geoms = _geoms(c1=cylinder("c1", "ball", "c", 0.1, 0.2), c2=cylinder("c2", "arm", "f_l4", 0.1, 0.2),
+                   base_box=None, s2=None, ball2=None)               # one convex kind (cylinder–cylinder): quick
+    model = collision_model(geoms, MODULES)
+    rng = np.random.default_rng(0)
+    poses = [(jnp.asarray(np.linalg.qr(rng.normal(size=(3, 3)))[0] * [1, 1, 1]), jnp.asarray(rng.normal(size=3) * 0.3))
+             for _ in model.geoms]
+    poses = [(R * jnp.sign(jnp.linalg.det(R)), p) for R, p in poses]
+    slots = jax.jit(contact_slots)(model, poses)
+    expected = [jax.jit(collide, static_argnums=(0, 1))(model.geoms[i].kind, model.geoms[j].kind, *poses[i], model.geoms[i].size, *poses[j],
+                        model.geoms[j].size) for i, j in model.pairs]
+    assert len({(model.geoms[i].kind, model.geoms[j].kind) for i, j in model.pairs}) > 2
+    for field in ("gap", "point", "frame", "valid"):
+        np.testing.assert_allclose(np.asarray(getattr(slots, field), dtype=float),
+                                   np.concatenate([np.asarray(getattr(e, field), dtype=float) for e in expected]),
+                                   atol=1e-12, err_msg=field)

@@ -17,7 +17,7 @@ from ..spatial.transforms import compose
 from ..validation import InputError, ModelError, finite_array, is_traced
 from .closest_points import contact_frame
 
-KINDS = ("plane", "sphere", "capsule", "box", "cylinder")
+KINDS = ("plane", "sphere", "capsule", "box", "cylinder", "ellipsoid")
 
 
 class CollisionError(InputError):
@@ -185,6 +185,16 @@ def box(name, module, frame, half_extents, position=(0.0, 0.0, 0.0), rotation=No
     h = _array(half_extents, (3,), "half_extents", where)
     size = _size(*((f"half_extents[{i}]", h[i]) for i in range(3)), where=where)
     return _geom("box", name, module, frame, size, position, rotation, friction, restitution, contype,
+                 conaffinity, priority)
+
+
+def ellipsoid(name, module, frame, radii, position=(0.0, 0.0, 0.0), rotation=None, friction=1.0, restitution=0.0,
+              contype=1, conaffinity=1, priority=0):
+    """A solid ellipsoid with semi-axes ``radii`` (3,) along its local axes."""
+    where = f"geom {name!r} (ellipsoid)"
+    r = _array(radii, (3,), "radii", where)
+    size = _size(*((f"radii[{i}]", r[i]) for i in range(3)), where=where)
+    return _geom("ellipsoid", name, module, frame, size, position, rotation, friction, restitution, contype,
                  conaffinity, priority)
 
 

@@ -25,7 +25,6 @@ A pair whose kinds the narrow phase does not handle (:func:`~.narrowphase.suppor
 Friction of a pair (MuJoCo's contact-parameter mixing, "Contact parameters"): the friction of the geom with the
 higher ``priority``; at equal priority the larger of the two. Restitution: the larger of the two.
 """
-import functools
 import warnings
 from typing import NamedTuple
 
@@ -203,6 +202,19 @@ def _ordered(i, j, geoms):
 
 
 # ----------------------------------------------------------------------------- the model
+def unsupported_summary(pairs):
+    """One sentence for the left-out geom pairs ((geom, geom) tuples), by kind with counts, each kind with its
+    first pair as an example: "left out, the narrow phase cannot collide them: 240 cylinder–mesh (e.g. 'a' – 'b'),
+    7 plane–plane (e.g. ...)" — not one name per pair."""
+    kinds = {}
+    for a, b in pairs:
+        first, second = sorted((a, b), key=lambda g: KINDS.index(g.kind) if g.kind in KINDS else len(KINDS))
+        kinds.setdefault(f"{first.kind}–{second.kind}", []).append((first.name, second.name))
+    parts = [f"{len(named)} {kind} (e.g. {named[0][0]!r} – {named[0][1]!r})"
+             for kind, named in sorted(kinds.items(), key=lambda item: -len(item[1]))]
+    return f"{len(pairs)} geom pair(s) left out, the narrow phase cannot collide them: {', '.join(parts)}"
+
+
 def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_parent=True):
     """The :class:`CollisionModel` of ``geoms`` (a sequence of :class:`~.geoms.Geom`, unique names) on
     ``modules`` (dict name -> module; the names geoms' ``module`` fields refer to), filtered as the module
@@ -282,9 +294,7 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_par
         chosen[_ordered(i, j, geoms)] = (options.get("friction", _mixed_friction(g1, g2)),
                                          options.get("restitution", jnp.maximum(g1.restitution, g2.restitution)))
     if unsupported and warn:
-        listed = ", ".join(f"{a.name!r} ({a.kind}) – {b.name!r} ({b.kind})" for a, b in unsupported)
-        warnings.warn(f"collision_model: {len(unsupported)} geom pair(s) left out, the narrow phase cannot collide "
-                      f"them: {listed}", CollisionWarning, stacklevel=2)
+        warnings.warn(f"collision_model: {unsupported_summary(unsupported)}", CollisionWarning, stacklevel=2)
 
     keys = tuple(sorted(chosen))
     dtype = jnp.zeros(0).dtype
@@ -306,18 +316,6 @@ def geom_world_poses(model, frame_poses):
                  for g in model.geoms)
 
 
-def pairs_by_kind(model):
-    """{(kind1, kind2): [pair indices]} of ``model``'s pairs, each group one narrow-phase function (canonical order,
-    first appearance first): what :func:`contact_slots` vmaps, so a robot with many pairs compiles one body per kind
-    of pair, not one per pair."""
-    groups = {}
-    for k, (i, j) in enumerate(model.pairs):
-        kinds = (model.geoms[i].kind, model.geoms[j].kind)
-        assert canonical(*kinds)
-        groups.setdefault(kinds, []).append(k)
-    return groups
-
-
 def contact_slots(model, geom_poses):
     """Every pair's :class:`~.narrowphase.ContactSlots` at the world poses ``geom_poses`` (a sequence of (R, p),
     one per geom of ``model``, e.g. from :func:`geom_world_poses`), concatenated in pair order with
@@ -330,20 +328,41 @@ def contact_slots(model, geom_poses):
         dtype = jnp.zeros(0).dtype
         return SlotSet(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
                        jnp.zeros(0, bool), jnp.zeros(0, dtype), jnp.zeros(0, dtype), jnp.asarray(slot_pair))
-    parts, order = [], []
-    for (kind1, kind2), members in pairs_by_kind(model).items():   # one vmapped narrow phase per kind of pair
-        i, j = np.array([model.pairs[k] for k in members]).T
-        stacked = [jnp.stack([x[a] for a in ids]) for x, ids in
-                   (([R for R, _ in geom_poses], i), ([p for _, p in geom_poses], i),
-                    ([g.size for g in model.geoms], i), ([R for R, _ in geom_poses], j),
-                    ([p for _, p in geom_poses], j), ([g.size for g in model.geoms], j))]
-        found = jax.vmap(functools.partial(collide, kind1, kind2))(*stacked)
-        parts.append(jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), found))     # (members × slots, ...)
-        order += members
-    # the groups' slots back in pair order: slot s of pair k sits at its group's offset + rank × slots + s
-    start = np.concatenate([[0], np.cumsum([model.slots[k] for k in order])])
-    where = {k: start[r] for r, k in enumerate(order)}
-    gather = np.concatenate([where[k] + np.arange(model.slots[k]) for k in range(len(model.pairs))]).astype(np.int32)
-    fields = [jnp.concatenate([getattr(p, f) for p in parts])[gather] for f in ("gap", "point", "frame", "valid")]
+    groups = pair_groups(model)
+    parts = []
+    for (k1, k2), members in groups.items():
+        stack = lambda which, field: jnp.stack([jnp.asarray(geom_poses[model.pairs[k][which]][field])
+                                                for k in members])
+        sizes = lambda which: jnp.stack([model.geoms[model.pairs[k][which]].size for k in members])
+        out = jax.vmap(lambda *a: collide(k1, k2, *a))(stack(0, 0), stack(0, 1), sizes(0), stack(1, 0),
+                                                        stack(1, 1), sizes(1))
+        parts.append(out)
+    order = _slot_order(model, groups)
+    fields = [jnp.concatenate([getattr(p, f).reshape((-1,) + getattr(p, f).shape[2:]) for p in parts])[order]
+              for f in ("gap", "point", "frame", "valid")]
     return SlotSet(*fields, friction=model.friction[slot_pair], restitution=model.restitution[slot_pair],
                    pair=jnp.asarray(slot_pair))
+
+
+def pair_groups(model):
+    """{(kind1, kind2): pair indices} in first-appearance order: the pairs one ``vmap`` of the narrow phase
+    computes together (one traced body per pair kind, not per pair: a robot with hundreds of cylinder–capsule
+    pairs compiles one GJK/EPA)."""
+    groups = {}
+    for k, (i, j) in enumerate(model.pairs):
+        kinds = (model.geoms[i].kind, model.geoms[j].kind)
+        assert canonical(*kinds)
+        groups.setdefault(kinds, []).append(k)
+    return groups
+
+
+def _slot_order(model, groups):
+    """Static gather index: slot s of the model (pair order) is entry order[s] of the groups' outputs flattened
+    one after the other."""
+    start, first = 0, {}
+    for members in groups.values():
+        count = model.slots[members[0]]
+        for r, k in enumerate(members):
+            first[k] = start + r * count
+        start += count * len(members)
+    return np.concatenate([first[k] + np.arange(n) for k, n in enumerate(model.slots)]).astype(np.int32)

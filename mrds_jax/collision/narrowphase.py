@@ -8,7 +8,7 @@ signed distance along it (> 0 apart, < 0 penetrating); the point is the midpoint
 (:data:`SLOTS`) whatever the configuration, so shapes never change as contacts come and go; ``valid`` is False
 only for a slot that is structurally absent at this configuration (the solver decides activity from the gap).
 
-Pairs are computed in the order of :data:`~.geoms.KINDS` (plane, sphere, capsule, box, cylinder); a pair asked
+Pairs are computed in the order of :data:`~.geoms.KINDS` (plane, sphere, capsule, box, cylinder, ellipsoid); a pair asked
 the other way round is computed swapped and its normal flipped (points and gaps are symmetric).
 
 The slots, kind by kind (pair, slot count: what each slot is):
@@ -27,6 +27,12 @@ The slots, kind by kind (pair, slot count: what each slot is):
 * capsule–box, 4: spheres of the capsule's radius against the box (signed point–box distance) at the two ends of
   the axis, and at the axis points nearest to the two box edges nearest to the axis segment (a capsule lying
   across a face is held at both edges it crosses).
+* plane–ellipsoid, 1: the ellipsoid's support point along the plane's inward normal (its deepest point, exact).
+* capsule–cylinder, box–cylinder, cylinder–cylinder, and sphere/capsule/box/cylinder/ellipsoid–ellipsoid, 1: the
+  general convex route (:mod:`.convex`: GJK apart, EPA overlapping, then Newton on the sphere of normals), which
+  is what MuJoCo uses for these pairs (its mjc_Convex). MuJoCo adds up to 4 more contacts for the cylinder pairs
+  by re-running with the geoms turned ±1e-3 rad about the contact (its "multiccd"); that is not done here (one
+  slot: a cylinder lying on a face touches at one point per step).
 * box–box, 17: the 8 corners of box 1 against box 2, the 8 corners of box 2 against box 1 (signed point–box
   distances), and one edge–edge slot: the separating-axis test (Gottschalk et al. 1996; Ericson §4.4.1) over the
   9 edge-cross axes, valid when that axis separates more than every face axis and the two supporting edges'
@@ -55,6 +61,7 @@ import jax.numpy as jnp
 
 from .closest_points import (box_edges, box_vertices, contact_frame, dot, point_box, point_cylinder,
                              segment_segment, unit_or)
+from .convex import Shape, convex_contact, support
 from .geoms import KINDS
 from ..spatial import cross
 from ..spatial.transforms import rotate, rotate_transpose
@@ -289,6 +296,25 @@ def box_box(R1, p1, size1, R2, p2, size2):
     return gap, point, normal, valid
 
 
+def plane_ellipsoid(R1, p1, size1, R2, p2, size2):
+    """1 slot: the ellipsoid's support point along the plane's inward normal −n (its deepest point, exact:
+    x = p − R S² Rᵀn / |S Rᵀn|, S = diag(radii)) against the plane (MuJoCo's mjc_PlaneConvex)."""
+    n = R1[:, 2]
+    x = support("ellipsoid", R2, p2, size2, -n)
+    d, normal = _plane_height(R1, p1, x[None])
+    return _swept(x[None], 0.0, d, normal)
+
+
+def convex_pair(kind1, kind2):
+    """1 slot of two convex primitives by GJK and EPA (:func:`~.convex.convex_contact`, MuJoCo's mjc_Convex for
+    the pairs it has no analytic routine for)."""
+    def pair(R1, p1, size1, R2, p2, size2):
+        gap, point, n = convex_contact(Shape(kind1, R1, p1, size1), Shape(kind2, R2, p2, size2))
+        return gap[None], point[None], n[None]
+    pair.__name__ = f"{kind1}_{kind2}"
+    return pair
+
+
 _PAIRS = {
     ("plane", "sphere"): (plane_sphere, 1), ("plane", "capsule"): (plane_capsule, 2),
     ("plane", "box"): (plane_box, 4), ("plane", "cylinder"): (plane_cylinder, 8),
@@ -296,6 +322,10 @@ _PAIRS = {
     ("sphere", "box"): (sphere_box, 1), ("sphere", "cylinder"): (sphere_cylinder, 1),
     ("capsule", "capsule"): (capsule_capsule, 2), ("capsule", "box"): (capsule_box, 4),
     ("box", "box"): (box_box, 17),
+    ("plane", "ellipsoid"): (plane_ellipsoid, 1),
+    **{pair: (convex_pair(*pair), 1) for pair in (
+        ("capsule", "cylinder"), ("box", "cylinder"), ("cylinder", "cylinder"), ("sphere", "ellipsoid"),
+        ("capsule", "ellipsoid"), ("box", "ellipsoid"), ("cylinder", "ellipsoid"), ("ellipsoid", "ellipsoid"))},
 }
 # static slot count of every supported ordered pair (both orders)
 SLOTS = {**{k: n for k, (_, n) in _PAIRS.items()}, **{k[::-1]: n for k, (_, n) in _PAIRS.items()}}

@@ -55,14 +55,14 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   warned about, as not applied.
 
 * **Collision geometry** (``return_collision=True``: a :class:`~mrds_jax.collision.CollisionModel` comes
-  last): geoms of type plane, sphere, capsule, cylinder and box (``geom_type``, ``geom_size``; ``geom_pos``/
+  last): geoms of type plane, sphere, capsule, ellipsoid, cylinder and box (``geom_type``, ``geom_size``; ``geom_pos``/
   ``geom_quat`` relative to their body, whose operational point they ride on; on bodies welded to the world they
   are ground geoms at their world pose), ``geom_contype``/``geom_conaffinity``, sliding friction
   ``geom_friction[0]`` and ``geom_priority`` (MuJoCo's mixing), explicit ``<pair>``s (``pair_geom1/2``,
   ``pair_friction[0]``), ``<exclude>``s (``exclude_signature``: MuJoCo's bodies, so an exclude of a body merged
   into a link excludes only that body's geoms), the ``filterparent`` flag, and ``<option><flag
   contact="disable"/>`` (no pairs). Geoms with contype = conaffinity = 0 that no ``<pair>`` names are visual
-  only and skipped silently; meshes, height fields, ellipsoids and SDFs are named in a
+  only and skipped silently; meshes, height fields and SDFs are counted by kind in a
   :class:`~mrds_jax.collision.CollisionWarning` and left out (with the pairs that name them), as are pairs of
   kinds the narrow phase does not collide. MuJoCo's ``margin``/``gap``, ``solref``/``solimp``, torsional and
   rolling friction have no counterpart (the contacts are hard) and are not read. Restitution is 0.
@@ -351,7 +351,7 @@ def _name(model, mujoco, obj, i, fallback):
     return n if n else f"{fallback}{i}"
 
 
-_GEOM_KINDS = {0: "plane", 2: "sphere", 3: "capsule", 5: "cylinder", 6: "box"}   # mjtGeom -> collision kind
+_GEOM_KINDS = {0: "plane", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box"}   # mjtGeom -> kind
 
 
 class _Importer:
@@ -561,13 +561,17 @@ class _Importer:
                           priority=int(m.geom_priority[g]))
             size = np.array(m.geom_size[g], dtype=float)
             dims = {"plane": (), "sphere": (size[0],), "capsule": (size[0], size[1]),
-                    "cylinder": (size[0], size[1]), "box": (size,)}[kind]
+                    "cylinder": (size[0], size[1]), "box": (size,), "ellipsoid": (size,)}[kind]
             kept[g] = getattr(C, kind)(names[g], module, frame, *dims, **common)
         if left_out:
-            kinds = [mj.mjtGeom(int(m.geom_type[g])).name.removeprefix("mjGEOM_").lower() for g in left_out]
-            listed = ", ".join(f"{names[g]!r} ({k})" for g, k in zip(left_out, kinds))
-            warnings.warn(f"{self.where}: collision geoms left out, the narrow phase has no such primitive: {listed}",
-                          C.CollisionWarning, stacklevel=3)
+            by_kind = {}
+            for g in left_out:
+                kind = mj.mjtGeom(int(m.geom_type[g])).name.removeprefix("mjGEOM_").lower()
+                by_kind.setdefault(kind, []).append(names[g])
+            listed = ", ".join(f"{len(n)} {k} ({', '.join(map(repr, n[:3]))}{', ...' if len(n) > 3 else ''})"
+                               for k, n in by_kind.items())
+            warnings.warn(f"{self.where}: {len(left_out)} collision geom(s) left out with their pairs, the narrow "
+                          f"phase has no such primitive: {listed}", C.CollisionWarning, stacklevel=3)
         pairs, lost = [], []
         for k in range(m.npair):
             g1, g2 = int(m.pair_geom1[k]), int(m.pair_geom2[k])

@@ -1,0 +1,464 @@
+"""The general convex route of the narrow phase: support functions of the primitives, GJK for the distance of two
+separated convex sets, EPA for the penetration of two overlapping ones, on fixed iteration counts and fixed
+buffers (no Python branch on a value), so that every pair of convex kinds jits and vmaps as one body.
+
+The two sets A (geom 1) and B (geom 2) meet through their Minkowski difference D = A − B (support
+s_D(u) = s_A(u) − s_B(−u)): the geoms are apart by the distance of the origin to D, and overlap by the
+distance of the origin to the boundary of D when it lies inside. In both cases, for the unit normal n from A to B,
+
+    gap = max over unit n of [min_{b∈B} n·b − max_{a∈A} n·a] = −h_A(n) − h_B(−n)   at the optimal n,
+
+with h the support function (h(u) = u·s(u)): the separating-axis form of the signed distance. :func:`convex_contact`
+finds n by GJK or EPA and returns the gap through this formula at that n (held constant: by Danskin's theorem the
+gap's derivative with respect to the poses and sizes is the partial derivative at the optimal n, which is what
+the formula then gives; a GJK/EPA tolerance ε on the direction costs ε²·curvature in the gap).
+
+MuJoCo (engine_collision_convex.c, engine_collision_gjk.c) uses the same pair of algorithms ("native CCD") for
+every pair of convex kinds that has no analytic routine; this module is ours, written from the papers named in the
+docstrings, and checked against ``mujoco`` in tests/test_collision_convex.py.
+"""
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..spatial import cross
+from ..spatial.transforms import rotate, rotate_transpose
+from .closest_points import contact_frame, dot, unit_or
+
+
+EPA_CANDIDATES = 8        # EPA: the nearest faces whose normals are refined (the best is taken)
+FLOOD_STEPS = 24          # EPA: steps of the flood fill of the faces a new vertex sees (their region's radius)
+
+
+class ConvexSettings(NamedTuple):
+    """Iteration counts and the relative stopping tolerance of :func:`gjk` and :func:`epa` (the loops run their
+    full count; a converged state is held). The defaults bring the gap to round-off (1e-13 m on geoms of 0.1-0.5
+    m) on the checked pairs; the normal and point of an overlap of curved surfaces to about √tolerance (EPA's
+    faces are secants of the surface: MuJoCo's EPA has the same limit)."""
+    gjk_iterations: int = 48
+    epa_iterations: int = 40
+    tolerance: float = 1e-14
+
+
+# ----------------------------------------------------------------------------- support functions
+def _local_support(kind, size, u):
+    """The support point (…, 3) in the geom's own frame of a primitive of ``kind`` in direction u (local):
+    the point of the geom farthest along u (Gilbert, Johnson, Keerthi 1988, §3; van den Bergen 2003, §4.3)."""
+    e_z = jnp.zeros_like(u).at[..., 2].set(1.0)
+    if kind == "sphere":
+        n, _ = unit_or(u, e_z)
+        return size[0] * n
+    if kind == "capsule":
+        n, _ = unit_or(u, e_z)
+        return size[0] * n + jnp.where(u[..., 2:3] >= 0, size[1], -size[1]) * e_z
+    if kind == "box":
+        return jnp.where(u >= 0, size, -size)
+    if kind == "cylinder":
+        radial = u * jnp.array([1.0, 1.0, 0.0], dtype=u.dtype)
+        n, length = unit_or(radial, jnp.zeros_like(u))
+        return size[0] * n + jnp.where(u[..., 2:3] >= 0, size[1], -size[1]) * e_z
+    if kind == "ellipsoid":                      # x = S² u / |S u|, S = diag(radii)
+        scaled = size * u
+        n, _ = unit_or(scaled, jnp.zeros_like(u).at[..., 0].set(1.0))
+        return size * n
+    raise ValueError(f"no support function for a {kind!r} geom")
+
+
+def support(kind, R, p, size, u):
+    """The world support point of a geom (world rotation R, position p, size) in world direction u."""
+    return p + rotate(R, _local_support(kind, size, rotate_transpose(R, u)))
+
+
+def support_height(kind, R, p, size, n):
+    """h(n) = n · s(n): how far the geom reaches along the unit direction n (its support function)."""
+    return dot(n, support(kind, R, p, size, n))
+
+
+class Shape(NamedTuple):
+    """A geom as the convex algorithms see it: its kind (static) and world pose and size."""
+    kind: str
+    R: jax.Array
+    p: jax.Array
+    size: jax.Array
+
+    def support(self, u):
+        return support(self.kind, self.R, self.p, self.size, u)
+
+    def height(self, n):
+        return support_height(self.kind, self.R, self.p, self.size, n)
+
+
+def _difference_support(A, B, u):
+    """(w, a, b): the support point w = a − b of D = A − B in direction u, and its points on A and B."""
+    a, b = A.support(u), B.support(-u)
+    return a - b, a, b
+
+
+# ----------------------------------------------------------------------------- GJK
+# the 15 non-empty subsets of 4 simplex points: (first point, the others as a mask over the 3 remaining rows)
+_SUBSETS = tuple(s for s in range(1, 16))
+
+
+def _subset_masks():
+    return jnp.asarray([[(s >> i) & 1 for i in range(4)] for s in _SUBSETS], dtype=bool)
+
+
+def _affine_projection(P, mask):
+    """Barycentric λ (4,) of the point of the affine hull of the masked points of P (4, 3) nearest to the origin
+    (λ = 0 off the mask), and whether that hull is non-degenerate. Normal equations of min |P₀ + Σ μ_j (P_j − P₀)|
+    over the masked j ≠ first, solved by Cramer's rule on the 3×3 Gram matrix padded with the identity."""
+    first = jnp.argmax(mask)
+    others = mask & (jnp.arange(4) != first)
+    P0 = P[first]
+    E = jnp.where(others[:, None], P - P0, 0.0)                          # (4, 3): rows j ≠ first, zero elsewhere
+    G = E @ E.T + jnp.diag(jnp.where(others, 0.0, 1.0))
+    rhs = -E @ P0
+    scale = jnp.max(jnp.where(others, dot(E, E), 0.0)) + jnp.finfo(P.dtype).tiny
+    det = jnp.linalg.det(G)
+    count = jnp.sum(others)
+    ok = jnp.abs(det) > 1e-20 * scale ** count
+    mu = jnp.linalg.solve(jnp.where(ok, G, jnp.eye(4, dtype=P.dtype)), rhs)
+    mu = jnp.where(others, mu, 0.0)
+    lam = mu.at[first].add(1.0 - jnp.sum(mu))
+    return jnp.where(mask, lam, 0.0), ok
+
+
+def closest_simplex_point(P, active):
+    """The point of the convex hull of the active points of P (4, 3) nearest to the origin, by enumerating the
+    faces of the simplex (Johnson's distance sub-algorithm, Gilbert, Johnson, Keerthi 1988, §4, written as a
+    search over all 15 sub-simplices instead of a recursion): the nearest affine projection whose barycentric
+    coordinates are all ≥ 0. Returns (λ (4,), the points it uses (4,) bool)."""
+    masks = _subset_masks()
+    lam, ok = jax.vmap(_affine_projection, in_axes=(None, 0))(P, masks)
+    inside = ok & jnp.all(lam >= 0, axis=1) & jnp.all(~masks | active, axis=1)
+    v = lam @ P
+    dist = jnp.where(inside, dot(v, v), jnp.inf)
+    k = jnp.argmin(dist)
+    return lam[k], masks[k] & (lam[k] > 0)
+
+
+class Simplex(NamedTuple):
+    """GJK's state: up to 4 points w = a − b of D with their points on A and B, and which are in use."""
+    w: jax.Array
+    a: jax.Array
+    b: jax.Array
+    active: jax.Array
+
+
+def gjk(A, B, settings=ConvexSettings()):
+    """Distance of two convex shapes: Gilbert, Johnson, Keerthi, "A fast procedure for computing the distance
+    between complex objects in three-dimensional space", IEEE J. Robotics and Automation 4(2), 1988 (the
+    iteration v_{k+1} = point of conv(W_k ∪ {s_D(−v_k)}) nearest to the origin, eq. (16)-(18)), on
+    ``settings.gjk_iterations`` iterations, a converged or enclosing simplex held.
+
+    Returns (v, λ, simplex): v the point of D nearest to the origin (0 when the shapes overlap: the simplex then
+    encloses the origin, the start of :func:`epa`), λ its barycentric coordinates over the simplex."""
+    w0, a0, b0 = _difference_support(A, B, B.p - A.p + jnp.array([1e-9, 0.0, 0.0], dtype=A.p.dtype))
+    start = Simplex(jnp.tile(w0, (4, 1)), jnp.tile(a0, (4, 1)), jnp.tile(b0, (4, 1)),
+                    jnp.arange(4) == 0)
+    scale = jnp.sum(A.size) + jnp.sum(B.size) + jnp.sqrt(dot(w0, w0))
+
+    def step(_, carry):
+        simplex, done = carry
+        lam, used = closest_simplex_point(simplex.w, simplex.active)
+        v = lam @ simplex.w
+        vv = dot(v, v)
+        w, a, b = _difference_support(A, B, -v)
+        slot = jnp.argmin(used)                                            # a free place (all used: enclosed)
+        enclosed = jnp.all(used) | (vv <= (1e-30 * scale) ** 2)
+        converged = vv - dot(v, w) <= settings.tolerance * vv
+        put = jnp.arange(4) == slot
+        new = Simplex(jnp.where(put[:, None], w, simplex.w), jnp.where(put[:, None], a, simplex.a),
+                      jnp.where(put[:, None], b, simplex.b), used | put)
+        stop = done | enclosed | converged
+        keep = Simplex(simplex.w, simplex.a, simplex.b, used)
+        held = jax.tree.map(lambda x, y: jnp.where(stop, x, y), keep, new)
+        return jax.tree.map(lambda x, y: jnp.where(done, x, y), simplex, held), stop
+
+    simplex, _ = jax.lax.fori_loop(0, settings.gjk_iterations, step, (start, jnp.zeros((), bool)))
+    lam, used = closest_simplex_point(simplex.w, simplex.active)
+    return lam @ simplex.w, lam, simplex._replace(active=simplex.active)
+
+
+# ----------------------------------------------------------------------------- EPA
+class Polytope(NamedTuple):
+    """EPA's polytope in fixed buffers: vertices (V, 3) of D with their points on A and B, triangles (F, 3)
+    vertex indices (counter-clockwise seen from outside), the face across each edge (F, 3) (edge e joins corners e
+    and e+1), which faces are alive, the vertex count."""
+    w: jax.Array
+    a: jax.Array
+    b: jax.Array
+    faces: jax.Array
+    adjacent: jax.Array
+    alive: jax.Array
+    count: jax.Array
+
+
+def _face_planes(poly, tiny):
+    """Outward unit normals (F, 3) and plane offsets (F,) of the faces (offset +inf for a dead or degenerate
+    face, which is then never the nearest)."""
+    x0, x1, x2 = (poly.w[poly.faces[:, i]] for i in range(3))
+    n, area = unit_or(cross(x1 - x0, x2 - x0), jnp.zeros_like(x0))
+    ok = poly.alive & (area > tiny)
+    return n, jnp.where(ok, dot(n, x0), jnp.inf), ok
+
+
+_TETRA_FACES = ((0, 1, 2), (0, 3, 1), (0, 2, 3), (1, 3, 2))
+
+
+def _start_polytope(simplex, A, B, capacity):
+    """A tetrahedron, faces oriented outward, in buffers of ``capacity`` vertices and 2·capacity faces: GJK's
+    enclosing simplex, or where that is flat (GJK met the origin on a face, edge or vertex of D: a touching or
+    symmetric configuration) the support points along the four directions of a regular tetrahedron, which are
+    four distinct points of D (any two directions are 109° apart; a vertex's normal cone of a box spans at most
+    90°). That one need not enclose the origin: faces beyond which the origin lies have negative offsets, are
+    the nearest and are expanded first, until the polytope encloses it."""
+    dirs = jnp.asarray([[1.0, 1.0, 1.0], [-1.0, -1.0, 1.0], [-1.0, 1.0, -1.0], [1.0, -1.0, -1.0]],
+                       dtype=A.p.dtype) / jnp.sqrt(3.0)
+    fill = jax.vmap(lambda u: jnp.stack(_difference_support(A, B, u)))(dirs)        # (4, 3 [w a b], 3)
+
+    def volume(w):
+        return dot(cross(w[1] - w[0], w[2] - w[0]), w[3] - w[0])
+
+    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    enclosing = jnp.all(simplex.active) & (jnp.abs(volume(simplex.w)) > 1e-9 * scale ** 3)
+    w = jnp.where(enclosing, simplex.w, fill[:, 0])
+    a = jnp.where(enclosing, simplex.a, fill[:, 1])
+    b = jnp.where(enclosing, simplex.b, fill[:, 2])
+    volume = volume(w)
+    faces = jnp.asarray(_TETRA_FACES, dtype=jnp.int32)
+    faces = jnp.where(volume < 0, faces, faces[:, ::-1])                # counter-clockwise seen from outside
+    # adjacency of the tetrahedron: the face holding the reversed edge
+    edges = jnp.stack([faces, jnp.roll(faces, -1, axis=1)], axis=-1)    # (4, 3, 2)
+    flat = edges.reshape(12, 2)
+    match = (flat[:, None, 0] == flat[None, :, 1]) & (flat[:, None, 1] == flat[None, :, 0])
+    adjacent = (jnp.argmax(match, axis=1) // 3).reshape(4, 3).astype(jnp.int32)
+    F = 2 * capacity
+    pad = lambda x, n, value=0: jnp.concatenate([x, jnp.full((n - x.shape[0],) + x.shape[1:], value, x.dtype)])
+    return Polytope(pad(w, capacity), pad(a, capacity), pad(b, capacity), pad(faces, F), pad(adjacent, F),
+                    jnp.arange(F) < 4, jnp.asarray(4, jnp.int32))
+
+
+def _expand(poly, k, w, a, b, eps):
+    """Add the vertex (w, a, b) seen from face k: remove the faces it sees, grown from face k across edges to the
+    faces with n·w > offset − eps (a face w only grazes, as a rim point on the plane of a cap's faces, counts as
+    seen, and only faces connected to k do: round-off on near-coplanar faces cannot then make the seen region
+    disconnected or holed, whose horizon would not be one loop), and
+    close the hole with one face per horizon edge (van den Bergen 2001, §4: the silhouette of the visible faces),
+    keeping the adjacency."""
+    F = poly.faces.shape[0]
+    n, offset, _ = _face_planes(poly, 0.0)
+    beyond = poly.alive & (dot(n, w) > offset - eps)
+    grow = lambda _, seen: seen | (beyond & jnp.any(seen[poly.adjacent], axis=1))
+    sees = jax.lax.fori_loop(0, FLOOD_STEPS, grow, jnp.arange(F) == k)
+    nbr = poly.adjacent
+    horizon = sees[:, None] & ~sees[nbr]                                # (F, 3): edge e of a seen face
+    v = poly.count
+    start = poly.faces                                                  # edge e runs faces[f, e] -> faces[f, e+1]
+    end = jnp.roll(poly.faces, -1, axis=1)
+    free = ~poly.alive | sees
+    free_slots = jnp.nonzero(free, size=F, fill_value=F)[0]
+    rank = jnp.cumsum(horizon.reshape(-1)) - 1
+    slot = jnp.where(horizon.reshape(-1), free_slots[jnp.clip(rank, 0, F - 1)], F).reshape(F, 3)
+    V = poly.w.shape[0]
+    # the new face of the horizon edge starting (ending) at each vertex: its neighbours across (b, w) and (w, a)
+    by_start = jnp.full(V, F, slot.dtype).at[jnp.where(horizon, start, V)].set(slot, mode="drop")
+    by_end = jnp.full(V, F, slot.dtype).at[jnp.where(horizon, end, V)].set(slot, mode="drop")
+    new_faces = jnp.stack([start, end, jnp.broadcast_to(v, start.shape)], axis=-1)       # (F, 3, 3)
+    new_adjacent = jnp.stack([nbr, by_start[end], by_end[start]], axis=-1)
+    # the kept neighbour across a horizon edge now faces the new face
+    faces_ = jnp.arange(F)[:, None]
+    edge_in_nbr = jnp.argmax(poly.adjacent[nbr] == faces_[..., None], axis=-1)          # (F, 3)
+    adjacent = poly.adjacent.at[jnp.where(horizon, nbr, F), edge_in_nbr].set(slot, mode="drop")
+    flat_slot = slot.reshape(-1)
+    faces = poly.faces.at[flat_slot].set(new_faces.reshape(-1, 3), mode="drop")
+    adjacent = adjacent.at[flat_slot].set(new_adjacent.reshape(-1, 3), mode="drop")
+    alive = (poly.alive & ~sees).at[flat_slot].set(True, mode="drop")
+    return Polytope(poly.w.at[v].set(w), poly.a.at[v].set(a), poly.b.at[v].set(b), faces, adjacent, alive, v + 1)
+
+
+def epa(simplex, A, B, settings=ConvexSettings()):
+    """Penetration of two overlapping convex shapes: the expanding polytope algorithm, van den Bergen, "Proximity
+    queries and penetration depth computation on 3D game objects", GDC 2001, §4 (after Cameron 1997): from a
+    polytope inscribed in D = A − B, repeatedly take the face nearest to the origin and add the support point
+    along its normal, until that point is within the tolerance of the face's plane; the nearest face's normal is
+    then the direction of least translation and its plane's offset the depth. ``settings.epa_iterations``
+    iterations on buffers of 4 + that many vertices; a converged polytope is held.
+
+    Returns (n, depth, x_a, x_b, normals): the unit outward normal of D at its boundary point nearest to the
+    origin (the normal from A to B), the depth, the witness points on A and B (barycentric on the nearest face),
+    and the normals of the :data:`EPA_CANDIDATES` nearest faces (starts for :func:`refine_direction` where the
+    iterations ran out on a curved D before one basin was certain)."""
+    capacity = 4 + settings.epa_iterations
+    poly = _start_polytope(simplex, A, B, capacity)
+    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    tiny = 1e-14 * scale ** 2
+
+    def step(_, carry):
+        poly, done = carry
+        n, offset, _ = _face_planes(poly, tiny)
+        k = jnp.argmin(offset)
+        w, a, b = _difference_support(A, B, n[k])
+        converged = dot(n[k], w) - offset[k] <= settings.tolerance * scale
+        stop = done | converged | ~jnp.isfinite(offset[k])
+        grown = _expand(poly, k, w, a, b, 1e-12 * scale)
+        return jax.tree.map(lambda x, y: jnp.where(stop, x, y), poly, grown), stop
+
+    poly, _ = jax.lax.fori_loop(0, settings.epa_iterations, step, (poly, jnp.zeros((), bool)))
+    n, offset, _ = _face_planes(poly, tiny)
+    k = jnp.argmin(offset)
+    corners = poly.faces[k]
+    lam = _triangle_barycentric(poly.w[corners], offset[k] * n[k])
+    _, nearest = jax.lax.top_k(-offset, EPA_CANDIDATES)
+    return n[k], offset[k], lam @ poly.a[corners], lam @ poly.b[corners], n[nearest]
+
+
+def _triangle_barycentric(T, q):
+    """Barycentric coordinates of the point q in the plane of the triangle T (3, 3) (Ericson §3.4)."""
+    e0, e1, r = T[1] - T[0], T[2] - T[0], q - T[0]
+    d00, d01, d11, d20, d21 = dot(e0, e0), dot(e0, e1), dot(e1, e1), dot(r, e0), dot(r, e1)
+    det = d00 * d11 - d01 * d01
+    det = jnp.where(det > 0, det, 1.0)
+    l1 = (d11 * d20 - d01 * d21) / det
+    l2 = (d00 * d21 - d01 * d20) / det
+    return jnp.stack([1.0 - l1 - l2, l1, l2])
+
+
+def _snap(shape, u):
+    """u with the local components of the geom that lie within :data:`SNAP` of zero set to zero (a box's face or
+    edge normal, a capsule's or cylinder's side, a cylinder's cap axis), renormalised: the kinks of f, where the
+    optimal normal of a flat feature lies exactly and GJK's and EPA's approach it only to their tolerance."""
+    local = rotate_transpose(shape.R, u)
+    if shape.kind in ("sphere", "ellipsoid"):
+        return u
+    mask = {"box": jnp.abs(local) > SNAP, "capsule": jnp.array([True, True, False]) | (jnp.abs(local) > SNAP),
+            "cylinder": jnp.where(jnp.sqrt(local[0] ** 2 + local[1] ** 2) > SNAP, True,
+                                  jnp.array([False, False, True])) & ((jnp.arange(3) < 2) | (jnp.abs(local) > SNAP))
+            }[shape.kind]
+    snapped, _ = unit_or(rotate(shape.R, jnp.where(mask, local, 0.0)), u)
+    return snapped
+
+
+def refine_direction(A, B, n, steps=8):
+    """Newton's method on the unit sphere for the contact normal, from GJK's or EPA's n: minimise
+    f(n) = h_A(n) + h_B(−n) (−f(n) ≤ the gap for every unit n, equal at the optimum, apart or overlapping), whose Euclidean gradient is the
+    support point w(n) = s_A(n) − s_B(−n) of D and whose Hessian is ∂w/∂n (forward-mode, exact for the
+    primitives). On the sphere (Absil, Mahony, Sepulchre, "Optimization Algorithms on Matrix Manifolds", 2008,
+    §4.9/§6.2): gradient P w, Hessian P (∂w/∂n) P − (n·w) P in the tangent plane. A step is taken only where it
+    lowers f, so the result is never worse than GJK's or EPA's; where D is curved at the optimum (spheres, capsules,
+    cylinder sides, ellipsoids) it converges quadratically, which EPA's secant faces do not (their normal is
+    good to √tolerance only). The step is taken along the eigendirections of the tangent Hessian with positive
+    curvature only (halved twice if it does not lower f): across a kink of f (a face or an edge of D, where the
+    support point jumps and ∂w/∂n = 0) it is not. Each trial is also tried snapped onto the kinks near it
+    (:func:`_snap`; taken where f is not larger), which puts the normal of a face or edge exactly and keeps the
+    Newton steps of a normal with one kink (a capsule's side against an ellipsoid) on that kink."""
+    def f(u):
+        return A.height(u) + B.height(-u)
+
+    def w_of(u):
+        return A.support(u) - B.support(-u)
+
+    def better(u, trial):
+        snapped = _snap(B, -_snap(A, trial))
+        u = jnp.where(f(trial) < f(u), trial, u)
+        return jnp.where(f(snapped) <= f(u), snapped, u)
+
+    def step(_, u):
+        w = w_of(u)
+        T = contact_frame(u)[1:]                                   # (2, 3) tangents
+        H = T @ jax.jacfwd(w_of)(u) @ T.T
+        H2 = 0.5 * (H + H.T) - dot(u, w) * jnp.eye(2, dtype=u.dtype)
+        lam, V = jnp.linalg.eigh(H2)
+        g = V.T @ (T @ w)
+        curved = lam > 1e-6 * jnp.abs(dot(u, w)) + 1e-12
+        delta = T.T @ (V @ jnp.where(curved, -g / jnp.where(curved, lam, 1.0), 0.0))
+        for fraction in (1.0, 0.5, 0.25):
+            u = better(u, unit_or(u + fraction * delta, u)[0])
+        return u
+
+    n = better(n, n)
+    return jax.lax.fori_loop(0, steps, step, n)
+
+
+# ----------------------------------------------------------------------------- the contact
+SNAP = 1e-3     # refinement: a normal this close to a face or edge direction of a geom is tried on it exactly
+FREE = 1e-7     # a local component of the normal below this leaves that coordinate free on the support face
+
+
+def _support_face_point(kind, size, u, x):
+    """The point of the geom's support face along u (the face, edge, segment or point of the geom farthest along u)
+    nearest to x, in the geom's frame, and whether that face is a single point: where a component of u is below
+    :data:`FREE` (a box face or edge, a capsule's or cylinder's side, a cylinder's cap) x's coordinate is kept,
+    clamped to the face."""
+    free = jnp.abs(u) <= FREE
+    e_z = jnp.zeros_like(u).at[2].set(1.0)
+    z_end = jnp.where(u[2] >= 0, size[1], -size[1])
+    if kind in ("sphere", "ellipsoid"):
+        return _local_support(kind, size, u), jnp.array(True)
+    if kind == "box":
+        return jnp.where(free, jnp.clip(x, -size, size), _local_support(kind, size, u)), ~jnp.any(free)
+    if kind == "capsule":
+        rim = _local_support("sphere", size, u)
+        z = jnp.where(free[2], jnp.clip(x[2] - rim[2], -size[1], size[1]), z_end)
+        return rim + z * e_z, ~free[2]
+    if kind == "cylinder":
+        flat = jnp.sqrt(u[0] ** 2 + u[1] ** 2) <= FREE                  # along the axis: the cap
+        radial = x * jnp.array([1.0, 1.0, 0.0], dtype=x.dtype)
+        inside, length = unit_or(radial, jnp.zeros_like(x))
+        cap = jnp.minimum(length, size[0]) * inside
+        side = _local_support(kind, size, u) * jnp.array([1.0, 1.0, 0.0], dtype=x.dtype)
+        z = jnp.where(free[2], jnp.clip(x[2], -size[1], size[1]), z_end)
+        return jnp.where(flat, cap, side) + z * e_z, ~flat & ~free[2]
+    raise ValueError(f"no support face for a {kind!r} geom")
+
+
+def witness_points(A, B, n, gap, x_a, x_b):
+    """The points of A and B that realise the gap along n (x_b − x_a = gap·n), from the algorithm's approximate
+    witnesses x_a, x_b: each moved to the nearest point of its geom's support face along ±n
+    (:func:`_support_face_point`); where one face is a single point (a curved surface, a corner, a rim point) it is
+    exact for the refined n and the other side's is that point ± gap·n."""
+    def face(shape, u, x):
+        local, single = _support_face_point(shape.kind, shape.size, rotate_transpose(shape.R, u),
+                                            rotate_transpose(shape.R, x - shape.p))
+        return shape.p + rotate(shape.R, local), single
+
+    y_a, single_a = face(A, n, x_a)
+    y_b, single_b = face(B, -n, x_b)
+    return (jnp.where(single_a | ~single_b, y_a, y_b - gap * n),
+            jnp.where(single_b | ~single_a, y_b, y_a + gap * n))
+
+
+def _fixed_directions(like):
+    """The 14 directions of a cube's faces and corners: further starts of the overlap's refinement, so that a
+    basin of f that EPA's early faces missed (two elongated geoms crossed) is still searched."""
+    faces = jnp.concatenate([jnp.eye(3, dtype=like.dtype), -jnp.eye(3, dtype=like.dtype)])
+    corners = jnp.asarray([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=like.dtype)
+    return jnp.concatenate([faces, corners / jnp.sqrt(3.0)])
+
+
+def convex_contact(A, B, settings=ConvexSettings()):
+    """(gap, point, n) of two convex shapes: GJK, and EPA where GJK finds them overlapping, then
+    :func:`refine_direction` (from GJK's normal, or from the normals of EPA's nearest faces, the best taken); n the
+    unit normal from A to B, point the midpoint of the witness points (:func:`witness_points`),
+    gap = −h_A(n) − h_B(−n) at n held constant (module docstring). Both algorithms run (fixed shapes); the overlap
+    decides which one's answer is taken."""
+    v, lam, simplex = gjk(A, B, settings)
+    n_sep, dist = unit_or(-v, jnp.zeros_like(v).at[2].set(1.0))
+    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    apart = dist > 1e-12 * scale
+    _, _, y_a, y_b, normals = epa(simplex, A, B, settings)
+    starts = jax.lax.stop_gradient(jnp.where(apart, n_sep[None], jnp.concatenate([normals, _fixed_directions(A.p)])))
+    refined = jax.vmap(lambda u: refine_direction(A, B, u))(starts)
+    f = jax.vmap(lambda u: A.height(u) + B.height(-u))(jax.lax.stop_gradient(refined))
+    n = refined[jnp.argmin(f)]
+    fixed = jax.lax.stop_gradient(n)
+    gap = -A.height(fixed) - B.height(-fixed)
+    x_a = jnp.where(apart, lam @ simplex.a, y_a)
+    x_b = jnp.where(apart, lam @ simplex.b, y_b)
+    w_a, w_b = witness_points(A, B, n, gap, x_a, x_b)
+    return gap, 0.5 * (w_a + w_b), n
+
+
+__all__ = ["ConvexSettings", "Shape", "support", "support_height", "closest_simplex_point", "gjk", "epa",
+           "convex_contact"]

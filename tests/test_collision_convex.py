@@ -1,0 +1,230 @@
+"""The pairs of the general convex route (GJK + EPA, mrds_jax/collision/convex.py) and plane–ellipsoid against
+MuJoCo's own (``mujoco``: mjc_Convex with its native GJK/EPA, mjc_PlaneConvex), float64, on seeded random sizes and
+poses, separated and penetrating, as tests/test_collision_mujoco.py does for the analytic pairs.
+
+MuJoCo is tightened for this (``ccd_tolerance`` 1e-15, ``ccd_iterations`` 5000; multiccd off, so its one contact
+is the GJK/EPA one; a 0.3 margin so separated pairs are reported). With that:
+
+* separated pairs (GJK in both): gap, normal and point to 1e-9;
+* penetrating pairs (EPA in both): the gap to 1e-9. MuJoCo's EPA gives the normal and point of an overlap of
+  curved surfaces only to about √(its tolerance) whatever the iterations (its faces are secants: with 1e-12 and
+  1e-15 its own normals differ by ~1e-6), so there normal and point are checked against it to 1e-4, and our
+  normal on its own to 1e-9 by optimality: the gap is the separating-axis value of our normal
+  (−h_A(n) − h_B(−n), computed here from the primitives' support functions written out in NumPy), no direction
+  near it gives a larger value (a smaller depth) by more than 1e-12, and the point lies between the two
+  support points along n.
+"""
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+from mrds_jax.collision import collide
+
+COLLIDE = jax.jit(collide, static_argnums=(0, 1))
+MARGIN = 0.3
+CASES = 10
+PAIRS = [("capsule", "cylinder"), ("box", "cylinder"), ("cylinder", "cylinder"), ("cylinder", "box"),
+         ("sphere", "ellipsoid"), ("capsule", "ellipsoid"), ("box", "ellipsoid"), ("cylinder", "ellipsoid"),
+         ("ellipsoid", "ellipsoid"), ("plane", "ellipsoid")]
+SIZE_MASK = {"plane": (0, 0, 0), "sphere": (1, 0, 0), "capsule": (1, 1, 0), "cylinder": (1, 1, 0), "box": (1, 1, 1),
+             "ellipsoid": (1, 1, 1)}
+
+
+def _mjcf(k1, s1, k2, s2):
+    def geom(n, kind, size):
+        used = " ".join(repr(float(x)) for x, m in zip(size, SIZE_MASK[kind]) if m) or "0 0 1"
+        return f'<geom name="g{n}" type="{kind}" size="{used}" margin="{MARGIN}"/>'
+    first = geom(1, k1, s1) if k1 == "plane" else f"<body><freejoint/>{geom(1, k1, s1)}</body>"
+    return ('<mujoco><option ccd_tolerance="1e-15" ccd_iterations="5000"><flag multiccd="disable"/></option>'
+            f"<worldbody>{first}<body><freejoint/>{geom(2, k2, s2)}</body></worldbody></mujoco>")
+
+
+def _rotation(q):
+    R = np.zeros(9)
+    mujoco.mju_quat2Mat(R, q)
+    return R.reshape(3, 3)
+
+
+def _mujoco(k1, s1, k2, s2, pose1, pose2):
+    model = mujoco.MjModel.from_xml_string(_mjcf(k1, s1, k2, s2))
+    data = mujoco.MjData(model)
+    data.qpos[:] = pose2 if k1 == "plane" else np.r_[pose1, pose2]
+    mujoco.mj_forward(model, data)
+    if data.ncon == 0:
+        return None
+    c = data.contact[0]
+    flip = -1.0 if c.geom1 != model.geom("g1").id else 1.0
+    return c.dist, flip * c.frame[:3], c.pos.copy()
+
+
+# ----------------------------------------------------------------------------- support functions in NumPy
+def _support(kind, R, p, s, u):
+    """The primitive's farthest point along u (world), written out here independently of the library."""
+    v = R.T @ u
+    if kind == "sphere":
+        x = s[0] * v / np.linalg.norm(v)
+    elif kind == "capsule":
+        x = s[0] * v / np.linalg.norm(v) + np.array([0, 0, np.sign(v[2]) * s[1]])
+    elif kind == "box":
+        x = np.sign(v) * s
+    elif kind == "cylinder":
+        x = np.r_[s[0] * v[:2] / np.linalg.norm(v[:2]), np.sign(v[2]) * s[1]]
+    elif kind == "ellipsoid":
+        x = s ** 2 * v / np.linalg.norm(s * v)
+    return p + R @ x
+
+
+def _separation(k1, R1, p1, s1, k2, R2, p2, s2, n):
+    """−h_A(n) − h_B(−n): how far B lies beyond A along n (the separating-axis value)."""
+    if k1 == "plane":
+        return n @ _support(k2, R2, p2, s2, -n) - n @ p1
+    return -n @ _support(k1, R1, p1, s1, n) + n @ _support(k2, R2, p2, s2, -n)
+
+
+def _ours(k1, k2, R1, p1, s1, R2, p2, s2):
+    out = COLLIDE(k1, k2, *(jnp.asarray(x) for x in (R1, p1, s1, R2, p2, s2)))
+    k = int(np.argmin(np.where(np.asarray(out.valid), np.asarray(out.gap), np.inf)))
+    return float(out.gap[k]), np.asarray(out.frame[k, 0]), np.asarray(out.point[k])
+
+
+def _poses(rng, k1, k2):
+    s1 = rng.uniform(0.1, 0.5, 3) * SIZE_MASK[k1]
+    s2 = rng.uniform(0.1, 0.5, 3) * SIZE_MASK[k2]
+    q1, q2 = (q / np.linalg.norm(q) for q in rng.normal(size=(2, 4)))
+    direction = rng.normal(size=3)
+    direction /= np.linalg.norm(direction)
+    p1 = rng.normal(size=3) * 0.1
+    if k1 == "plane":
+        q1, p1, direction = np.array([1.0, 0, 0, 0]), np.zeros(3), np.array([0.0, 0.0, 1.0])
+    return s1, s2, q1, q2, p1, direction
+
+
+def _tangents(n):
+    t = np.cross(n, [1.0, 0, 0] if abs(n[0]) < 0.9 else [0, 1.0, 0])
+    t /= np.linalg.norm(t)
+    return t, np.cross(n, t)
+
+
+def _inside(kind, R, p, s, x):
+    """How far x lies outside the primitive (≤ 0 inside), written out here independently of the library."""
+    v = R.T @ (x - p)
+    if kind == "sphere":
+        return np.linalg.norm(v) - s[0]
+    if kind == "capsule":
+        return np.linalg.norm(v - [0, 0, np.clip(v[2], -s[1], s[1])]) - s[0]
+    if kind == "box":
+        return np.max(np.abs(v) - s)
+    if kind == "cylinder":
+        return max(np.linalg.norm(v[:2]) - s[0], abs(v[2]) - s[1])
+    if kind == "ellipsoid":
+        return (np.linalg.norm(v / s) - 1.0) * np.min(s)
+    return v[2]                                                          # plane: the half-space below z = 0
+
+
+# pairs whose overlaps are not yet found to 1e-9 (EPA's 40 iterations end before it converges where D is curved
+# in one direction only — a capsule's or cylinder's side against an ellipsoid — and the refinement does not
+# find the optimum on the kink of f there): measured |Δgap| up to 2e-4, |Δn| up to 5e-2 on these seeds
+KNOWN_SHORT = {("capsule", "ellipsoid"), ("cylinder", "ellipsoid")}
+# the witness points of a contact at a flat feature (a box's edge or face against a cylinder's rim) lie on their
+# geoms to the accuracy of the normal there (a kink of the separating-axis value, which GJK and EPA approach to
+# their tolerance): measured up to 1.1e-6 m (box–ellipsoid overlaps), MuJoCo's differ from ours by as much
+WITNESS = 1e-5
+
+
+def _compare(k1, k2, penetrating):
+    """Worst differences from MuJoCo (gap, normal, point) and our own certificate over seeded poses: (value) the
+    largest of |sep(n) − gap| (the separating-axis value at our normal, from the support functions above) and
+    how much a direction near ours beats it; (witness) how far the witness points point ∓ gap/2·n lie outside
+    their geoms or off their support planes."""
+    rng = np.random.default_rng(sum(map(ord, k1 + k2)) + penetrating)
+    worst, certificate, compared = np.zeros(3), np.zeros(2), 0
+    for case in range(CASES):
+        s1, s2, q1, q2, p1, direction = _poses(rng, k1, k2)
+        R1, R2 = _rotation(q1), _rotation(q2)
+        t = rng.uniform(0.0, 0.3) if penetrating else rng.uniform(0.45, 1.2)
+        p2 = p1 + t * direction
+        reference = _mujoco(k1, s1, k2, s2, np.r_[p1, q1], np.r_[p2, q2])
+        gap, normal, point = _ours(k1, k2, R1, p1, s1, R2, p2, s2)
+        if reference is None:
+            assert gap > MARGIN - 1e-9
+            continue
+        dist, mj_normal, mj_point = reference
+        if (dist < 0) != penetrating:
+            continue
+        compared += 1
+        worst = np.maximum(worst, [abs(gap - dist), np.linalg.norm(normal - mj_normal),
+                                   np.linalg.norm(point - mj_point)])
+        sep = lambda n: _separation(k1, R1, p1, s1, k2, R2, p2, s2, n / np.linalg.norm(n))
+        x1, x2 = point - 0.5 * gap * normal, point + 0.5 * gap * normal
+        value = [abs(sep(normal) - gap)]
+        witness = [_inside(k2, R2, p2, s2, x2), abs(normal @ (x2 - _support(k2, R2, p2, s2, -normal)))]
+        if k1 != "plane":
+            witness += [_inside(k1, R1, p1, s1, x1), abs(normal @ (x1 - _support(k1, R1, p1, s1, normal)))]
+            for t1 in _tangents(normal):
+                for h in (1e-3, 1e-5):
+                    value += [sep(normal + h * t1) - gap, sep(normal - h * t1) - gap]
+        certificate = np.maximum(certificate, [max(value), max(witness)])
+    print(f"{k1}-{k2} {'penetrating' if penetrating else 'separated'} ({compared} cases): |Δgap| |Δn| |Δpoint| = "
+          f"{worst}, certificate (value, witness) {certificate}")
+    assert compared >= CASES // 3
+    return worst, certificate
+
+
+@pytest.mark.parametrize("k1,k2", PAIRS, ids=[f"{a}-{b}" for a, b in PAIRS])
+def test_separated_pairs_match_mujoco_and_are_certified(k1, k2):
+    """Apart: the gap to 1e-9 against MuJoCo; normal and point to 1e-4 against it (its GJK, even at tolerance
+    1e-15 and 5000 iterations, leaves its normal up to 1e-5 off: its dist then exceeds the separating-axis value
+    of its own normal); ours certified to 1e-12: the separating-axis value of our normal (a lower bound of the
+    distance) equals the distance of our two witness points, which lie in their geoms (an upper bound)."""
+    worst, certificate = _compare(k1, k2, penetrating=False)
+    assert worst[0] < 1e-9 and np.all(worst[1:] < 1e-4), worst
+    assert certificate[0] < 1e-12 and certificate[1] < WITNESS, certificate
+
+
+@pytest.mark.parametrize("k1,k2", [p for p in PAIRS if p not in KNOWN_SHORT and p[::-1] not in KNOWN_SHORT],
+                         ids=[f"{a}-{b}" for a, b in PAIRS if (a, b) not in KNOWN_SHORT])
+def test_penetrating_pairs_match_mujoco(k1, k2):
+    """Overlapping: the gap to 1e-9 against MuJoCo (its EPA's depth converges; its normal and point on curved
+    surfaces only to ~√tolerance, so they are compared to 1e-4); ours: the gap is the separating-axis value of
+    our normal, the witness points lie on their geoms' support planes, no direction near ours does better."""
+    worst, certificate = _compare(k1, k2, penetrating=True)
+    assert worst[0] < 1e-9 and np.all(worst[1:] < 1e-4), worst
+    assert certificate[0] < 1e-12 and certificate[1] < WITNESS, certificate
+
+
+@pytest.mark.slow            # full mode: documents the known shortfall (strict: it fails once the pairs pass)
+@pytest.mark.xfail(strict=True, reason="known shortfall, see KNOWN_SHORT")
+@pytest.mark.parametrize("k1,k2", sorted(KNOWN_SHORT), ids=[f"{a}-{b}" for a, b in sorted(KNOWN_SHORT)])
+def test_penetrating_pairs_not_yet_to_1e_9(k1, k2):
+    worst, certificate = _compare(k1, k2, penetrating=True)
+    assert worst[0] < 1e-9 and np.all(worst[1:] < 1e-4) and certificate[0] < 1e-12, worst
+
+
+@pytest.mark.slow            # full mode: compiling the derivative of the convex route takes ~20 s a pair
+@pytest.mark.parametrize("k1,k2", [("box", "cylinder"), ("cylinder", "ellipsoid")], ids=["box-cylinder",
+                                                                                         "cylinder-ellipsoid"])
+def test_convex_gap_gradient_is_the_normal_and_finite(k1, k2):
+    """The gap's derivative with respect to geom 2's position is the normal (translating B along n by δ changes the
+    gap by δ: Danskin's theorem, which the gap formula at the held normal implements), apart and overlapping, and
+    central differences of the gap in the size agree with its derivative; nothing is NaN."""
+    rng = np.random.default_rng(5)
+
+    @jax.jit
+    def gap(R1, p1, s1, R2, p2, s2):
+        out = collide(k1, k2, R1, p1, s1, R2, p2, s2)
+        return out.gap[0], out.frame[0, 0]
+
+    gradient = jax.jit(jax.grad(lambda *a: gap(*a)[0], argnums=(4, 5)))
+    for t in (0.05, 0.8):
+        s1, s2, q1, q2, p1, direction = _poses(rng, k1, k2)
+        args = [jnp.asarray(x) for x in (_rotation(q1), p1, s1, _rotation(q2), p1 + t * direction, s2)]
+        g_p, g_s = gradient(*args)
+        _, normal = gap(*args)
+        assert np.all(np.isfinite(g_p)) and np.all(np.isfinite(g_s))
+        np.testing.assert_allclose(g_p, normal, atol=1e-9)
+        h, e = 1e-6, np.eye(3)
+        fd = [(float(gap(*args[:5], args[5] + h * e[i])[0]) - float(gap(*args[:5], args[5] - h * e[i])[0])) / (2 * h)
+              for i in range(3) if SIZE_MASK[k2][i]]
+        np.testing.assert_allclose(np.asarray(g_s)[np.asarray(SIZE_MASK[k2], bool)], fd, atol=1e-6)
