@@ -198,26 +198,30 @@ def hole_boxes(p, layout=HoleLayout()):
     return out
 
 
-def _placed(position, rotation, where):
-    """(p (3,), R (3, 3)) of the hole's frame in the world; R must be a rotation (checked when concrete)."""
+def _placed(position, rotation, where, names=("position", "rotation")):
+    """(p (3,), R (3, 3)) of a placement; R must be a rotation and p finite (checked when concrete)."""
     R = np.eye(3) if rotation is None else rotation
     if not is_traced(R):
         R = np.asarray(R, dtype=float)
         if R.shape != (3, 3) or not np.allclose(R @ R.T, np.eye(3), atol=1e-9) or np.linalg.det(R) <= 0:
-            raise PegHoleError(f"{where}: rotation must be a 3×3 rotation matrix, got {np.asarray(rotation).tolist()}")
+            raise PegHoleError(f"{where}: {names[1]} must be a 3×3 rotation matrix, got "
+                               f"{np.asarray(rotation).tolist()}")
     if not is_traced(position):
         position = np.asarray(position, dtype=float)
         if position.shape != (3,) or not np.all(np.isfinite(position)):
-            raise PegHoleError(f"{where}: position must be a finite (3,) vector, got {position.tolist()}")
+            raise PegHoleError(f"{where}: {names[0]} must be a finite (3,) vector, got {position.tolist()}")
     return jnp.asarray(position), jnp.asarray(R)
 
 
-def peg_geom(p, module, frame, name="peg"):
-    """The peg: a capsule of radius r and straight part L on ``module``'s operational point ``frame``, its axis the
-    frame's local +z, its lower axis end (Whitney's tip; the end sphere's centre) at the frame's origin."""
-    validate_peg_hole(p, None, f"peg_geom {name!r}")
+def peg_geom(p, module, frame, name="peg", tip=(0.0, 0.0, 0.0), rotation=None):
+    """The peg: a capsule of radius r and straight part L on ``module``'s operational point ``frame``, its lower axis
+    end (Whitney's tip; the end sphere's centre) at ``tip`` in the frame and its axis (from the tip up the peg) the
+    local +z of ``rotation`` (default: the frame's +z at its origin)."""
+    where = f"peg_geom {name!r}"
+    validate_peg_hole(p, None, where)
+    origin, turn = _placed(tip, rotation, where, ("tip", "rotation"))
     half = 0.5 * jnp.asarray(p.peg_length)
-    return capsule(name, module, frame, p.peg_radius, half, position=jnp.stack([0.0 * half, 0.0 * half, half]),
+    return capsule(name, module, frame, p.peg_radius, half, position=origin + half * turn[:, 2], rotation=turn,
                    friction=p.friction)
 
 
@@ -234,11 +238,12 @@ def hole_geoms(p, layout=HoleLayout(), position=(0.0, 0.0, 0.0), rotation=None, 
 
 
 def peg_hole_geoms(p, module, frame, layout=HoleLayout(), position=(0.0, 0.0, 0.0), rotation=None, peg="peg",
-                   hole="hole"):
-    """[the peg (:func:`peg_geom`), the hole's boxes (:func:`hole_geoms`)]: the ``collision`` argument of
+                   hole="hole", tip=(0.0, 0.0, 0.0), tip_rotation=None):
+    """[the peg (:func:`peg_geom`, its tip at ``tip`` and axis ``tip_rotation`` in the frame), the hole's boxes
+    (:func:`hole_geoms`, mouth at ``position``, axis ``rotation``)]: the ``collision`` argument of
     :func:`~mrds_jax.system.build_system` (add the scene's other geoms to the list)."""
     validate_peg_hole(p, layout, "peg_hole_geoms")
-    return [peg_geom(p, module, frame, peg)] + hole_geoms(p, layout, position, rotation, hole)
+    return [peg_geom(p, module, frame, peg, tip, tip_rotation)] + hole_geoms(p, layout, position, rotation, hole)
 
 
 def with_peg_hole(system, p, layout=HoleLayout(), position=(0.0, 0.0, 0.0), rotation=None, peg="peg",
@@ -246,14 +251,17 @@ def with_peg_hole(system, p, layout=HoleLayout(), position=(0.0, 0.0, 0.0), rota
     """``system`` (built with :func:`peg_hole_geoms`) with the peg and hole of ``p``: the geoms' positions and sizes
     and the friction of every peg–hole pair replaced. ``p`` may be traced: one compiled program serves a batch of
     radii, lengths, clearances, depths, friction coefficients and chamfer widths (``jax.vmap`` over a PegHole of
-    arrays). ``layout``, ``position``, ``rotation`` and the names must be those the system was built with; a geom
-    of that layout missing from the system raises :class:`PegHoleError`."""
+    arrays). ``layout``, ``position``, ``rotation`` and the names must be those the system was built with (the peg's
+    tip and axis in its frame are read from the built peg); a geom of that layout missing from the system raises
+    :class:`PegHoleError`."""
     model = getattr(system, "collision", None)
     if not isinstance(model, CollisionModel):
         raise PegHoleError("with_peg_hole: the system has no collision model; build it with "
                            "collision=peg_hole_geoms(...)")
-    module, frame = _peg_frame(model, peg)
-    new = {g.name: g for g in [peg_geom(p, module, frame, peg)] + hole_geoms(p, layout, position, rotation, hole)}
+    old = _peg(model, peg)
+    tip = old.position - old.size[1] * old.rotation[:, 2]           # the built peg's tip and axis in its frame
+    new = {g.name: g for g in [peg_geom(p, old.module, old.frame, peg, tip, old.rotation)]
+           + hole_geoms(p, layout, position, rotation, hole)}
     names = model.geom_names
     missing = sorted(set(new) - set(names))
     if missing:
@@ -268,11 +276,11 @@ def with_peg_hole(system, p, layout=HoleLayout(), position=(0.0, 0.0, 0.0), rota
     return replace(system, collision=replace(model, geoms=geoms, friction=friction))
 
 
-def _peg_frame(model, peg):
+def _peg(model, peg):
     for g in model.geoms:
         if g.name == peg:
             if g.kind != "capsule" or g.is_ground:
                 raise PegHoleError(f"with_peg_hole: geom {peg!r} is a {g.kind} on "
                                    f"{'the ground' if g.is_ground else g.module!r}; the peg is a capsule on a module")
-            return g.module, g.frame
+            return g
     raise PegHoleError(f"with_peg_hole: no geom named {peg!r}; the geoms are {list(model.geom_names)}")

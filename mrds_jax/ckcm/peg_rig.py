@@ -17,6 +17,7 @@ import numpy as np
 from .. import system as S
 from ..model import ModuleBuilder
 from ..system.forces import joint_torque
+from ..system.ncp import NCPSettings
 from ..system.timestepping import ContactSettings, contact_rollout
 from .peg_hole import HoleLayout, PegHole, peg_hole_geoms
 from .whitney import two_point_contact
@@ -95,11 +96,15 @@ def wall_forces(system, traj, walls=("hole_mx", "hole_px")):
     return np.stack([F[:, pair == names.index(("peg", w))].sum(axis=1) for w in walls], axis=1)
 
 
-def jamming_grid(system, p, theta, a, b, insertion=1e-3, duration=0.04, dt=1e-3, settings=ContactSettings()):
+GRID_SETTINGS = ContactSettings(ncp=NCPSettings(stages=4, iterations=50))
+
+
+def jamming_grid(system, p, theta, a, b, insertion=1e-2, duration=0.01, dt=1e-3, settings=GRID_SETTINGS):
     """The jamming diagram simulated (docs/guide/assembly.md §4): from rest in the two-point contact at tilt θ, a
-    constant applied wrench (F_x, F_z, M) = F_z (a, 1, b r) at every point of ``a``, ``b`` (equal-length arrays),
-    for ``duration``. Returns (largest |q − q₀| over the run (n,), the trajectory of the batch, stored at its
-    start and end)."""
+    constant applied wrench (F_x, F_z, M) = F_z (a, 1, b r) (F_z = ``insertion``) at every point of ``a``, ``b``
+    (equal-length arrays), for ``duration``. Returns (largest |q − q₀| over the run (n,), the trajectory of the
+    batch, stored at its start and end). The default solver settings cap a step at 4 × 50 ADMM iterations: a
+    jammed peg's step is solved exactly by the warm start's polish, a moving one need not be exact to move."""
     a, b = jnp.asarray(a, float), jnp.asarray(b, float)
     n = a.shape[0]
     zeros = jnp.zeros((n, 3))

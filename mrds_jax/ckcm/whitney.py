@@ -157,7 +157,7 @@ def jammed(geometry, mu, r, a, b, tol=1e-12):
     for triple in ((0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)):
         M = G[jnp.array(triple)].T
         det = jnp.linalg.det(M)
-        regular = jnp.abs(det) > 1e-14
+        regular = jnp.abs(det) > 1e-12 * jnp.prod(jnp.linalg.norm(M, axis=0))    # three independent edges
         alpha = jnp.linalg.solve(jnp.where(regular, M, jnp.eye(3)), target)
         inside = inside | (regular & jnp.all(alpha >= -tol * (1.0 + jnp.max(jnp.abs(alpha)))))
     return inside
