@@ -149,6 +149,7 @@ def test_two_point_contact_force_balance_is_whitneys(system, pushes):
 
 
 # ----------------------------------------------------------------------------- jamming diagram
+@pytest.mark.slow      # one 121-run batch, ~60 s on two cores: the full mode (the default run keeps the pushes)
 def test_jamming_diagram_outcome_matches_the_analytic_region(system):
     """Constant (F_x, M)/F_z (F_z = 10 mN) on an 11 × 11 grid from a two-point contact at θ = 0.02, 10 ms, one
     compiled batch (the solver's default tolerance, at most 4 × 50 iterations a step: a jammed peg's step is solved
