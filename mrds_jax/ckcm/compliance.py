@@ -14,7 +14,7 @@ with K, D 6 × 6 in the reference's axes ([rotation; translation], the project's
 payload's origin is W_A = [n_c + (c − p) × f_c; f_c] and the six actuator forces τ = J_wᵀ⁻¹ W_A + τ_g, with J_w the
 leg (wrench) Jacobian l̇ = J_w [ω; v] (``wrench_jacobian``) and τ_g the static closed-chain forces that hold the
 legs and payload against gravity at the measured configuration (``gravity_forces``: the multibody inverse dynamics
-at rest). So in free space the payload is in equilibrium under an external wrench W at c exactly when
+at rest; or, cheaper, a constant feed-forward such as τ_g at the reference pose). So in free space the payload is in equilibrium under an external wrench W at c exactly when
 K δ = Rᵣ⁶ᵀ W: the deflection is K⁻¹ W (tests/test_assembly_controller.py). With K block-diagonal a force at c
 causes no rotation, a torque about c no translation — Whitney's RCC property. A zero axial stiffness with an
 insertion force is force control along d, a stiff axis with an insertion speed is position control: the hybrid
@@ -54,8 +54,6 @@ class Compliance(NamedTuple):
     tip               (3,) the tool tip in the payload frame {A} (m)
     insertion_force   () commanded force along the insertion direction (N)
     insertion_speed   () speed of the reference along the insertion direction (m/s)
-    gravity           () 1: add the static closed-chain gravity forces at the measured configuration; 0: leave
-                      them out
     """
     stiffness: jax.Array
     damping: jax.Array
@@ -63,19 +61,21 @@ class Compliance(NamedTuple):
     tip: jax.Array
     insertion_force: jax.Array
     insertion_speed: jax.Array
-    gravity: jax.Array
 
 
 class ComplianceReference(NamedTuple):
     """Where the compliance frame is asked to be: ``position`` (3,) of the compliance centre at t = 0 (world, m),
-    ``rotation`` (3, 3) of the payload frame, ``direction`` (3,) the unit insertion direction (world)."""
+    ``rotation`` (3, 3) of the payload frame, ``direction`` (3,) the unit insertion direction (world), and
+    ``feedforward`` (6,) actuator forces added as they are (N; e.g. ``gravity_forces`` at the reference, when the
+    law is run without the gravity forces at the measured configuration: ``exact_gravity=False``)."""
     position: jax.Array
     rotation: jax.Array
     direction: jax.Array
+    feedforward: jax.Array = None
 
 
 def rcc(angular, lateral, axial, torsional=None, damping=None, centre=0.0, tip=(0.0, 0.0, 0.0),
-        insertion_force=0.0, insertion_speed=0.0, gravity=True) -> Compliance:
+        insertion_force=0.0, insertion_speed=0.0) -> Compliance:
     """A diagonal RCC (``Compliance``): stiffness diag(angular, angular, torsional, lateral, lateral, axial)
     (N m/rad, N/m; ``torsional`` default ``angular``) in the reference's axes with z the tool axis; ``damping``
     six numbers in the same order, or None for zero. Checked by ``check_compliance``."""
@@ -84,8 +84,7 @@ def rcc(angular, lateral, axial, torsional=None, damping=None, centre=0.0, tip=(
     k = jnp.asarray([angular, angular, torsional, lateral, lateral, axial], f)
     d = jnp.zeros(6, f) if damping is None else jnp.broadcast_to(jnp.asarray(damping, f), (6,))
     settings = Compliance(jnp.diag(k), jnp.diag(d), jnp.asarray(centre, f), jnp.asarray(tip, f),
-                          jnp.asarray(insertion_force, f), jnp.asarray(insertion_speed, f),
-                          jnp.asarray(1.0 if gravity else 0.0, f))
+                          jnp.asarray(insertion_force, f), jnp.asarray(insertion_speed, f))
     return check_compliance(settings, "rcc")
 
 
@@ -125,7 +124,7 @@ def check_compliance(settings: Compliance, where="compliance") -> Compliance:
         raise DampingError(f"{where}: the damping must not be negative (symmetric part positive semidefinite), its "
                            f"smallest eigenvalue is {_first_bad(lowest, lowest < -1e-12 * scale):.6g}: it would feed "
                            "energy in")
-    for name, shape in (("tip", (3,)), ("insertion_force", ()), ("insertion_speed", ()), ("gravity", ())):
+    for name, shape in (("tip", (3,)), ("insertion_force", ()), ("insertion_speed", ())):
         x = np.asarray(getattr(settings, name), float)
         if x.shape[x.ndim - len(shape):] != shape or not np.all(np.isfinite(x)):
             raise ComplianceError(f"{where}: {name} must be finite with shape {shape} (per scenario), got {x}")
@@ -152,6 +151,10 @@ def check_reference(reference: ComplianceReference, where="compliance") -> Compl
         raise ComplianceError(f"{where}: the insertion direction must be a unit 3-vector, got {d}")
     if p.shape[-1:] != (3,) or not np.all(np.isfinite(p)):
         raise ComplianceError(f"{where}: the reference position must be a finite 3-vector, got {p}")
+    if reference.feedforward is not None:
+        ff = np.asarray(reference.feedforward, float)
+        if ff.shape[-1:] != (6,) or not np.all(np.isfinite(ff)):
+            raise ComplianceError(f"{where}: the feedforward must be six finite actuator forces, got {ff}")
     return reference
 
 
@@ -223,13 +226,18 @@ def gravity_forces(system, state: SystemState):
 
 
 def compliance_forces(system, params: CKCMParams, settings: Compliance, reference: ComplianceReference,
-                      state: SystemState, t):
-    """τ (6,), the six actuator forces of the law (module docstring): J_wᵀ⁻¹ W_A + gravity · τ_g, W_A the wrench
-    ``compliance_wrench`` moved from the compliance centre to the payload's origin."""
+                      state: SystemState, t, exact_gravity=True):
+    """τ (6,), the six actuator forces of the law (module docstring): J_wᵀ⁻¹ W_A + τ_g + the reference's feedforward,
+    W_A the wrench ``compliance_wrench`` moved from the compliance centre to the payload's origin; τ_g the gravity
+    forces at the measured configuration (``gravity_forces``) with ``exact_gravity`` (static), else none (give
+    them as the reference's feedforward, e.g. at the reference pose: one inverse dynamics per run instead of one
+    per step)."""
     R, p, _, _ = payload_motion(state)
     W = shift_wrench(compliance_wrench(settings, reference, state, t), R @ centre_in_payload(settings))
     tau = leg_forces_of_wrench(params, R, p, W)
-    return tau + settings.gravity * gravity_forces(system, state)
+    if reference.feedforward is not None:
+        tau = tau + reference.feedforward
+    return tau + gravity_forces(system, state) if exact_gravity else tau
 
 
 class ComplianceControl(NamedTuple):
@@ -240,22 +248,29 @@ class ComplianceControl(NamedTuple):
     reference: ComplianceReference
 
 
-def _control(t, state, control: ComplianceControl):
+def _control_exact_gravity(t, state, control: ComplianceControl):
     """u = τ of ``compliance_forces`` (the ``control_fn`` of the actuators: t, system state, traced arguments)."""
     system = build_ckcm_system(control.params, control.legs)
     return compliance_forces(system, control.params, control.settings, control.reference, state, t)
 
 
+def _control_feedforward(t, state, control: ComplianceControl):
+    """u = τ of ``compliance_forces`` without the gravity forces at the measured configuration."""
+    return compliance_forces(None, control.params, control.settings, control.reference, state, t, False)
+
+
 def compliance_actuators(params: CKCMParams, settings: Compliance, reference: ComplianceReference, legs="bench",
-                         name="rcc"):
+                         name="rcc", exact_gravity=True):
     """The law as a force element: six motor actuators (gear 1, u = force, N) on the legs' prismatic joints whose
     control is ``compliance_forces`` at (t, state) — for ``mrds_jax.system.contact_rollout`` (``forces=``) or
     ``simulate``. ``params``, ``legs``, ``settings`` and ``reference`` are traced (new gains or a new reference
-    recompile nothing; they batch under ``vmap``). Settings and reference are checked first (named errors)."""
+    recompile nothing; they batch under ``vmap``). ``exact_gravity``: see ``compliance_forces``. Settings and
+    reference are checked first (named errors)."""
     check_compliance(settings, name)
     check_reference(reference, name)
     control = ComplianceControl(params, leg_model(params, legs), settings, reference)
-    return actuators(name, [(leg, "prismatic") for leg in LEG_NAMES], control=control, control_fn=_control,
+    law = _control_exact_gravity if exact_gravity else _control_feedforward
+    return actuators(name, [(leg, "prismatic") for leg in LEG_NAMES], control=control, control_fn=law,
                      actuator_names=tuple(f"{leg}_actuator" for leg in LEG_NAMES))
 
 
