@@ -273,6 +273,64 @@ def insertion(params: CKCMParams, task: AssemblyTask, dt, n_steps, decimation=10
                      jnp.maximum(-jnp.min(gaps, axis=1), 0.0), traj.converged, traj)
 
 
+OUTCOMES = ("inserted", "jammed", "wedged", "blocked", "moving")
+
+
+class Outcome(NamedTuple):
+    """A run's verdict (``outcome_of``): ``code`` into ``OUTCOMES``; the insertion ``time`` (s; −1 if never), the
+    peak total contact force on the peg and the peak actuator force over the stored states (N), the final depth
+    (m), and the run's worst loop closure, penetration (m) and whether every contact solve converged."""
+    code: jax.Array
+    time: jax.Array
+    peak_contact: jax.Array
+    peak_actuator: jax.Array
+    depth: jax.Array
+    closure: jax.Array
+    penetration: jax.Array
+    converged: jax.Array
+
+
+def wedge_possible(point1, normal1, point2, normal2, mu):
+    """Whitney's wedging condition (1982, §4): two contact forces can hold each other with no applied load — the
+    peg wedged — when the line between the contact points lies inside both friction cones: with e the unit vector
+    from point 1 to point 2 and n_k the normals into the peg, e·n₁ ≥ cos(atan μ) and −e·n₂ ≥ cos(atan μ)."""
+    e = point2 - point1
+    e = e / jnp.maximum(jnp.linalg.norm(e), 1e-300)
+    c = 1.0 / jnp.sqrt(1.0 + mu ** 2)
+    return (jnp.dot(e, normal1) >= c) & (-jnp.dot(e, normal2) >= c)
+
+
+def outcome_of(run: Insertion, task: AssemblyTask, stall_speed=2e-3, window=0.1) -> Outcome:
+    """The outcome from the motion and the contact state: **inserted** when the tip reached ``target_depth``; else,
+    if the tip's descent over the last ``window`` s is slower than ``stall_speed`` (m/s), the peg is stuck: in
+    two-point contact in the hole (touching slots whose normals push it towards +x and towards −x) it is
+    **wedged** where the line between the two points lies inside both friction cones (``wedge_possible``) and
+    **jammed** otherwise; stuck without two-point contact it is **blocked** (on the mouth or the chamfer). A run
+    still descending at the end is **moving**. Works on one run (``vmap`` for a batch)."""
+    t, depth = run.t, run.depth
+    reached = depth >= task.target_depth
+    inserted = jnp.any(reached)
+    time = jnp.where(inserted, t[jnp.argmax(reached)], -1.0)
+    dt_out = t[1] - t[0]
+    k = jnp.maximum(jnp.round(window / dt_out).astype(jnp.int32), 1)
+    n = t.shape[0]
+    back = jnp.take(depth, jnp.maximum(n - 1 - k, 0))
+    stuck = (depth[-1] - back) < stall_speed * window
+    traj = run.trajectory
+    layout_start = traj.impulses.shape[1] - 3 * traj.points.shape[1]
+    lam_n = traj.impulses[-1, layout_start::3]
+    normal = -traj.frames[-1, :, 0, :]                                 # into the peg (the peg is each pair's geom 1)
+    touching = lam_n > 0
+    push_px = jnp.where(touching, normal[:, 0], -jnp.inf)
+    push_mx = jnp.where(touching, -normal[:, 0], -jnp.inf)
+    i, j = jnp.argmax(push_px), jnp.argmax(push_mx)
+    two_point = (push_px[i] > 0.5) & (push_mx[j] > 0.5) & (depth[-1] > 0)
+    wedged = wedge_possible(traj.points[-1, i], normal[i], traj.points[-1, j], normal[j], task.peg_hole.friction)
+    code = jnp.where(inserted, 0, jnp.where(stuck, jnp.where(two_point, jnp.where(wedged, 2, 1), 3), 4))
+    return Outcome(code, time, jnp.max(jnp.linalg.norm(run.contact_force, axis=-1)), jnp.max(jnp.abs(run.forces)),
+                   depth[-1], jnp.max(run.closure), jnp.max(run.penetration), jnp.all(run.converged))
+
+
 def _peg_sign(system):
     """(n_slots,) +1 where the peg is a slot's geom 2 (the slot's force is on it), −1 where it is geom 1."""
     model = system.collision
@@ -283,4 +341,5 @@ def _peg_sign(system):
 
 __all__ = ["TOOL", "TOOL_DEPTH", "MOUTH", "LAYOUT", "Misalignment", "AssemblyTask", "default_compliance",
            "default_task", "as_arrays", "check_task", "payload_with_tool", "assembly_system", "initial_pose",
-           "reference_of", "Scene", "CONTACT", "peg_in_hole", "Insertion", "tip_position", "insertion"]
+           "reference_of", "Scene", "CONTACT", "peg_in_hole", "Insertion", "tip_position", "insertion", "OUTCOMES",
+           "Outcome", "wedge_possible", "outcome_of"]
