@@ -89,25 +89,6 @@ def plot_success_map(m, path):
     plt.close(fig)
 
 
-def plot_traces(run, cases, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
-    for k, (name, *_rest) in enumerate(cases):
-        axes[0].plot(run.t[k], 1e3 * run.depth[k], label=name)
-        axes[1].plot(run.t[k], np.linalg.norm(run.contact_force[k], axis=-1), label=name)
-        axes[2].plot(run.t[k], np.abs(run.forces[k]).max(axis=-1), label=name)
-    axes[0].set_ylabel("tip depth below the mouth (mm)")
-    axes[1].set_ylabel("total contact force on the peg (N)")
-    axes[2].set_ylabel("largest actuator force (N)")
-    axes[2].set_xlabel("time (s)")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1024 insertions of 0.4 s (the default: 1e4)")
@@ -136,7 +117,7 @@ def main(argv=None):
              ("2 mm, 1 deg, RCC 0.3 m behind", 2e-3, np.radians(1.0), 0.3),
              ("5 mm, 0 deg, RCC at the tip", 5e-3, 0.0, 0.0)]
     run = traces(params, dt, n_steps, 1, cases)
-    plot_traces(run, cases, out.with_name(out.stem + "_traces.png"))
+    A.plot_insertion(run, [c[0] for c in cases], out.with_name(out.stem + "_traces.png"))
     lines = [f"# CKCM peg-in-hole Monte Carlo ({'quick' if args.quick else 'full'} mode)", "",
              f"`python experiments/ckcm_assembly.py {'--quick ' if args.quick else ''}--out {args.out}`: {n} "
              f"insertions of {duration} s at dt = {dt * 1e3:g} ms (hard contact, exact closed-chain plant at the "

@@ -92,8 +92,8 @@ LANES = 39          # every call padded to one batch size: one compilation serve
 def run(settings, reference, pose, load, at):
     """``plant()`` on a batch of up to LANES lanes (padded by repeating the last lane, the padding cut off)."""
     n = len(pose)
-    pad = lambda x: jax.tree.map(lambda a: jnp.concatenate([jnp.asarray(a)] + [jnp.asarray(a)[-1:]] * (LANES - n)),  # noqa: E731
-                                 x)
+    def pad(x):
+        return jax.tree.map(lambda a: jnp.concatenate([jnp.asarray(a)] + [jnp.asarray(a)[-1:]] * (LANES - n)), x)
     out = plant()(*(pad(x) for x in (settings, reference, pose, load, at)))
     return jax.tree.map(lambda a: np.asarray(a)[:n], out)
 

@@ -331,6 +331,29 @@ def outcome_of(run: Insertion, task: AssemblyTask, stall_speed=2e-3, window=0.1)
                    depth[-1], jnp.max(run.closure), jnp.max(run.penetration), jnp.all(run.converged))
 
 
+def plot_insertion(runs: Insertion, labels, path):
+    """Depth (mm), total contact force on the peg (N) and largest actuator force (N) against time (s) of a batch of
+    insertions (an ``Insertion`` with a leading batch axis, one label each), as a PNG at ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs = jax.tree.map(np.asarray, runs)
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    for k, label in enumerate(labels):
+        axes[0].plot(runs.t[k], 1e3 * runs.depth[k], label=label)
+        axes[1].plot(runs.t[k], np.linalg.norm(runs.contact_force[k], axis=-1), label=label)
+        axes[2].plot(runs.t[k], np.abs(runs.forces[k]).max(axis=-1), label=label)
+    axes[0].set_ylabel("tip depth below the mouth (mm)")
+    axes[1].set_ylabel("total contact force on the peg (N)")
+    axes[2].set_ylabel("largest actuator force (N)")
+    axes[2].set_xlabel("time (s)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _peg_sign(system):
     """(n_slots,) +1 where the peg is a slot's geom 2 (the slot's force is on it), −1 where it is geom 1."""
     model = system.collision
@@ -342,4 +365,4 @@ def _peg_sign(system):
 __all__ = ["TOOL", "TOOL_DEPTH", "MOUTH", "LAYOUT", "Misalignment", "AssemblyTask", "default_compliance",
            "default_task", "as_arrays", "check_task", "payload_with_tool", "assembly_system", "initial_pose",
            "reference_of", "Scene", "CONTACT", "peg_in_hole", "Insertion", "tip_position", "insertion", "OUTCOMES",
-           "Outcome", "wedge_possible", "outcome_of"]
+           "Outcome", "wedge_possible", "outcome_of", "plot_insertion"]

@@ -14,11 +14,12 @@ with K, D 6 × 6 in the reference's axes ([rotation; translation], the project's
 payload's origin is W_A = [n_c + (c − p) × f_c; f_c] and the six actuator forces τ = J_wᵀ⁻¹ W_A + τ_g, with J_w the
 leg (wrench) Jacobian l̇ = J_w [ω; v] (``wrench_jacobian``) and τ_g the static closed-chain forces that hold the
 legs and payload against gravity at the measured configuration (``gravity_forces``: the multibody inverse dynamics
-at rest; or, cheaper, a constant feed-forward such as τ_g at the reference pose). So in free space the payload is in equilibrium under an external wrench W at c exactly when
-K δ = Rᵣ⁶ᵀ W: the deflection is K⁻¹ W (tests/test_assembly_controller.py). With K block-diagonal a force at c
-causes no rotation, a torque about c no translation — Whitney's RCC property. A zero axial stiffness with an
-insertion force is force control along d, a stiff axis with an insertion speed is position control: the hybrid
-force/position law is the choice of K's diagonal.
+at rest; or, cheaper, a constant feed-forward such as τ_g at the reference pose). So in free space the payload is
+in equilibrium under an external wrench W at c exactly when K δ = Rᵣ⁶ᵀ W: the deflection is K⁻¹ W
+(tests/test_assembly_controller.py). With K block-diagonal a force at c causes no rotation, a torque about c no
+translation — Whitney's RCC property. A soft axial stiffness with an insertion force is (nearly) force control along
+d, a stiff axis with an insertion speed is position control: the hybrid force/position law is the choice of K's
+diagonal (K stays positive definite: ``check_compliance``).
 
 Settings in ``Compliance`` (a NamedTuple of arrays: batched with ``vmap``, differentiated with ``grad``), the
 reference in ``ComplianceReference``; ``check_compliance`` raises named errors before anything compiles;
@@ -147,7 +148,8 @@ def check_reference(reference: ComplianceReference, where="compliance") -> Compl
     if R.shape[-2:] != (3, 3) or not np.all(np.isfinite(R)) or \
             not np.allclose(R @ np.swapaxes(R, -1, -2), np.eye(3), atol=1e-9) or np.any(np.linalg.det(R) <= 0):
         raise ComplianceError(f"{where}: the reference rotation must be a (3, 3) rotation matrix")
-    if d.shape[-1:] != (3,) or not np.all(np.isfinite(d)) or not np.allclose(np.linalg.norm(d, axis=-1), 1.0, atol=1e-9):
+    unit = np.allclose(np.linalg.norm(d, axis=-1), 1.0, atol=1e-9) if d.shape[-1:] == (3,) else False
+    if d.shape[-1:] != (3,) or not np.all(np.isfinite(d)) or not unit:
         raise ComplianceError(f"{where}: the insertion direction must be a unit 3-vector, got {d}")
     if p.shape[-1:] != (3,) or not np.all(np.isfinite(p)):
         raise ComplianceError(f"{where}: the reference position must be a finite 3-vector, got {p}")
