@@ -42,6 +42,7 @@ from .mechanism import MODULE_NAMES, PAYLOAD, PAYLOAD_TOPOLOGY, ball_joints, bui
 from .params import CKCMParams, nominal
 from .peg_hole import HoleLayout, PegHole, peg_hole_geoms, validate_peg_hole, with_peg_hole
 from .states import euler_from_rotation, state_from_pose
+from .whitney import Contact as WhitneyContact, TwoPoint, wedged as whitney_wedged
 
 TOOL = "tool"
 TOOL_DEPTH = 0.12                    # m, the peg tip below the payload's centroid
@@ -290,21 +291,12 @@ class Outcome(NamedTuple):
     converged: jax.Array
 
 
-def wedge_possible(point1, normal1, point2, normal2, mu):
-    """Whitney's wedging condition (1982, §4): two contact forces can hold each other with no applied load — the
-    peg wedged — when the line between the contact points lies inside both friction cones: with e the unit vector
-    from point 1 to point 2 and n_k the normals into the peg, e·n₁ ≥ cos(atan μ) and −e·n₂ ≥ cos(atan μ)."""
-    e = point2 - point1
-    e = e / jnp.maximum(jnp.linalg.norm(e), 1e-300)
-    c = 1.0 / jnp.sqrt(1.0 + mu ** 2)
-    return (jnp.dot(e, normal1) >= c) & (-jnp.dot(e, normal2) >= c)
-
-
 def outcome_of(run: Insertion, task: AssemblyTask, stall_speed=2e-3, window=0.1) -> Outcome:
     """The outcome from the motion and the contact state: **inserted** when the tip reached ``target_depth``; else,
     if the tip's descent over the last ``window`` s is slower than ``stall_speed`` (m/s), the peg is stuck: in
     two-point contact in the hole (touching slots whose normals push it towards +x and towards −x) it is
-    **wedged** where the line between the two points lies inside both friction cones (``wedge_possible``) and
+    **wedged** where the line between the two points lies inside both friction cones (Whitney's wedging condition,
+    ``whitney.wedged`` on the simulated contact points and normals) and
     **jammed** otherwise; stuck without two-point contact it is **blocked** (on the mouth or the chamfer). A run
     still descending at the end is **moving**. Works on one run (``vmap`` for a batch)."""
     t, depth = run.t, run.depth
@@ -325,7 +317,10 @@ def outcome_of(run: Insertion, task: AssemblyTask, stall_speed=2e-3, window=0.1)
     push_mx = jnp.where(touching, -normal[:, 0], -jnp.inf)
     i, j = jnp.argmax(push_px), jnp.argmax(push_mx)
     two_point = (push_px[i] > 0.5) & (push_mx[j] > 0.5) & (depth[-1] > 0)
-    wedged = wedge_possible(traj.points[-1, i], normal[i], traj.points[-1, j], normal[j], task.peg_hole.friction)
+    tangent = jnp.zeros(3, normal.dtype)                               # not read by the wedging condition
+    pair = TwoPoint(None, None, WhitneyContact(traj.points[-1, i], normal[i], tangent),
+                    WhitneyContact(traj.points[-1, j], normal[j], tangent))
+    wedged = whitney_wedged(pair, task.peg_hole.friction)
     code = jnp.where(inserted, 0, jnp.where(stuck, jnp.where(two_point, jnp.where(wedged, 2, 1), 3), 4))
     return Outcome(code, time, jnp.max(jnp.linalg.norm(run.contact_force, axis=-1)), jnp.max(jnp.abs(run.forces)),
                    depth[-1], jnp.max(run.closure), jnp.max(run.penetration), jnp.all(run.converged))
@@ -365,4 +360,4 @@ def _peg_sign(system):
 __all__ = ["TOOL", "TOOL_DEPTH", "MOUTH", "LAYOUT", "Misalignment", "AssemblyTask", "default_compliance",
            "default_task", "as_arrays", "check_task", "payload_with_tool", "assembly_system", "initial_pose",
            "reference_of", "Scene", "CONTACT", "peg_in_hole", "Insertion", "tip_position", "insertion", "OUTCOMES",
-           "Outcome", "wedge_possible", "outcome_of", "plot_insertion"]
+           "Outcome", "outcome_of", "plot_insertion"]
