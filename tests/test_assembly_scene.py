@@ -86,7 +86,7 @@ def test_bad_input_is_named_before_anything_compiles(change, error, words):
 
 @pytest.mark.slow
 def test_scene_inserts_with_small_errors():
-    run = jax.jit(lambda t: A.insertion(P, t, 2e-3, 250, 5))(TASK)
+    run = jax.jit(lambda t: A.insertion(P, t, 2e-3, 350, 5))(TASK)
     o = A.outcome_of(run, TASK)
     assert int(o.code) == 0 and float(o.depth) >= 0.03, (int(o.code), float(o.depth))
     assert float(np.max(run.closure)) <= 1e-6
