@@ -12,7 +12,13 @@ success map over lateral × angular error, split by the compliance centre (at th
 RCC guideline), and the force traces of a few insertions.
 
 Quick mode: 1024 insertions of 0.4 s at dt = 2 ms; full mode: 10⁴ (more with --n on a GPU). The gradient design
-of the RCC and θA, θB through the contact rollouts is not in this script yet (see the report's last section).
+of the RCC and θA, θB through the contact rollouts is not in this script yet.
+
+Measured (2026-11-27, the shared 2-core CPU at load 6-10): the quick mode did NOT finish in 40 min — the first
+chunk of 128 insertions had not completed after 17 min of CPU time (compilation of the vmapped insertion took
+about 3-5 min of it). Under ``vmap`` the contact solve's ``while_loop`` runs until every lane of the chunk has
+converged, so one lane with redundant coincident capsule–box slots (up to 40 × 200 ADMM iterations a step) sets the
+cost of the whole chunk. One insertion alone runs at 6.6 ms per 1 ms step on this CPU (``insertion``, unloaded).
 """
 import argparse
 import time
