@@ -26,8 +26,9 @@ BAD = Path(__file__).parent / "data" / "bad_systems"
 EXPECTED = {"fourbar": (5, 3, 2), "dual_arm_grasp": (18, 12, 6), "stewart": (24, 18, 6), "quadruped": (18, 12, 6)}
 
 
-# ready-made contact scenes (tests/test_contact_scenes.py runs them through check and simulate)
-CONTACT_SCENES = {"box_incline", "quadruped_ground", "dual_arm_friction_grasp"}
+# ready-made contact scenes (tests/test_contact_scenes.py runs them through check and simulate;
+# tests/test_assembly_scene.py the CKCM peg-in-hole)
+CONTACT_SCENES = {"box_incline", "quadruped_ground", "dual_arm_friction_grasp", "ckcm_peg_in_hole"}
 
 
 def test_ready_made_files_are_all_listed():

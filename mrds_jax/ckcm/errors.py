@@ -39,3 +39,19 @@ class SingularPoseWarning(SingularConfigurationWarning):
     """Forces asked at a (near) singular pose: cond(C) beyond the limit (C = ∂l/∂Φ, Nguyen & Pooran eq. 26-27),
     the actuator forces C⁻ᵀ F unreliable.  A :class:`~mrds_jax.validation.SingularConfigurationWarning`, so one
     filter covers the CKCM models and the system layer's ``forward_dynamics``."""
+
+
+class ComplianceError(CKCMInputError):
+    """Settings or a reference of the compliant force controller (``compliance``) that cannot work."""
+
+
+class StiffnessError(ComplianceError):
+    """A compliance stiffness K that is not a symmetric positive definite (6, 6) matrix."""
+
+
+class DampingError(ComplianceError):
+    """A compliance damping D whose symmetric part has a negative eigenvalue (it would feed energy in)."""
+
+
+class ComplianceCentreError(ComplianceError):
+    """A compliance centre that is not finite."""

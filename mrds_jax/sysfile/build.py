@@ -186,8 +186,9 @@ def _built_module(doc, k, spec):
 
 
 def _imported(doc):
-    """(modules dict, contacts, q dict, joint couplings) of the file's ``mjcf`` and ``ckcm`` entries."""
-    modules, contacts, q0, couplings, geoms = {}, [], {}, [], []
+    """(modules dict, contacts, q dict, joint couplings, collision models, force elements) of the file's ``mjcf`` and
+    ``ckcm`` entries."""
+    modules, contacts, q0, couplings, geoms, forces = {}, [], {}, [], [], []
     spec = doc.spec
     if spec.mjcf is not None:
         from ..loaders.mjcf import load_mjcf
@@ -210,20 +211,43 @@ def _imported(doc):
     if spec.ckcm is not None:
         from .. import ckcm
         c = spec.ckcm
-        overrides = {k: v for k, v in c.model_dump().items() if k not in ("legs", "pose") and v is not None}
+        overrides = {k: v for k, v in c.model_dump().items() if k not in ("legs", "pose", "peg_in_hole") and v is not None}
         try:
             params = ckcm.nominal(**overrides)
         except ValueError as e:
             raise doc.error(("ckcm",), str(e)) from None
-        system = ckcm.multibody.build_ckcm_system(params, c.legs)
-        state = ckcm.multibody.state_from_pose(params, np.asarray(c.pose, dtype=float))
+        if c.peg_in_hole is None:
+            system = ckcm.multibody.build_ckcm_system(params, c.legs)
+            state = ckcm.multibody.state_from_pose(params, np.asarray(c.pose, dtype=float))
+        else:
+            system, state, scene_forces = _peg_in_hole(doc, params, c)
+            forces += list(scene_forces)
+            geoms.append(system.collision)
         clash = set(system.module_names) & set(modules)
         if clash:
             raise doc.error(("ckcm",), f"module names {sorted(clash)} are already taken")
         modules.update(zip(system.module_names, system.modules))
         contacts += list(system.contacts)
         q0.update(zip(system.module_names, state.q))
-    return modules, contacts, q0, couplings, geoms
+    return modules, contacts, q0, couplings, geoms, forces
+
+
+def _peg_in_hole(doc, params, c):
+    """(system, state, forces) of ``[ckcm.peg_in_hole]`` (``mrds_jax.ckcm.assembly.peg_in_hole``)."""
+    from ..ckcm import assembly as A
+    from ..ckcm.peg_hole import PegHole
+    s = c.peg_in_hole
+    task = A.default_task()
+    task = A.as_arrays(task._replace(
+        peg_hole=PegHole(s.peg_radius, s.peg_length, s.clearance, s.hole_depth, s.friction, s.chamfer),
+        compliance=task.compliance._replace(centre=s.compliance_centre, insertion_force=s.insertion_force,
+                                            insertion_speed=s.insertion_speed),
+        misalignment=A.Misalignment(s.lateral_error, s.angular_error, s.standoff), target_depth=s.target_depth))
+    try:
+        scene = A.peg_in_hole(params, task, c.legs)
+    except ValueError as e:
+        raise doc.error(("ckcm", "peg_in_hole"), str(e)) from None
+    return scene.system, scene.state, scene.forces
 
 
 def _ground_or_member(doc, path, text, modules, kind, noun, plural, names_of):
@@ -480,7 +504,7 @@ def contact_settings(doc, system):
         return None
     c = doc.spec.collision
     return ContactSettings(ncp=NCPSettings(stages=c.stages, iterations=c.iterations, tolerance=c.tolerance),
-                           baumgarte=c.baumgarte)
+                           baumgarte=c.baumgarte, margin=c.margin)
 
 
 def build(doc):
@@ -489,7 +513,7 @@ def build(doc):
     import jax.numpy as jnp
 
     from .. import system as S
-    modules, contacts, q0, couplings, imported_geoms = _imported(doc)
+    modules, contacts, q0, couplings, imported_geoms, imported_forces = _imported(doc)
     for k, spec in enumerate(doc.spec.module):
         if spec.name in modules:
             raise doc.error(("module", k, "name"), f"module name {spec.name!r} is already taken")
@@ -511,6 +535,7 @@ def build(doc):
         state, rp, rv = _compiled_make_consistent()(system, state)    # one compiled Gauss-Newton, not op by op
         rp, rv = float(rp), float(rv)
     forces, tau = _forces(doc, system, modules, q)
+    forces = tuple(imported_forces) + forces
     sim = doc.spec.simulation
     stab = None if sim.baumgarte is None else S.baumgarte(sim.baumgarte)
     if sim.precision == "float32":

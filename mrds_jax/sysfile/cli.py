@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 READY_MADE_HELP = ("a system file (TOML; docs/system_files.md), or the name of a ready-made one (stewart, fourbar, "
-                   "dual_arm_grasp, quadruped, box_incline, quadruped_ground, dual_arm_friction_grasp); a ready-made "
-                   "name always means the shipped file, even where a folder of that name exists: write ./NAME for a "
-                   "file of yours without a suffix")
+                   "dual_arm_grasp, quadruped, box_incline, quadruped_ground, dual_arm_friction_grasp, "
+                   "ckcm_peg_in_hole); a ready-made name always means the shipped file, even where a folder of that "
+                   "name exists: write ./NAME for a file of yours without a suffix")
 
 
 def resolve(name, examples):

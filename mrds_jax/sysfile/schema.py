@@ -109,8 +109,29 @@ class Module(Strict):
     frame: list[Frame] = []
 
 
+class PegInHole(Strict):
+    """``[ckcm.peg_in_hole]``: the CKCM carries a capsule peg into a chamfered slot on the base under compliant force
+    control (``mrds_jax.ckcm.assembly``): the peg and hole (``mrds_jax.ckcm.peg_hole.PegHole``), the initial errors
+    (the tip's offset along x, the tilt about y), the remote centre of compliance behind the tip and the commanded
+    insertion force and speed. Its geoms, controller and initial pose replace ``[ckcm]``'s pose."""
+    peg_radius: Annotated[Length, Field(gt=0)] = 0.01
+    peg_length: Annotated[Length, Field(gt=0)] = 0.06
+    clearance: Length = 2e-4
+    hole_depth: Annotated[Length, Field(gt=0)] = 0.05
+    friction: Annotated[float, Field(ge=0)] = 0.3
+    chamfer: Annotated[Length, Field(gt=0)] = 0.003
+    target_depth: Annotated[Length, Field(gt=0)] = 0.03
+    lateral_error: Length = 0.0
+    angular_error: Angle = 0.0
+    standoff: Length = 0.005
+    compliance_centre: Length = 0.0
+    insertion_force: Force = 30.0
+    insertion_speed: Annotated[float, Field(ge=0)] = 0.05
+
+
 class Ckcm(Strict):
-    """``[ckcm]``: Nguyen & Pooran's CKCM Stewart platform (``mrds_jax.ckcm``): Nguyen & Pooran eq. 58 with overrides."""
+    """``[ckcm]``: Nguyen & Pooran's CKCM Stewart platform (``mrds_jax.ckcm``): Nguyen & Pooran eq. 58 with overrides;
+    ``[ckcm.peg_in_hole]`` adds the peg-in-hole assembly scene."""
     legs: Literal["bench", "paper"] = "bench"
     pose: list[Union[Length, Angle]] = Field(default=[0.0, 0.0, 1.0, 0.0, 0.0, 0.0], min_length=6, max_length=6)
     theta_A: Optional[Angle] = None
@@ -120,6 +141,7 @@ class Ckcm(Strict):
     m: Optional[Mass] = None
     m1: Optional[Mass] = None
     M: Optional[Mass] = None
+    peg_in_hole: Optional[PegInHole] = None
 
 
 class Contact(Strict):
@@ -238,7 +260,8 @@ class Exclude(Strict):
 class Collision(Strict):
     """``[collision]``: explicit pairs and excludes, MuJoCo's parent–child filter, and the velocity-level
     step's settings (mrds_jax.system.timestepping.ContactSettings): ``baumgarte`` (the fraction of a loop's position
-    error removed per step), ``stages`` and ``iterations`` (the caps) and ``tolerance`` of the NCP solver."""
+    error removed per step), ``stages`` and ``iterations`` (the caps) and ``tolerance`` of the NCP solver, and the
+    ``margin`` (m) within which a slot enters a step's problem."""
     pair: list[Pair] = []
     exclude: list[Exclude] = []
     filter_parent: bool = True
@@ -246,6 +269,7 @@ class Collision(Strict):
     stages: Annotated[int, Field(ge=1)] = 8
     iterations: Annotated[int, Field(ge=1)] = 50
     tolerance: Annotated[float, Field(gt=0)] = 1e-7
+    margin: Annotated[float, Field(ge=0)] = 1e-3
 
 
 class Initial(Strict):
