@@ -125,27 +125,45 @@ def site_pages(site):
     return sorted(p for p in site.rglob("*.html") if not {"assets", "mathjax", "search"} & set(p.parts))
 
 
+def article(html):
+    """The page's article (its content, without the theme's navigation)."""
+    return html[html.find("<article"):html.rfind("</article>")] if "<article" in html else html
+
+
+def code_text(html):
+    """The text of the article's code, inline and blocks (a docstring's indented block becomes one)."""
+    return " ".join(re.sub(r"<[^>]+>", "", m.group(0))
+                    for m in re.finditer(r"<(pre|code)\b.*?</\1>", article(html), flags=re.S))
+
+
 def text_outside_math(html):
     """The article's visible text with code, scripts and the formulas MathJax typesets (arithmatex) removed."""
-    article = html[html.find("<article"):html.rfind("</article>")] if "<article" in html else html
-    article = re.sub(r'<(span|div) class="arithmatex">.*?</\1>', " ", article, flags=re.S)
-    article = re.sub(r"<(pre|code|script|style)\b.*?</\1>", " ", article, flags=re.S)
-    return re.sub(r"<[^>]+>", " ", article)
+    article_html = re.sub(r'<(span|div) class="arithmatex">.*?</\1>', " ", article(html), flags=re.S)
+    article_html = re.sub(r"<(pre|code|script|style)\b.*?</\1>", " ", article_html, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", article_html)
 
 
 RAW_TEX = re.compile(r"\\(?:[A-Za-z]+|[{}()\[\]])")
 
 
 def test_no_raw_roles_or_latex_outside_math_on_any_page(site):
-    """Every page: no Sphinx role (``:func:``) and no backslash command (``\\mathfrak``) outside typeset maths."""
+    """Every page: no Sphinx role (``:func:``) anywhere, code blocks included, and no backslash command
+    (``\\mathfrak``) outside typeset maths and code."""
     found = {}
     for page in site_pages(site):
-        text = text_outside_math(page.read_text())
-        bad = RAW["raw docstring role"].findall(text) + RAW_TEX.findall(text)
+        html = page.read_text()
+        text = text_outside_math(html)
+        bad = RAW["raw docstring role"].findall(text + " " + code_text(html)) + RAW_TEX.findall(text)
         if bad:
             found[str(page.relative_to(site))] = bad[:5]
     assert not found, found
     assert len(site_pages(site)) > 25
+
+
+def test_raw_role_detector_sees_roles_in_code_blocks_too():
+    html = '<article><p>x</p><pre><code>Aₖᵀ F   :func:`point_forces`:  fₖ[s]</code></pre></article>'
+    assert RAW["raw docstring role"].findall(code_text(html)) == [":func:`"]
+    assert RAW["raw docstring role"].findall(text_outside_math(html)) == []
 
 
 def test_raw_latex_detector_sees_it_outside_math_only():

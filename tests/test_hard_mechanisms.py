@@ -3,6 +3,14 @@
 * The LAPACK-free PSD pseudo-inverse solve (``spatial.dense.psd_pinv_solve``): against NumPy's ``pinv`` on
   rank-deficient and full-rank matrices, its custom JVP against central differences of NumPy's ``pinv``,
   never NaN (zero matrix, zero right-hand side, inconsistent right-hand side).
+* Its fast path's rank test: a PSD matrix whose near-null vector has a small last entry (the unpivoted
+  elimination's last pivot 1e-8, above the cut, λ_min = 1e-13 below it) is solved as rank-deficient, = NumPy's pinv.
+* The Bricard linkage (tests/hard_mechanisms.py; line-symmetric 6R, one redundant loop equation, Bᶜ singular
+  on its branch): default-settings q̈ within 1e-10 of Pinocchio's ``constraintDynamics`` at 8 states; a 2 s
+  (full mode: 10 s) RK4 rollout (dt = 0.5 ms) with DEFAULT settings within 1e-9 rad of Pinocchio's
+  ``constraintDynamics`` integrated on θ₁ alone (coordinate partitioning, SciPy DOP853 at 1e-13), and the
+  redundant direction dropped at every step (condition < 1e4; the last-pivot rank test had kept it at
+  condition ~1e9 from t = 0.2 s and ended 3.6e-2 rad off).
 * The Bennett linkage (tests/hard_mechanisms.py; Grübler −2 DOF, real mobility 1, Bᶜ singular everywhere):
   a 2 s RK4 rollout at dt = 1 ms with DEFAULT settings against its reduced-coordinate model (Bennett's
   closed-form closure, Pinocchio's RNEA/CRBA, SciPy DOP853 at 1e-13): joint angles within 1e-8 rad, relative
@@ -30,8 +38,8 @@ import pytest
 from mrds_jax import system as S
 from mrds_jax.integrate import SimulationError
 from mrds_jax.spatial.dense import psd_pinv_solve
-from hard_mechanisms import (bennett, bennett_pin, bennett_q, parallelogram_chain, parallelogram_pin, parallelogram_q,
-                             reduced_reference)
+from hard_mechanisms import (bennett, bennett_pin, bennett_q, bricard, bricard_pin, bricard_q, parallelogram_chain,
+                             parallelogram_pin, parallelogram_q, reduced_reference)
 
 DT = 1e-3
 pinv_solve = jax.jit(psd_pinv_solve, static_argnums=2)
@@ -74,6 +82,67 @@ def test_pinv_solve_never_nan():
     x, rank, _, _ = pinv_solve(jnp.diag(jnp.array([2.0, 1e-12, 0.0])), jnp.array([1.0, 1.0, 1.0]), 1e-9)
     np.testing.assert_allclose(x, [0.5, 0.0, 0.0], atol=1e-15)          # the cut drops both tiny directions
     assert int(rank) == 1
+
+
+def test_pinv_solve_fast_path_reveals_a_null_direction_hidden_from_the_last_pivot():
+    """B = V diag(1, 0.5, 0.3, 0.2, 1e-13) Vᵀ whose null vector u has u₅ = 3e-3: the unpivoted elimination meets
+    pivots all above the cut 1e-9 (the last ≈ λ_min/u₅² ≈ 1e-8), yet λ_min/λ_max = 1e-13 is below it. The
+    solve must drop that direction (rank 4, = NumPy's pinv at rcond 1e-9), not divide by it."""
+    rng = np.random.default_rng(7)
+    u = np.array([1.0, -0.8, 0.6, 0.9, 3e-3])
+    V = np.linalg.qr(np.column_stack([u, rng.normal(size=(5, 4))]))[0]
+    B = V @ np.diag([1e-13, 1.0, 0.5, 0.3, 0.2]) @ V.T
+    pivots = np.diag(np.linalg.cholesky(B / B.diagonal().max())) ** 2             # the unpivoted elimination's
+    assert pivots.min() > 1e-9 and np.linalg.eigvalsh(B).min() / np.abs(B).max() < 1e-12
+    y = rng.normal(size=5)
+    x, rank, min_pivot, _ = pinv_solve(jnp.asarray(B), jnp.asarray(y), 1e-9)
+    np.testing.assert_allclose(x, _np_pinv(B) @ y, rtol=0, atol=1e-9 * np.abs(_np_pinv(B) @ y).max())
+    assert int(rank) == 4 and float(min_pivot) > 1e-9
+
+
+# ----------------------------------------------------------------------------- Bricard linkage
+BRICARD_TH0 = 3.7      # released from rest at θ₁ = 3.7 rad: swings between 3.2 and 3.7 rad about its low point
+
+
+def test_bricard_accelerations_equal_pinocchio_constraint_dynamics():
+    """8 states on the mobile branch (θ₁ from 3.25 to 4.05 rad, velocity along the branch): default-settings q̈
+    = Pinocchio's ``constraintDynamics`` (its proximal solve, the closure as two point contacts) within 1e-10;
+    Bᶜ has rank 4 of 5 there (the redundant loop equation)."""
+    system, ref = bricard(), bricard_pin()
+    rng = np.random.default_rng(4)
+    qs = np.array([bricard_q(th) for th in np.linspace(3.25, 4.05, 8)])
+    vs = np.array([ref.tangent(q) * rng.uniform(-3, 3) for q in qs])
+    assert max(np.abs(ref.closure(q)).max() for q in qs) < 1e-14
+    fd = jax.jit(jax.vmap(lambda q, v: S.forward_dynamics(system, S.SystemState((q,), (v,)))))
+    out = fd(jnp.asarray(qs), jnp.asarray(vs))
+    expected = np.array([ref.constraint_dynamics(q, v) for q, v in zip(qs, vs)])
+    err = np.abs(np.asarray(out.qdd[0]) - expected).max()
+    print(f"\nBricard q̈ vs Pinocchio constraintDynamics: {err:.2e} (max |q̈| {np.abs(expected).max():.1f})")
+    assert err < 1e-10
+    assert all(np.linalg.matrix_rank(B, tol=1e-10 * np.abs(B).max()) == 4 for B in np.asarray(out.Bc))
+
+
+@pytest.mark.parametrize("T", [2.0, pytest.param(10.0, marks=pytest.mark.slow)], ids=["2s", "10s"])
+def test_bricard_default_settings_follow_pinocchio(T):
+    """RK4 at dt = 0.5 ms with DEFAULT settings from rest at θ₁ = 3.7 rad for 2 s (10 s in the full mode),
+    against Pinocchio's ``constraintDynamics`` integrated on θ₁ alone (``BricardPinocchio.rollout``): joint angles
+    within 1e-9 rad at every 0.1 s; the solve drops the redundant direction at every step and never keeps it as a
+    tiny pivot (largest condition < 1e4). The plain solve's last-pivot rank test kept it from t = 0.2 s at
+    condition ~1e9: 1.9e-3 rad off at 2 s, 3.6e-2 rad within 10 s."""
+    system, ref = bricard(), bricard_pin()
+    dt = 5e-4
+    q0 = bricard_q(BRICARD_TH0)
+    with pytest.warns(S.SingularConfigurationWarning, match="'joint6'"):        # redundant: said at t0
+        traj = S.simulate(system, S.SystemState((jnp.asarray(q0),), (jnp.zeros(5),)), dt, int(round(T / dt)),
+                          decimation=int(round(0.1 / dt)))
+    q_ref = ref.rollout(q0, 0.0, np.asarray(traj.t))
+    err = np.abs(np.angle(np.exp(1j * (np.asarray(traj.q[0]) - q_ref)))).max()
+    cond = np.asarray(traj.solve.condition)[1:]
+    print(f"\nBricard {T:g} s, defaults: max joint-angle error {err:.2e} rad (θ₁ in [{q_ref[:, 0].min():.2f}, "
+          f"{q_ref[:, 0].max():.2f}]), largest condition {cond.max():.3g}")
+    assert np.ptp(q_ref[:, 0]) > 0.3                                            # it really moves
+    assert err < 1e-9
+    assert cond.max() < 1e4 and np.all(np.asarray(traj.solve.rank_deficiency)[1:] == 1)
 
 
 # ----------------------------------------------------------------------------- Bennett linkage

@@ -302,14 +302,28 @@ def _pinv_apply(f, x):
 
 
 def _plain_factor(B, cut):
-    """(B / scale)⁻¹ by Gauss-Jordan without pivoting (:func:`~mrds_jax.spatial.linalg.spd_inverse`; its pivots
-    are the squared pivots of the unpivoted Cholesky of B / scale, scale = max diag B), and whether every pivot
-    exceeds ``cut``: then B is of full numerical rank and B⁺ = B⁻¹ (the fast path of :func:`psd_pinv_solve`).
-    Non-positive or NaN pivots (B not numerically positive definite) count as failed."""
+    """(B / scale)⁻¹ by Gauss-Jordan without pivoting (:func:`~mrds_jax.spatial.linalg.spd_inverse`,
+    scale = max diag B), and whether B / scale is of full numerical rank at ``cut``: then B⁺ = B⁻¹ (the fast
+    path of :func:`psd_pinv_solve`). Returns (inverse, scale, ok, min_pivot).
+
+    The rank test reads the inverse's diagonal, not only the pivots met: 1/(A⁻¹)ᵢᵢ is the pivot index i would meet
+    if it were eliminated last (the Schur complement of the rest), and for a symmetric positive-definite A
+    λ_max(A⁻¹) ≤ trace A⁻¹ ≤ n · maxᵢ (A⁻¹)ᵢᵢ ≤ n · λ_max(A⁻¹), so
+
+        λ_min(A) ≤ μ = 1 / maxᵢ (A⁻¹)ᵢᵢ ≤ n · λ_min(A)
+
+    (rank-revealing to a factor n, as diagonal pivoting is: Higham, *Accuracy and Stability of Numerical
+    Algorithms*, §10.3). The pivots in elimination order are not: the last one is 1/(A⁻¹)ₙₙ, which stays large when
+    the near-null vector has a small n-th component (a redundant loop equation 1e-9 off its manifold gave
+    pivots > 1e-9 with λ_min ~ 1e-12, and forces ~ yᶜ/λ_min along the redundant direction). ``ok`` holds when
+    every pivot and μ exceed ``cut`` and every (A⁻¹)ᵢᵢ is positive; NaN fails it. ``min_pivot`` = min(pivots, μ)."""
     dtype = B.dtype
     scale = jnp.maximum(jnp.max(jnp.diagonal(B)), jnp.finfo(dtype).tiny)
     B_inv, pivots = spd_inverse(B / scale, pivots=True)
-    return B_inv, scale, jnp.all(pivots > cut), jnp.min(pivots)
+    eye = jnp.eye(B.shape[0], dtype=bool)
+    last = jnp.where(B_inv > 0, 1 / B_inv, -1)                      # on the diagonal: μᵢ = 1/(A⁻¹)ᵢᵢ (or −1)
+    min_pivot = jnp.min(jnp.where(eye, jnp.minimum(pivots[None, :], last), jnp.inf))   # one fused reduction
+    return B_inv, scale, min_pivot > cut, min_pivot
 
 
 def _solve_plain(B, y, cut):
@@ -350,10 +364,10 @@ def psd_pinv_solve(B, y, cut):
     (the part of y outside it — an inconsistent right-hand side — is ignored), and among those x the
     shortest. At full numerical rank B̃ = B and x = B⁻¹ y. Never NaN for finite B, y (B = 0 gives x = 0).
 
-    Fast path: an unpivoted elimination of B / max diag B (Gauss-Jordan, :func:`_plain_factor`; its pivots are
-    the unpivoted Cholesky's squared) whose pivots all exceed ``cut`` shows B of full numerical rank; then
-    x = B⁻¹ y by the inverse it gives (rank n, ``min_pivot`` its smallest pivot, nothing dropped)
-    and the pivoted factorisation is not run — under ``vmap`` it runs only when some scenario of the batch
+    Fast path: an unpivoted elimination of B / max diag B (Gauss-Jordan, :func:`_plain_factor`) whose pivots and
+    1 / max diag of the inverse it gives (within a factor n of λ_min) all exceed ``cut`` shows B of full
+    numerical rank; then x = B⁻¹ y by that inverse (rank n, ``min_pivot`` the smaller of the two, nothing
+    dropped) and the pivoted factorisation is not run — under ``vmap`` it runs only when some scenario of the batch
     needs it (:func:`~mrds_jax.spatial.batching.fast_or_fallback`).
 
     Returns (x, rank, min_pivot, max_dropped) (:class:`PivotedCholesky` for the last three: rank and two

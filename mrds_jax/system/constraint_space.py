@@ -7,11 +7,12 @@ to the task rows; :func:`~mrds_jax.system.dynamics.contact_kinematics`). A Type 
 one module. The relative acceleration of contact i is ᴱẍ_EP = Σ_{sides a of i} Tₐ ẍ_{k(a)}[s_a] (+ the bias
 of Bonaventura eq. 83), and by duality the force F_EP of contact i acts on point s of module k as Tₐᵀ F_EP (Bonaventura eq. 95-96).
 Writing Aₖ for the block operator with Aₖ[i, s] = Σ_{sides of i at (k, s)} Tₐ (the dense form this module
-replaces), the three quantities of Steps 3-4 are
+replaces), the three quantities of Steps 3-4 are Aₖᵀ F (:func:`point_forces`), Aₖ x
+(:func:`contact_accelerations`) and Bᶜ, block by block (:func:`constraint_space_matrix`):
 
-    Aₖᵀ F            :func:`point_forces`:  fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (Bonaventura eq. 95-96)
-    Aₖ x             :func:`contact_accelerations`:  (Aₖ x)ᵢ = Σ_{sides a of i at k} Tₐ x[s_a]
-    Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ   :func:`constraint_space_matrix`, block by block (Table 17, Bonaventura eq. 88):
+    Aₖᵀ F:   fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (Bonaventura eq. 95-96)
+    Aₖ x:    (Aₖ x)ᵢ = Σ_{sides a of i at k} Tₐ x[s_a]
+    Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ  (Table 17, Bonaventura eq. 88):
         Bᶜᵢⱼ = Σ_{a ∈ sides(i), b ∈ sides(j), k(a) = k(b)} Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b,   Wₐ = Tₐᵀ ψᶜᵢ
 
 so only pairs of contacts that share a module get a non-zero block (Table 17's AA, AB, BB cases are the

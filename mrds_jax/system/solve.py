@@ -23,7 +23,9 @@ Methods (``SolverSettings.method``):
     the pseudo-inverse at constant rank (exact wherever the rank does not change; the discrete pivot choice is
     not differentiated). No LAPACK call (fused under ``vmap``; docs/known_traps.md): n_C argmax-pivoted
     column steps, the inverse of the n_C x n_C Gram matrix LᵀL (Gauss-Jordan) and four products with it; the fast
-    path of full numerical rank, one unpivoted Gauss-Jordan inverse of Bᶜ (:func:`mrds_jax.spatial.dense.psd_pinv_solve`).
+    path of full numerical rank, one unpivoted Gauss-Jordan inverse of Bᶜ, taken only where 1 / max diag of that
+    inverse (λ_min to within a factor n_C, so a redundant direction cannot hide behind large pivots) exceeds the
+    cut (:func:`mrds_jax.spatial.dense.psd_pinv_solve`).
     What it does not do: a genuinely independent constraint whose pivot falls below the cut (a configuration
     within ~√``regularization`` of a singular one) is dropped too, i.e. not enforced at that instant; the
     ``rank`` and ``min_pivot`` outputs show it, and :func:`~mrds_jax.system.simulate` warns.
