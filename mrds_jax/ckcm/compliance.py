@@ -205,8 +205,8 @@ def shift_wrench(wrench, r):
 def wrench_jacobian(params: CKCMParams, R, p):
     """J_w (6, 6), row i = [(R a_i) × u_i, u_i]: the leg rates l̇ = J_w [ω; v] of a payload twist (world axes, at the
     origin of {A}), u_i the unit leg vector B_i → A_i. By virtual work the actuator forces τ put the wrench
-    J_wᵀ τ on the payload at its origin (Merlet, *Parallel Robots* 2006, §3.1; the twist form of Nguyen & Pooran
-    eq. 26-27's C = ∂l/∂Φ: C = J_w [V; I 0], V of eq. 32-34)."""
+    J_wᵀ τ on the payload at its origin (Merlet, *Parallel Robots* 2006, §3.1; the twist form of the matrix
+    C = ∂l/∂Φ of Nguyen & Pooran eq. 26-27: C = J_w [V; I 0], V of Nguyen & Pooran eq. 32-34)."""
     a = payload_points(params) @ R.T
     leg = p + a - base_points(params)
     u = leg / jnp.linalg.norm(leg, axis=-1, keepdims=True)

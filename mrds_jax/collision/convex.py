@@ -149,7 +149,7 @@ class Simplex(NamedTuple):
 def gjk(A, B, settings=ConvexSettings()):
     """Distance of two convex shapes: Gilbert, Johnson, Keerthi, "A fast procedure for computing the distance
     between complex objects in three-dimensional space", IEEE J. Robotics and Automation 4(2), 1988 (the
-    iteration v_{k+1} = point of conv(W_k ∪ {s_D(−v_k)}) nearest to the origin, eq. (16)-(18)), on
+    iteration v_{k+1} = point of conv(W_k ∪ {s_D(−v_k)}) nearest to the origin, the paper's (16)-(18)), on
     ``settings.gjk_iterations`` iterations, a converged or enclosing simplex held.
 
     Returns (v, λ, simplex): v the point of D nearest to the origin (0 when the shapes overlap: the simplex then
