@@ -231,7 +231,7 @@ def limit_rows(system):
         if qs.stop - qs.start == 1 and vs.stop - vs.start == 1:
             out.append((k, qs.start, vs.start, lower, upper, f"{name}.{joint}"))
     for k, (name, module) in enumerate(zip(system.module_names, system.modules)):
-        topology = module.topology
+        topology = getattr(module, "topology", None)        # modules that are not trees (energy modules) have none
         for j, angle in enumerate(getattr(topology, "cone_limits", ()) or ()):
             if angle is not None and topology.joint_kinds[j] == "spherical":
                 cones.append((k, topology.q_slices[j].start, topology.v_slices[j].start, float(angle),
