@@ -120,7 +120,8 @@ def test_every_ready_made_system_checks_and_simulates(clone, name):
     if "contact/impulses" in data:          # a contact scene: the contact plot, with load on some pair
         plots.append("contact.png")
         assert meta["step"].startswith("velocity-level") and "integrator" not in meta["simulation"]
-        assert np.abs(data["contact/forces"]).max() > 0.0 and "energy_lost" in meta
+        assert "energy_lost" in meta and (data["contact/forces"].size == 0       # limits only: no slots
+                                          or np.abs(data["contact/forces"]).max() > 0.0)  # some pair carried load
     else:
         assert not (folder / "contact.png").exists() and "energy_drift" in meta
     for plot in plots:

@@ -174,3 +174,16 @@ def test_animation_outlines_each_geom():
     cap = np.concatenate(geom_outline("capsule", (0.05, 0.2, 0)))
     assert cap[:, 2].max() == pytest.approx(0.25) and cap[:, 2].min() == pytest.approx(-0.25)
     assert np.linalg.norm(cap[:, :2], axis=1).max() == pytest.approx(0.05)
+
+
+def test_a_subsampled_scene_keeps_its_fields_aligned(incline_scene):
+    """Every other stored state of the incline run: sticks, points, forces, contact flags and geom poses all at the
+    same states (the viewer's drawing commands build from it), the kept states those of the full scene."""
+    *_, sc = incline_scene
+    half = sc.subsampled(2)
+    n = len(half.t)
+    assert n == 3 and half.segments.shape[0] == half.points.shape[0] == half.forces.shape[0] == n
+    assert half.in_contact().shape == (n, 5) and all(poses.shape[0] == n for *_, poses in half.geoms)
+    np.testing.assert_array_equal(half.in_contact(), sc.in_contact()[::2])
+    np.testing.assert_array_equal(half.geoms[0][3], sc.geoms[0][3][::2])
+    assert scene_commands(half)

@@ -11,7 +11,6 @@ For each path the multibody plant flew (:func:`mrds_jax.ckcm.design.simulation.s
 
 A task of several paths writes one set per path, the files' names ending in ``_path<k>``.
 """
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -83,8 +82,7 @@ def write_flight(design, runs, out, animation="gif", viewer=False, fps=20):
             continue
         sc = scene(system, r.trajectory)
         every = max(1, len(sc.t) // MAX_FRAMES)     # at most MAX_FRAMES frames: the page and the GIF stay small
-        sc = dataclasses.replace(sc, t=sc.t[::every], segments=sc.segments[::every], points=sc.points[::every],
-                                 forces=sc.forces[::every])
+        sc = sc.subsampled(every)
         title = f"optimised CKCM end-effector ({', '.join(f'{n} {v:.3g}' for n, v in design.x.items())})"
         if animation != "none":
             written.append(animate(sc, out / f"animation{suffix}.{animation}", fps=fps, title="optimised CKCM"))

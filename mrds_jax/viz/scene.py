@@ -6,7 +6,7 @@ every link origin to its children's, and to its operational points. Contacts are
 coordinates, one array per quantity with a leading time axis, computed by one ``jit(vmap)`` of forward
 kinematics per system.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,14 @@ class Scene:
     contact_names: tuple
     geoms: tuple = ()          # collision geometry: (name, kind, size (3,), poses (n_t, 4, 4) world) per geom
     touching: np.ndarray = None
+
+    def subsampled(self, every):
+        """The scene at every ``every``-th stored state (all time-indexed fields alike: sticks, points, forces,
+        contact flags, geom poses)."""
+        return replace(self, t=self.t[::every], segments=self.segments[::every], points=self.points[::every],
+                       forces=self.forces[::every],
+                       geoms=tuple((n, k, size, poses[::every]) for n, k, size, poses in self.geoms),
+                       touching=None if self.touching is None else self.touching[::every])
 
     def in_contact(self):
         """(n_t, n_c) bool: :attr:`touching`, every point where it was not given."""
