@@ -21,30 +21,18 @@ import numpy as np
 import pytest
 
 from mrds_jax.collision import collide
+from test_collision_mujoco import MARGIN, SIZE_MASK, _mjcf as shared_mjcf, _ours, _rotation, _sample
 
-COLLIDE = jax.jit(collide, static_argnums=(0, 1))
-MARGIN = 0.3
 CASES = 10
 PAIRS = [("capsule", "cylinder"), ("box", "cylinder"), ("cylinder", "cylinder"), ("cylinder", "box"),
          ("sphere", "ellipsoid"), ("capsule", "ellipsoid"), ("box", "ellipsoid"), ("cylinder", "ellipsoid"),
          ("ellipsoid", "ellipsoid"), ("plane", "ellipsoid")]
-SIZE_MASK = {"plane": (0, 0, 0), "sphere": (1, 0, 0), "capsule": (1, 1, 0), "cylinder": (1, 1, 0), "box": (1, 1, 1),
-             "ellipsoid": (1, 1, 1)}
+# MuJoCo's convex routine as tight as it goes, one contact (no multiccd)
+TIGHT = '<option ccd_tolerance="1e-15" ccd_iterations="5000"><flag multiccd="disable"/></option>'
 
 
 def _mjcf(k1, s1, k2, s2):
-    def geom(n, kind, size):
-        used = " ".join(repr(float(x)) for x, m in zip(size, SIZE_MASK[kind]) if m) or "0 0 1"
-        return f'<geom name="g{n}" type="{kind}" size="{used}" margin="{MARGIN}"/>'
-    first = geom(1, k1, s1) if k1 == "plane" else f"<body><freejoint/>{geom(1, k1, s1)}</body>"
-    return ('<mujoco><option ccd_tolerance="1e-15" ccd_iterations="5000"><flag multiccd="disable"/></option>'
-            f"<worldbody>{first}<body><freejoint/>{geom(2, k2, s2)}</body></worldbody></mujoco>")
-
-
-def _rotation(q):
-    R = np.zeros(9)
-    mujoco.mju_quat2Mat(R, q)
-    return R.reshape(3, 3)
+    return shared_mjcf(k1, s1, k2, s2, TIGHT)
 
 
 def _mujoco(k1, s1, k2, s2, pose1, pose2):
@@ -81,24 +69,6 @@ def _separation(k1, R1, p1, s1, k2, R2, p2, s2, n):
     if k1 == "plane":
         return n @ _support(k2, R2, p2, s2, -n) - n @ p1
     return -n @ _support(k1, R1, p1, s1, n) + n @ _support(k2, R2, p2, s2, -n)
-
-
-def _ours(k1, k2, R1, p1, s1, R2, p2, s2):
-    out = COLLIDE(k1, k2, *(jnp.asarray(x) for x in (R1, p1, s1, R2, p2, s2)))
-    k = int(np.argmin(np.where(np.asarray(out.valid), np.asarray(out.gap), np.inf)))
-    return float(out.gap[k]), np.asarray(out.frame[k, 0]), np.asarray(out.point[k])
-
-
-def _poses(rng, k1, k2):
-    s1 = rng.uniform(0.1, 0.5, 3) * SIZE_MASK[k1]
-    s2 = rng.uniform(0.1, 0.5, 3) * SIZE_MASK[k2]
-    q1, q2 = (q / np.linalg.norm(q) for q in rng.normal(size=(2, 4)))
-    direction = rng.normal(size=3)
-    direction /= np.linalg.norm(direction)
-    p1 = rng.normal(size=3) * 0.1
-    if k1 == "plane":
-        q1, p1, direction = np.array([1.0, 0, 0, 0]), np.zeros(3), np.array([0.0, 0.0, 1.0])
-    return s1, s2, q1, q2, p1, direction
 
 
 def _tangents(n):
@@ -141,7 +111,7 @@ def _compare(k1, k2, penetrating):
     rng = np.random.default_rng(sum(map(ord, k1 + k2)) + penetrating)
     worst, certificate, compared = np.zeros(3), np.zeros(2), 0
     for case in range(CASES):
-        s1, s2, q1, q2, p1, direction = _poses(rng, k1, k2)
+        s1, s2, q1, q2, p1, direction = _sample(rng, k1, k2)
         R1, R2 = _rotation(q1), _rotation(q2)
         t = rng.uniform(0.0, 0.3) if penetrating else rng.uniform(0.45, 1.2)
         p2 = p1 + t * direction
@@ -218,7 +188,7 @@ def test_convex_gap_gradient_is_the_normal_and_finite(k1, k2):
 
     gradient = jax.jit(jax.grad(lambda *a: gap(*a)[0], argnums=(4, 5)))
     for t in (0.05, 0.8):
-        s1, s2, q1, q2, p1, direction = _poses(rng, k1, k2)
+        s1, s2, q1, q2, p1, direction = _sample(rng, k1, k2)
         args = [jnp.asarray(x) for x in (_rotation(q1), p1, s1, _rotation(q2), p1 + t * direction, s2)]
         g_p, g_s = gradient(*args)
         _, normal = gap(*args)

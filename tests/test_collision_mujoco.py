@@ -26,15 +26,17 @@ CASES = 40
 PAIRS = [("plane", "sphere"), ("plane", "capsule"), ("plane", "box"), ("plane", "cylinder"), ("sphere", "sphere"),
          ("sphere", "capsule"), ("sphere", "box"), ("sphere", "cylinder"), ("capsule", "capsule"),
          ("capsule", "box"), ("box", "capsule"), ("cylinder", "sphere")]
-SIZE_MASK = {"plane": (0, 0, 0), "sphere": (1, 0, 0), "capsule": (1, 1, 0), "cylinder": (1, 1, 0), "box": (1, 1, 1)}
+SIZE_MASK = {"plane": (0, 0, 0), "sphere": (1, 0, 0), "capsule": (1, 1, 0), "cylinder": (1, 1, 0), "box": (1, 1, 1),
+             "ellipsoid": (1, 1, 1)}
 
 
-def _mjcf(k1, s1, k2, s2):
+def _mjcf(k1, s1, k2, s2, option=""):
+    """Two geoms in MuJoCo's XML (the first fixed if a plane, else free), with an ``<option>`` element if given."""
     def geom(n, kind, size):
         used = " ".join(repr(float(x)) for x, m in zip(size, SIZE_MASK[kind]) if m) or "0 0 1"
         return f'<geom name="g{n}" type="{kind}" size="{used}" margin="{MARGIN}"/>'
     first = geom(1, k1, s1) if k1 == "plane" else f"<body><freejoint/>{geom(1, k1, s1)}</body>"
-    return (f"<mujoco><worldbody>{first}<body><freejoint/>{geom(2, k2, s2)}</body></worldbody></mujoco>")
+    return f"<mujoco>{option}<worldbody>{first}<body><freejoint/>{geom(2, k2, s2)}</body></worldbody></mujoco>"
 
 
 def _rotation(q):
