@@ -178,12 +178,17 @@ def cylinder(name, module, frame, radius, half_length, position=(0.0, 0.0, 0.0),
                   contype, conaffinity, priority)
 
 
+def _three_sizes(kind, name, label, values):
+    """A geom's three positive sizes ``values`` (a box's half extents, an ellipsoid's radii), checked and named."""
+    where = f"geom {name!r} ({kind})"
+    v = _array(values, (3,), label, where)
+    return _size(*((f"{label}[{i}]", v[i]) for i in range(3)), where=where)
+
+
 def box(name, module, frame, half_extents, position=(0.0, 0.0, 0.0), rotation=None, friction=1.0, restitution=0.0,
         contype=1, conaffinity=1, priority=0):
     """A box with ``half_extents`` (3,) along its local axes."""
-    where = f"geom {name!r} (box)"
-    h = _array(half_extents, (3,), "half_extents", where)
-    size = _size(*((f"half_extents[{i}]", h[i]) for i in range(3)), where=where)
+    size = _three_sizes("box", name, "half_extents", half_extents)
     return _geom("box", name, module, frame, size, position, rotation, friction, restitution, contype,
                  conaffinity, priority)
 
@@ -191,9 +196,7 @@ def box(name, module, frame, half_extents, position=(0.0, 0.0, 0.0), rotation=No
 def ellipsoid(name, module, frame, radii, position=(0.0, 0.0, 0.0), rotation=None, friction=1.0, restitution=0.0,
               contype=1, conaffinity=1, priority=0):
     """A solid ellipsoid with semi-axes ``radii`` (3,) along its local axes."""
-    where = f"geom {name!r} (ellipsoid)"
-    r = _array(radii, (3,), "radii", where)
-    size = _size(*((f"radii[{i}]", r[i]) for i in range(3)), where=where)
+    size = _three_sizes("ellipsoid", name, "radii", radii)
     return _geom("ellipsoid", name, module, frame, size, position, rotation, friction, restitution, contype,
                  conaffinity, priority)
 
