@@ -725,10 +725,13 @@ class _Importer:
 
     def build_forces(self):
         """Passive joint forces (one :class:`~mrds_jax.system.JointSpringDamper` per module with stiffness or
-        damping: MuJoCo's ``jnt_stiffness`` about ``qpos_spring``, ``dof_damping``) and one
-        :class:`~mrds_jax.system.Actuators` element for the actuators (named ``actuators``; MuJoCo's ctrl
-        order, those that cannot be read skipped with a warning)."""
-        from ..system.forces import actuators, joint_spring_damper
+        damping: MuJoCo's ``jnt_stiffness`` about ``qpos_spring``, ``dof_damping``), one
+        :class:`~mrds_jax.system.TendonSpringDamper` per fixed tendon with stiffness or damping (named
+        ``tendon:<name>``) and one :class:`~mrds_jax.system.Actuators` element for the actuators (named
+        ``actuators``; MuJoCo's ctrl order, those that cannot be read left out and named by
+        :meth:`report_actuation`)."""
+        from ..system.actuation import actuators, tendon_spring_damper
+        from ..system.forces import joint_spring_damper
         m, mj = self.m, self.mj
         D = mj.mjtDisableBit
         out = []
@@ -743,97 +746,196 @@ class _Importer:
             if np.any(k) or np.any(d):
                 label = "passive" if len(self.names) == 1 else f"passive:{name}"
                 out.append(joint_spring_damper(label, name, k, d, np.array(m.qpos_spring[qidx], dtype=float)))
-        acts = self.actuators()
-        if acts and not m.opt.disableflags & D.mjDSBL_ACTUATION:
-            cols = list(zip(*acts))
-            out.append(actuators("actuators", cols[0], gear=np.array(cols[1]), gain=np.array(cols[2]),
-                                 bias=np.array(cols[3]), ctrl_range=np.array(cols[4]), force_range=np.array(cols[5]),
-                                 actuator_names=cols[6], joint_force_range=np.array(cols[7])))
+        for t in self.tendon_springs():
+            k = 0.0 if m.opt.disableflags & D.mjDSBL_SPRING else float(m.tendon_stiffness[t])
+            d = 0.0 if m.opt.disableflags & D.mjDSBL_DAMPER else float(m.tendon_damping[t])
+            if k or d:
+                tendon = self.tendon(t)
+                out.append(tendon_spring_damper(f"tendon:{tendon.name}", tendon, k, d,
+                                                np.array(m.tendon_lengthspring[t], dtype=float)))
+        rows = [self.actuator(u) for u in self.read_actuators()]
+        if rows and not m.opt.disableflags & D.mjDSBL_ACTUATION:
+            from ..system.actuation import ActivationDynamics
+            cols = {key: [r[key] for r in rows] for key in rows[0]}
+            limited = {}
+            for j in range(m.njnt):
+                site = self.joint_site.get(j)
+                if m.jnt_actfrclimited[j] and site is not None and site.kind != "universal":
+                    limited[(site.module, self.joint_names[j])] = tuple(float(x) for x in m.jnt_actfrcrange[j])
+            dyn = ActivationDynamics(tuple(cols["dynamics"]), np.array(cols["tau"]), np.array(cols["act_range"]),
+                                     tuple(cols["act_early"]), 0.0, float(m.opt.timestep))
+            out.append(actuators("actuators", cols["target"], gear=cols["gear"], gain=np.array(cols["gain"]),
+                                 bias=np.array(cols["bias"]), ctrl_range=np.array(cols["ctrl"]),
+                                 force_range=np.array(cols["force"]), actuator_names=cols["name"],
+                                 joint_force_range=limited, tendon_force_range=np.array(cols["tendon_force"]),
+                                 dynamics=dyn, wrap_setpoint=tuple(cols["wrap"])))
         return tuple(out)
 
-    def actuators(self):
-        """(joint, gear, gain, bias, ctrl range, force range, name, joint force range) of every actuator
-        :meth:`unread_actuator` accepts (MuJoCo's force = gain·ctrl + bias, gain and bias affine in the actuator
-        length gear·qpos and velocity gear·qvel, ``forcerange``-clamped; ``ctrlrange`` clamps the control unless the
-        clampctrl flag is disabled; the joint's ``actuatorfrcrange`` clamps the summed force on it). What is not
-        read is named in one warning that says what the simulation does without it."""
+    # ---------------------------------------------------------------------------------------- tendons, actuators
+    def tendon_name(self, t):
+        return _name(self.m, self.mj, self.mj.mjtObj.mjOBJ_TENDON, t, "tendon")
+
+    def unread_tendon(self, t):
+        """Why tendon t cannot be a :class:`~mrds_jax.system.FixedTendon` (a short phrase), or None."""
+        m = self.m
+        wraps = range(m.tendon_adr[t], m.tendon_adr[t] + m.tendon_num[t])
+        if any(int(m.wrap_type[w]) != int(self.mj.mjtWrap.mjWRAP_JOINT) for w in wraps):
+            return "spatial tendon"
+        if any(getattr(self.joint_site.get(int(m.wrap_objid[w])), "kind", None) not in ("revolute", "prismatic")
+               for w in wraps):
+            return "fixed tendon on a hinge read into a universal joint"
+        return None
+
+    def tendon(self, t):
+        """Fixed tendon t as a :class:`~mrds_jax.system.FixedTendon` (``wrap_objid``, ``wrap_prm``)."""
+        from ..system.actuation import fixed_tendon
+        m = self.m
+        wraps = range(m.tendon_adr[t], m.tendon_adr[t] + m.tendon_num[t])
+        joints = [int(m.wrap_objid[w]) for w in wraps]
+        return fixed_tendon(self.tendon_name(t), [(self.joint_site[j].module, self.joint_names[j]) for j in joints],
+                            np.array([m.wrap_prm[w] for w in wraps], dtype=float))
+
+    def tendon_springs(self):
+        """Readable tendons with a stiffness or damping (MuJoCo's tendon spring-dampers)."""
+        m = self.m
+        return [t for t in range(m.ntendon) if (m.tendon_stiffness[t] or m.tendon_damping[t])
+                and self.unread_tendon(t) is None]
+
+    def read_actuators(self):
+        """Actuators read (:meth:`unread_actuator` None), MuJoCo's order; those of a group disabled by
+        ``<option actuatorgroupdisable>`` exert no force in MuJoCo and are left out."""
+        m = self.m
+        disabled = lambda u: 0 <= m.actuator_group[u] <= 30 and m.opt.disableactuator & (1 << int(m.actuator_group[u]))  # noqa: E731
+        return [u for u in range(m.nu) if self.unread_actuator(u) is None and not disabled(u)]
+
+    def actuator(self, u):
+        """Actuator u's row for :func:`~mrds_jax.system.actuators` (its target, gear, affine gain and bias,
+        clamped ranges, activation dynamics, MuJoCo's ball-servo setpoint rule)."""
         m, mj = self.m, self.mj
-        out, unread = [], {}
+        inf = (-np.inf, np.inf)
+        trn, obj = int(m.actuator_trntype[u]), int(m.actuator_trnid[u, 0])
+        on_tendon = trn == int(mj.mjtTrn.mjTRN_TENDON)
+        if on_tendon:
+            target, width = self.tendon(obj), 1
+        else:
+            target, width = (self.joint_site[obj].module, self.joint_names[obj]), _NV[int(m.jnt_type[obj])]
+        gain = np.array(m.actuator_gainprm[u, :3], dtype=float)
+        if int(m.actuator_gaintype[u]) == int(mj.mjtGain.mjGAIN_FIXED):
+            gain[1:] = 0.0
+        bias = np.array(m.actuator_biasprm[u, :3], dtype=float)
+        if int(m.actuator_biastype[u]) == int(mj.mjtBias.mjBIAS_NONE):
+            bias[:] = 0.0
         clamp = not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CLAMPCTRL
-        for u in range(m.nu):
-            name = _name(m, mj, mj.mjtObj.mjOBJ_ACTUATOR, u, "actuator")
-            reason = self.unread_actuator(u)
-            if reason:
-                unread.setdefault(reason, []).append(name)
-                continue
-            j = int(m.actuator_trnid[u, 0])
-            gain = np.array(m.actuator_gainprm[u, :3], dtype=float)
-            if int(m.actuator_gaintype[u]) == int(mj.mjtGain.mjGAIN_FIXED):
-                gain[1:] = 0.0
-            bias = np.array(m.actuator_biasprm[u, :3], dtype=float)
-            if int(m.actuator_biastype[u]) == int(mj.mjtBias.mjBIAS_NONE):
-                bias[:] = 0.0
-            inf = (-np.inf, np.inf)
-            ctrl = m.actuator_ctrlrange[u] if m.actuator_ctrllimited[u] and clamp else inf
-            force = m.actuator_forcerange[u] if m.actuator_forcelimited[u] else inf
-            joint_force = m.jnt_actfrcrange[j] if m.jnt_actfrclimited[j] else inf
-            out.append(((self.joint_site[j].module, self.joint_names[j]), float(m.actuator_gear[u, 0]), gain, bias,
-                        np.array(ctrl, dtype=float), np.array(force, dtype=float), name,
-                        np.array(joint_force, dtype=float)))
-        if unread:
-            self.warn("actuators not read, so the simulation applies no force from them (the rest of the model runs as "
-                      "if they were absent) — " + "; ".join(f"{reason}: {names}" for reason, names in unread.items()))
-        return out
+        dyn = mj.mjtDyn(int(m.actuator_dyntype[u])).name.removeprefix("mjDYN_").lower()
+        servo = (int(m.actuator_gaintype[u]) == int(mj.mjtGain.mjGAIN_FIXED)
+                 and int(m.actuator_biastype[u]) == int(mj.mjtBias.mjBIAS_AFFINE)
+                 and m.actuator_gainprm[u, 0] == -m.actuator_biasprm[u, 1] and dyn in ("none", "integrator"))
+        return dict(
+            target=target, gear=np.array(m.actuator_gear[u, :width], dtype=float) if width > 1
+            else float(m.actuator_gear[u, 0]), gain=gain, bias=bias,
+            ctrl=m.actuator_ctrlrange[u] if m.actuator_ctrllimited[u] and clamp else inf,
+            force=m.actuator_forcerange[u] if m.actuator_forcelimited[u] else inf,
+            tendon_force=m.tendon_actfrcrange[obj] if on_tendon and m.tendon_actfrclimited[obj] else inf,
+            name=_name(m, mj, mj.mjtObj.mjOBJ_ACTUATOR, u, "actuator"), dynamics=dyn,
+            tau=float(m.actuator_dynprm[u, 0]), act_range=m.actuator_actrange[u] if m.actuator_actlimited[u] else inf,
+            act_early=bool(m.actuator_actearly[u]), wrap=servo and not on_tendon and width == 3)
 
     def unread_actuator(self, u):
         """Why actuator u is not read (a short phrase, the same for every actuator with that reason), or None: read
-        are joint transmissions on a hinge or slide of its own, without activation dynamics, with fixed or
-        affine gain and bias (MuJoCo's motor, position and velocity without timeconst, such general)."""
+        are joint transmissions on a hinge, slide, ball or free joint of its own and transmissions on readable
+        fixed tendons, without dynamics or with integrator, filter or filterexact dynamics, with fixed or affine
+        gain and bias, one control, no delay, no actuator-level damping or armature, no plugin."""
         m, mj = self.m, self.mj
-        if int(m.actuator_trntype[u]) != int(mj.mjtTrn.mjTRN_JOINT):
-            kind = mj.mjtTrn(int(m.actuator_trntype[u])).name.removeprefix("mjTRN_").lower()
+        trn = int(m.actuator_trntype[u])
+        obj = int(m.actuator_trnid[u, 0])
+        if trn == int(mj.mjtTrn.mjTRN_TENDON):
+            why = self.unread_tendon(obj)
+            if why:
+                return f"on a {why}"
+        elif trn != int(mj.mjtTrn.mjTRN_JOINT):
+            kind = mj.mjtTrn(trn).name.removeprefix("mjTRN_").lower()
             return f"{kind} transmission"
-        j = int(m.actuator_trnid[u, 0])
-        if getattr(self.joint_site.get(j), "kind", None) not in ("revolute", "prismatic"):
-            kind = self.joint_site[j].kind if j in self.joint_site else "unknown"
-            return f"on a {kind} joint (gear on several degrees of freedom)"
-        if int(m.actuator_dyntype[u]) != int(mj.mjtDyn.mjDYN_NONE):
-            dyn = mj.mjtDyn(int(m.actuator_dyntype[u])).name.removeprefix("mjDYN_").lower()
+        elif getattr(self.joint_site.get(obj), "kind", None) not in ("revolute", "prismatic", "spherical", "free"):
+            return "on a hinge read into a universal joint"
+        dyn = mj.mjtDyn(int(m.actuator_dyntype[u])).name.removeprefix("mjDYN_").lower()
+        if dyn not in ("none", "integrator", "filter", "filterexact"):
             return f"activation dynamics '{dyn}'"
         gain, bias = int(m.actuator_gaintype[u]), int(m.actuator_biastype[u])
         if gain not in (int(mj.mjtGain.mjGAIN_FIXED), int(mj.mjtGain.mjGAIN_AFFINE)):
             return f"gain type '{mj.mjtGain(gain).name.removeprefix('mjGAIN_').lower()}'"
         if bias not in (int(mj.mjtBias.mjBIAS_NONE), int(mj.mjtBias.mjBIAS_AFFINE)):
             return f"bias type '{mj.mjtBias(bias).name.removeprefix('mjBIAS_').lower()}'"
+        if m.actuator_ctrlnum[u] != 1 or m.actuator_outnum[u] != 1 or m.actuator_actnum[u] > (dyn != "none"):
+            return "several controls, outputs or activations"
+        if m.actuator_plugin[u] >= 0:
+            return "a plugin"
+        if m.actuator_delay[u]:
+            return "a control delay"
+        if m.actuator_damping[u] or np.any(m.actuator_dampingpoly[u]) or m.actuator_armature[u]:
+            return "actuator damping or armature"
         return None
+
+    def actuation_gaps(self):
+        """[(what, names, what the simulation does without it)] for the actuators and tendons not read."""
+        m, mj = self.m, self.mj
+        T = mj.mjtObj.mjOBJ_TENDON
+        gaps, unread = [], {}
+        for u in range(m.nu):
+            reason = self.unread_actuator(u)
+            if reason:
+                unread.setdefault(reason, []).append(u)
+        for reason, us in unread.items():
+            gaps.append((f"actuators {reason}", self.names_of(mj.mjtObj.mjOBJ_ACTUATOR, us, "actuator"),
+                         "they are left out and exert no force"))
+        springs = [t for t in range(m.ntendon) if m.tendon_stiffness[t] or m.tendon_damping[t]]
+        spatial = [t for t in springs if self.unread_tendon(t)]
+        checks = [
+            ("stiffness and damping of tendons that are not fixed tendons of hinges and slides", spatial,
+             "no force along them"),
+            ("tendon friction loss", np.flatnonzero(m.tendon_frictionloss != 0), "no friction along the tendon"),
+            ("tendon limits", np.flatnonzero(m.tendon_limited != 0),
+             "not enforced: the tendon may pass its range"),
+            ("tendon armature", np.flatnonzero(m.tendon_armature != 0), "no added inertia along the tendon"),
+            ("nonlinear tendon stiffness or damping (stiffnesspoly, dampingpoly)",
+             [t for t in range(m.ntendon) if np.any(m.tendon_stiffnesspoly[t]) or np.any(m.tendon_dampingpoly[t])],
+             "only the linear stiffness and damping act")]
+        for what, ts, consequence in checks:
+            if len(ts):
+                gaps.append((what, self.names_of(T, ts, "tendon"), consequence))
+        return gaps
+
+    def names_of(self, obj, idx, fallback):
+        idx = [int(i) for i in idx]
+        listed = [_name(self.m, self.mj, obj, i, fallback) for i in idx[:6]]
+        return ", ".join(listed) + (f" and {len(idx) - 6} more" if len(idx) > 6 else "")
+
+    def report_actuation(self):
+        """One warning naming every actuator and tendon feature not read, each with what the simulation does
+        without it; without ``return_forces`` the actuators and tendon spring-dampers themselves are named as not
+        applied."""
+        m, mj = self.m, self.mj
+        gaps = self.actuation_gaps()
+        if not self.forces:
+            if m.nu:
+                gaps.insert(0, ("actuators", self.names_of(mj.mjtObj.mjOBJ_ACTUATOR, range(m.nu), "actuator"),
+                                "not applied: load_mjcf(..., return_forces=True) returns them as a force element"))
+            springs = [t for t in range(m.ntendon) if (m.tendon_stiffness[t] or m.tendon_damping[t])
+                       and self.unread_tendon(t) is None]
+            if springs:
+                gaps.insert(1 if m.nu else 0, ("tendon stiffness and damping",
+                                               self.names_of(mj.mjtObj.mjOBJ_TENDON, springs, "tendon"),
+                                               "not applied: load_mjcf(..., return_forces=True) returns them"))
+        if gaps:
+            self.warn("actuators and tendons not modelled as written — " +
+                      "; ".join(f"{what} ({names}): {consequence}" for what, names, consequence in gaps))
 
     # ---------------------------------------------------------------------------------------- warnings
     def report_unmodelled(self):
         m, mj = self.m, self.mj
-
-        def names(obj, idx, fallback):
-            idx = list(idx)
-            listed = [_name(m, mj, obj, int(i), fallback) for i in idx[:6]]
-            return ", ".join(listed) + (f" and {len(idx) - 6} more" if len(idx) > 6 else "")
-
+        names = self.names_of
         J = mj.mjtObj.mjOBJ_JOINT
         if m.nflex:
             self.fail(f"{m.nflex} flex (deformable) elements are not supported")
-        if m.nu and not self.forces:
-            self.warn(f"actuators ({names(mj.mjtObj.mjOBJ_ACTUATOR, range(m.nu), 'actuator')}) are not applied: "
-                      "load_mjcf(..., return_forces=True) returns them as a force element")
-        coupled = {int(m.eq_obj1id[k]) for k in range(m.neq) if m.eq_type[k] == mj.mjtEq.mjEQ_TENDON} | \
-            {int(m.eq_obj2id[k]) for k in range(m.neq) if m.eq_type[k] == mj.mjtEq.mjEQ_TENDON}
-        T = mj.mjtObj.mjOBJ_TENDON
-        ignored = [t for t in range(m.ntendon) if t not in coupled]
-        if ignored:
-            self.warn(f"tendons ({names(T, ignored, 'tendon')}) are ignored (only fixed tendons in tendon equalities "
-                      "are read)")
-        physical = [t for t in coupled if t >= 0 and (m.tendon_stiffness[t] or m.tendon_damping[t]
-                                                       or m.tendon_frictionloss[t] or m.tendon_limited[t])]
-        if physical:
-            self.warn(f"stiffness, damping, friction loss and limits of tendons ({names(T, physical, 'tendon')}) are "
-                      "ignored (their equalities are read)")
         free_arm = [j for j in range(m.njnt) if int(m.jnt_type[j]) == 0
                     and np.any(m.dof_armature[m.jnt_dofadr[j]:m.jnt_dofadr[j] + 3] != 0)]
         if free_arm:
@@ -905,6 +1007,7 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
         imp.fail("the model has no moving body")
     with jax.ensure_compile_time_eval():
         imp.build_modules()
+        imp.report_actuation()
         contacts = imp.build_contacts()
         modules = {}
         for name in imp.names:

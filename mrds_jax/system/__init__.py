@@ -14,6 +14,8 @@ from .forces import (Actuators, ContactForce, JointSpringDamper, JointTorque, Po
                      applied_power, contact_force, dissipated_power, force_potential_energy, generalized_forces,
                      joint_spring_damper, joint_torque, point_force, sinusoidal_torques, spring_damper, spring_state,
                      with_control)
+from .actuation import (ActivationDynamics, FixedTendon, TendonSpringDamper, actuator_state, activation_rate,
+                        fixed_tendon, next_activation, tendon_length, tendon_spring_damper, with_activation)
 from .limits import JointLimitWarning, LimitExit, joint_limits_at, limit_exits
 from .ncp import NCPSettings, NCPSolution, RowLayout, ncp_residuals, project_friction_cone, solve_ncp
 from .timestepping import (ContactSettings, ContactTrajectory, StepReport, contact_rollout, contact_step, row_layout,

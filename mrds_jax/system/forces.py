@@ -22,10 +22,11 @@ Elements:
 * :class:`JointSpringDamper` — passive joint forces of one module, Q = −K (q ⊖ q_spring) − D v per degree of
   freedom (MuJoCo's joint ``stiffness`` about ``springref`` and ``damping``; q ⊖ q_spring is q − q_spring
   for one-coordinate joints, the rotation vector of q_spring⁻¹ q for ball joints, as MuJoCo's ``mju_subQuat``).
-* :class:`Actuators` — joint actuators (MuJoCo's ``motor``/``position``/``velocity``/``general`` with a joint
-  transmission): control u clamped to ``ctrlrange``, force F = (g₀ + g₁ℓ + g₂ℓ̇) u + b₀ + b₁ℓ + b₂ℓ̇ with
-  ℓ = gear·q, ℓ̇ = gear·v, clamped to ``forcerange``, generalized force gear·F on the joint. The control
-  is a constant vector or a function of (t, state) jitted with the step (:func:`with_control`).
+* :class:`Actuators` — MuJoCo's actuators on joints (hinge, slide, ball, free) and fixed tendons, with affine gain
+  and bias, control, force and activation ranges and activation dynamics (:mod:`.actuation`). The control is a
+  constant vector or a function of (t, state) jitted with the step (:func:`with_control`).
+* :class:`TendonSpringDamper` — a spring (with MuJoCo's dead band) and a damper along a :class:`FixedTendon`
+  (:mod:`.actuation`).
 """
 import functools
 from typing import Callable, Optional
@@ -36,7 +37,11 @@ import numpy as np
 
 from ..model.tree import PLANAR_ROWS
 from ..pytree import pytree_dataclass, replace, static
-from ..spatial import cross, quat_multiply, quat_to_rotation, skew
+from ..spatial import cross, quat_to_rotation, skew
+from .actuation import (ActivationDynamics, Actuators, FixedTendon, TendonSpringDamper, _quat_difference,  # noqa: F401
+                        _safe_norm, actuator_generalized_forces, actuators, check_actuators, check_transmission,
+                        fixed_tendon, tendon_generalized_forces, tendon_length, tendon_spring_damper,
+                        tendon_spring_elongation, with_activation, with_control)
 from .build import SystemDescriptionError, _module_index
 from ..spatial.linalg import matmul
 from ..validation import ArgumentError, is_traced
@@ -144,91 +149,7 @@ def joint_spring_damper(name, module, stiffness=0.0, damping=0.0, springref=None
                              springref=springref, name=name, module=module)
 
 
-@pytree_dataclass
-class Actuators:
-    """Joint actuators (see :func:`actuators`): one row per actuator."""
-    gear: jnp.ndarray          # (nu,)
-    gain: jnp.ndarray          # (nu, 3) g₀, g₁, g₂: gain = g₀ + g₁ ℓ + g₂ ℓ̇
-    bias: jnp.ndarray          # (nu, 3) b₀, b₁, b₂
-    ctrl_range: jnp.ndarray    # (nu, 2), ±inf where unlimited
-    force_range: jnp.ndarray   # (nu, 2), ±inf where unlimited
-    joint_force_range: jnp.ndarray  # (nu, 2) the range of the summed force of this element's actuators on each
-                                    # actuator's joint (MuJoCo's joint actuatorfrcrange), ±inf where unlimited
-    control: object            # the constant control (nu,), or the parameters of ``control_fn``
-    name: str = static()
-    joints: tuple = static(default=())          # (module, joint name) per actuator: a one-coordinate joint
-    control_fn: Optional[Callable] = static(default=None)   # u = control_fn(t, state, control)
-    actuator_names: tuple = static(default=())
-
-    @property
-    def nu(self):
-        return len(self.joints)
-
-
-def _rows(x, nu, width, what, where):
-    a = jnp.asarray(x, dtype=float)
-    a = jnp.broadcast_to(a, (nu,) if width is None else (nu, width)) if a.ndim <= (0 if width is None else 1) else a
-    if a.shape != ((nu,) if width is None else (nu, width)):
-        raise ArgumentError(f"{where}: {what} has shape {a.shape}, needs {(nu,) if width is None else (nu, width)}")
-    return a
-
-
-def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0), ctrl_range=None,
-              force_range=None, control=None, control_fn=None, actuator_names=None, joint_force_range=None):
-    """Joint actuators on ``joints`` ((module, joint name) each, one-coordinate joints: revolute, prismatic,
-    screw). Per actuator: ``gear``, affine ``gain`` (g₀, g₁, g₂) and ``bias`` (b₀, b₁, b₂) in the actuator
-    length ℓ = gear·q and velocity ℓ̇ = gear·v, optional ``ctrl_range``/``force_range`` (low, high); rows
-    broadcast. MuJoCo's shortcuts: motor gain (1, 0, 0), bias 0; position gain (kp, 0, 0), bias (0, −kp, −kv);
-    velocity gain (kv, 0, 0), bias (0, 0, −kv). ``control``: a constant control vector (default zeros), or the
-    parameters of ``control_fn(t, state, control) -> (nu,)``. ``joint_force_range`` (low, high) per actuator: the
-    range of the summed generalized force of the element's actuators on that actuator's joint (MuJoCo's joint
-    ``actuatorfrcrange``: ``qfrc_actuator`` clamped per joint), the same for actuators on one joint. Raises
-    ArgumentError naming the actuator for a zero gear, a range with low > high, or two joint ranges of one joint."""
-    joints = tuple((m, j) for m, j in joints)
-    nu = len(joints)
-    where = f"actuators {name!r}"
-    names = tuple(actuator_names) if actuator_names is not None else tuple(f"{name}[{i}]" for i in range(nu))
-    inf = jnp.inf
-    gear = _rows(gear, nu, None, "gear", where)
-    rng = {}
-    for what, r in (("ctrl_range", ctrl_range), ("force_range", force_range),
-                    ("joint_force_range", joint_force_range)):
-        rng[what] = _rows((-inf, inf) if r is None else r, nu, 2, what, where)
-    if not is_traced(gear):
-        for i in np.flatnonzero(np.asarray(gear) == 0):
-            raise ArgumentError(f"{where}: actuator {names[i]!r} has gear 0 (it would exert no force)")
-    for what, r in rng.items():
-        if not is_traced(r):
-            for i in np.flatnonzero(~(np.asarray(r[:, 0]) <= np.asarray(r[:, 1]))):
-                raise ArgumentError(f"{where}: actuator {names[i]!r} has {what} low {float(r[i, 0])} > high "
-                                    f"{float(r[i, 1])}")
-    if not is_traced(rng["joint_force_range"]):
-        first = {}
-        for i, joint in enumerate(joints):
-            j = first.setdefault(joint, i)
-            if not np.array_equal(np.asarray(rng["joint_force_range"][i]), np.asarray(rng["joint_force_range"][j])):
-                raise ArgumentError(f"{where}: actuators {names[j]!r} and {names[i]!r} drive joint {joint} with "
-                                    "different joint_force_range; it is the joint's, one range per joint")
-    el = Actuators(gear=gear, gain=_rows(gain, nu, 3, "gain", where), bias=_rows(bias, nu, 3, "bias", where),
-                   ctrl_range=rng["ctrl_range"], force_range=rng["force_range"],
-                   joint_force_range=rng["joint_force_range"], control=jnp.zeros(nu), name=name, joints=joints,
-                   control_fn=None, actuator_names=names)
-    return with_control(el, jnp.zeros(nu) if control is None and control_fn is None else control, control_fn)
-
-
-def with_control(element, control, control_fn=None):
-    """``element`` (:class:`Actuators`) driven by ``control``: a constant vector of its ``nu`` controls, or,
-    with ``control_fn``, the parameters of u = control_fn(t, state, control) (a controller: state feedback,
-    a schedule in t), traced and jitted with the step. A constant of the wrong length raises ArgumentError."""
-    if control_fn is None:
-        control = jnp.asarray(control, dtype=float)
-        if jnp.shape(control) != (element.nu,):
-            raise ArgumentError(f"actuators {element.name!r}: control has shape {jnp.shape(control)}, needs "
-                                f"({element.nu},) (actuators {list(element.actuator_names)})")
-    return replace(element, control=control, control_fn=control_fn)
-
-
-ELEMENTS = (SpringDamper, JointTorque, PointForce, ContactForce, JointSpringDamper, Actuators)
+ELEMENTS = (SpringDamper, JointTorque, PointForce, ContactForce, JointSpringDamper, Actuators, TendonSpringDamper)
 
 
 def _side_key(side, name, label):
@@ -278,8 +199,10 @@ def validate_forces(system, forces):
                                       f"needs ({n},)")
                 if what != "springref" and not is_traced(x) and not np.all(np.asarray(x) >= 0):
                     raise SystemDescriptionError(f"{where}: {what} must be >= 0, got {np.asarray(x)}")
+        elif isinstance(f, TendonSpringDamper):
+            check_transmission(system, f.tendon.joints, [c[None] for c in f.tendon.coef], where, one_coordinate=True)
         elif isinstance(f, Actuators):
-            _actuated_dofs(system, f)
+            check_actuators(system, f)
             if f.control_fn is None:
                 shape = jnp.shape(f.control)
             else:
@@ -301,23 +224,6 @@ def _zero_state(system):
                        tuple(jnp.zeros(m.nv, dtype) for m in system.modules))
 
 
-def _actuated_dofs(system, el):
-    """(module index, q index, v index) of every actuator's joint; SystemDescriptionError naming it otherwise."""
-    out = []
-    for (module, joint), label in zip(el.joints, el.actuator_names):
-        where = f"force element {el.name!r}, actuator {label!r}"
-        k = _module_index(system.module_names, module, where)
-        t = system.modules[k].topology
-        if joint not in t.joint_names:
-            raise SystemDescriptionError(f"{where}: module {system.module_names[k]!r} has no joint {joint!r}")
-        j = t.joint_names.index(joint)
-        if t.joint_kinds[j] not in ("revolute", "prismatic", "screw"):
-            raise SystemDescriptionError(f"{where}: joint {joint!r} is {t.joint_kinds[j]}; actuators drive one-coordinate "
-                              "joints (revolute, prismatic, screw)")
-        out.append((k, t.q_slices[j].start, t.v_slices[j].start))
-    return out
-
-
 def configuration_difference(module, q_ref, q):
     """q ⊖ q_ref (nv,): q − q_ref for one-coordinate and universal joints; for a ball joint the rotation
     vector θ with q_ref ⊗ exp(θ) = q (body axes, MuJoCo's ``mju_subQuat``); for a free joint that and the
@@ -336,18 +242,6 @@ def configuration_difference(module, q_ref, q):
         else:
             parts.append(a - b)
     return jnp.concatenate(parts) if parts else q[:0]
-
-
-def _quat_difference(qa, qb):
-    """θ with qb ⊗ exp(θ) = qa, the angle wrapped to [−π, π] (MuJoCo's mju_subQuat / mju_quat2Vel)."""
-    qa = qa / jnp.linalg.norm(qa)
-    qb = qb / jnp.linalg.norm(qb)
-    d = quat_multiply(qb * jnp.array([1.0, -1.0, -1.0, -1.0], dtype=qb.dtype), qa)
-    xyz = d[1:]
-    s = _safe_norm(xyz)
-    angle = 2.0 * jnp.arctan2(s, d[0])
-    angle = jnp.where(angle > jnp.pi, angle - 2.0 * jnp.pi, angle)
-    return xyz * (angle / s)
 
 
 def _point(system, side, where):
@@ -392,10 +286,6 @@ class _Points:
     def placement(self, k, frame):
         R, p, _, J = self._motion(k, frame, True)
         return R, p, J
-
-
-def _safe_norm(d):
-    return jnp.sqrt(jnp.maximum(matmul(d, d), jnp.finfo(d.dtype).tiny))
 
 
 def spring_state(system, spring, state, points=None):
@@ -446,32 +336,12 @@ def generalized_forces(system, forces, state, t):
             Q[k] = Q[k] - el.stiffness * configuration_difference(system.modules[k], el.springref, state.q[k]) \
                 - el.damping * state.v[k]
         elif isinstance(el, Actuators):
-            for k, vi, f in actuator_forces(system, el, state, t):
-                Q[k] = Q[k].at[vi].add(f)
+            Q = actuator_generalized_forces(system, el, state, t, Q)
+        elif isinstance(el, TendonSpringDamper):
+            Q = tendon_generalized_forces(system, el, state, Q)
         else:
             raise SystemDescriptionError(f"{el!r} is not a force element")
     return tuple(Q)
-
-
-def actuator_forces(system, el, state, t):
-    """[(module index, v index, generalized force gear·F)] of an :class:`Actuators` element at (t, state):
-    u clamped to ctrl_range, F = (g₀ + g₁ℓ + g₂ℓ̇) u + b₀ + b₁ℓ + b₂ℓ̇ clamped to force_range, ℓ = gear·q,
-    ℓ̇ = gear·v (MuJoCo's actuator_length/velocity for a joint transmission, its gain and bias of type
-    affine and its clamping); one entry per actuated joint, the sum of its actuators' gear·F clamped to the joint's
-    ``joint_force_range`` (MuJoCo's ``qfrc_actuator`` clamped by ``actuatorfrcrange``)."""
-    dofs = _actuated_dofs(system, el)
-    u = el.control if el.control_fn is None else el.control_fn(t, state, el.control)
-    u = jnp.clip(jnp.asarray(u, dtype=state.q[0].dtype), el.ctrl_range[:, 0], el.ctrl_range[:, 1])
-    length = el.gear * jnp.stack([state.q[k][qi] for k, qi, _ in dofs])
-    rate = el.gear * jnp.stack([state.v[k][vi] for k, _, vi in dofs])
-    basis = jnp.stack([jnp.ones_like(length), length, rate], axis=1)
-    force = jnp.sum(el.gain * basis, axis=1) * u + jnp.sum(el.bias * basis, axis=1)
-    force = el.gear * jnp.clip(force, el.force_range[:, 0], el.force_range[:, 1])
-    by_joint = {}
-    for i, (k, _, vi) in enumerate(dofs):
-        by_joint.setdefault((k, vi), []).append(i)
-    return [(k, vi, jnp.clip(sum(force[i] for i in rows), *el.joint_force_range[rows[0]]))
-            for (k, vi), rows in by_joint.items()]
 
 
 def _contact_force(system, el, state, t, pts, Q, dtype):
@@ -521,21 +391,33 @@ def _sum_over_joint_springs(system, forces, state, term):
     return total
 
 
+def _sum_over_tendon_springs(system, forces, state, term):
+    """Σ term(element, L, L̇) over the tendon spring-dampers among ``forces``."""
+    total = jnp.zeros((), dtype=state.q[0].dtype)
+    for el in forces:
+        if isinstance(el, TendonSpringDamper):
+            total = total + term(el, *tendon_length(system, el.tendon, state))
+    return total
+
+
 def force_potential_energy(system, forces, state):
     """Energy stored in the force elements: Σ ½ k (ℓ − ℓ₀)² over the spring-dampers, Σ ½ kᵢ (q ⊖ q_spring)ᵢ²
     over the joint springs (for ball joints MuJoCo's spring torque −k θ is the gradient of ½ k |θ|² only to
-    first order in θ)."""
+    first order in θ), Σ ½ k x² over the tendon springs (x outside the dead band)."""
     springs = _sum_over_springs(system, forces, state,
                                 lambda el, length, rate: 0.5 * el.stiffness * (length - el.rest_length) ** 2)
-    return springs + _sum_over_joint_springs(system, forces, state, lambda el, k: 0.5 * jnp.sum(
+    tendons = _sum_over_tendon_springs(system, forces, state, lambda el, length, rate: 0.5 * el.stiffness
+                                       * tendon_spring_elongation(el, length) ** 2)
+    return springs + tendons + _sum_over_joint_springs(system, forces, state, lambda el, k: 0.5 * jnp.sum(
         el.stiffness * configuration_difference(system.modules[k], el.springref, state.q[k]) ** 2))
 
 
 def dissipated_power(system, forces, state):
-    """Power dissipated by the dampers, Σ c ℓ̇² + Σ dᵢ vᵢ² over joint dampers (≥ 0)."""
+    """Power dissipated by the dampers, Σ c ℓ̇² + Σ dᵢ vᵢ² over joint dampers + Σ d L̇² over tendon dampers (≥ 0)."""
     dampers = _sum_over_springs(system, forces, state, lambda el, length, rate: el.damping * rate ** 2)
-    return dampers + _sum_over_joint_springs(system, forces, state,
-                                             lambda el, k: jnp.sum(el.damping * state.v[k] ** 2))
+    tendons = _sum_over_tendon_springs(system, forces, state, lambda el, length, rate: el.damping * rate ** 2)
+    return dampers + tendons + _sum_over_joint_springs(system, forces, state,
+                                                       lambda el, k: jnp.sum(el.damping * state.v[k] ** 2))
 
 
 @functools.lru_cache(maxsize=None)
@@ -549,11 +431,11 @@ def applied_power(system, forces, state, t):
     among ``forces``, and every contact's own applied free-direction force Fᵘ(t) (``Contact.applied``).
 
     With Qₖ the generalized forces of Bonaventura eq. 73 (:func:`generalized_forces`), vₖᵀQₖ is the work rate of the
-    element on module k; for a torque τ in an actuated revolute contact it is τ (ω_P − ω_E). Spring-dampers
-    and joint spring-dampers are left out: their spring part is stored energy (:func:`force_potential_energy`)
+    element on module k; for a torque τ in an actuated revolute contact it is τ (ω_P − ω_E). Spring-dampers,
+    joint and tendon spring-dampers are left out: their spring part is stored energy (:func:`force_potential_energy`)
     and their damper part is :func:`dissipated_power`, so along an exact motion d/dt (E + V_springs) = applied_power − dissipated_power
     (the work-energy balance that ``Diagnostics.energy_balance`` integrates)."""
-    loads = tuple(el for el in forces if not isinstance(el, (SpringDamper, JointSpringDamper)))
+    loads = tuple(el for el in forces if not isinstance(el, (SpringDamper, JointSpringDamper, TendonSpringDamper)))
     loads += tuple(ContactForce(params=(), name=f"{c.name}.applied", contact=c.name, fn=_free_force_of(c.applied))
                    for c in system.contacts if c.applied is not None)
     if not loads:

@@ -138,6 +138,11 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
         return _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end,
                                  residual_warn, settings, contact_modes, mode_params)
     forces = tuple(forces)
+    stateful = [el.name for el in forces if getattr(el, "stateful", False)]
+    if stateful:
+        raise ValueError(f"simulate: actuators {stateful} have activation dynamics, which the velocity-level step "
+                         "carries (a system with collision geometry or joint limits, or contact_modes); this system "
+                         "runs the acceleration-level integrators, which have no activation state")
     stabilisation = resolve_stabilisation(stabilisation, dt)
     chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
     # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (Lilly & Orin eq. 36) singular while the

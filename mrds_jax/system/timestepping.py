@@ -36,12 +36,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import validation
+from ..pytree import replace
 from ..dynamics.interface import (integrate_configuration, mass_matrix, normalize_configuration,
                                   open_chain_inverse_dynamics, point_jacobians, point_motion)
 from ..spatial import skew
 from ..spatial.linalg import cho_solve, cholesky, matmul
 from .build import SystemState
 from .couplings import coupling_errors, coupling_jacobian, constraint_rows
+from .actuation import advance_activations
 from .forces import generalized_forces
 from .limits import limited_joints
 from .ncp import NCPSettings, RowLayout, solve_ncp, validate_ncp_settings
@@ -796,6 +798,7 @@ class ContactTrajectory(NamedTuple):
     iterations_mean: jnp.ndarray = None  # (n_out,) their mean over those steps
     converged: jnp.ndarray = None        # (n_out,) bool: every one of those steps within NCPSettings.tolerance
     overflow: jnp.ndarray = None         # (n_out,) bool: some step had more candidate rows than the buffer holds
+    activations: tuple = ()              # per stateful Actuators element of ``forces``: (n_out, nu) activations
 
     def contact_forces(self, system):
         """(n_out, n_slots, 3) world-axes mean force on geom 2 by geom 1 of every contact slot over the step that
@@ -833,7 +836,10 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     state (the initial one first). ``contact_modes``: None or a function (t, q, v, mode_params) → (n_contacts,)
     booleans that switches the system's bilateral contacts on and off; ``mode_params`` (any pytree of arrays) is
     traced, so a new schedule (release and regrasp times) or state-dependent rule recompiles nothing and batches
-    under ``vmap``."""
+    under ``vmap``. Actuators with activation dynamics (:class:`~.actuation.Actuators`) start from their
+    ``activation``, drive each step with it and advance it after the step (MuJoCo's ``mj_advance``,
+    :func:`~.actuation.advance_activations`, with this rollout's dt); the trajectory's ``activations`` holds them
+    at every stored state."""
     validate_contact_rollout(system, q0, v0, dt, n_steps, decimation, tau, settings)
     if contact_modes is not None:
         validate_contact_modes(system, contact_modes, q0, v0, mode_params, "contact_rollout")
@@ -846,14 +852,26 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
                        *(jnp.zeros((), dtype) for _ in range(3)), jnp.zeros((), jnp.int32), jnp.ones((), bool),
                        jnp.zeros((), bool))
 
+    stateful = [i for i, el in enumerate(forces) if getattr(el, "stateful", False)]
+
+    def with_acts(acts):
+        out = list(forces)
+        for i, a in zip(stateful, acts):
+            out[i] = replace(out[i], activation=a, timestep=jnp.asarray(dt, dtype))
+        return tuple(out)
+
     def step(carry, _):
-        q, v, lam, k, bad = carry
+        q, v, lam, k, bad, acts = carry
         t = t0 + k * dt
         active = None if contact_modes is None else contact_modes(t, q, v, mode_params)
-        q1, v1, rep = contact_step(system, q, v, t, dt, lam, forces, tau, active, settings)
+        forces_k = with_acts(acts)
+        q1, v1, rep = contact_step(system, q, v, t, dt, lam, forces_k, tau, active, settings)
+        # activations advance after the step that used them (MuJoCo's mj_advance)
+        advanced = advance_activations(system, forces_k, SystemState(tuple(q), tuple(v)), t, dt)
+        acts1 = tuple(advanced[i].activation for i in stateful)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves((q1, v1))]))
         bad = jnp.where((bad < 0) & ~finite, k, bad)
-        return (q1, v1, rep.impulses, k + 1, bad), rep
+        return (q1, v1, rep.impulses, k + 1, bad, acts1), rep
 
     def block(carry, _):
         carry, reps = jax.lax.scan(step, carry, None, length=decimation)
@@ -863,10 +881,13 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
                              iterations=jnp.max(reps.iterations), converged=jnp.all(reps.converged),
                              overflow=jnp.any(reps.overflow))
         # the first step's gaps are those of the state the block starts from: the stored state before this one
-        return carry, (carry[0], carry[1], last, jnp.mean(reps.iterations.astype(dtype)), reps.gaps[0])
+        return carry, (carry[0], carry[1], last, jnp.mean(reps.iterations.astype(dtype)), reps.gaps[0], carry[5])
 
-    init = (tuple(q0), tuple(v0), jnp.zeros(layout.size, dtype), jnp.zeros((), jnp.int32), -jnp.ones((), jnp.int32))
-    carry, (qs, vs, reps, mean_iterations, gaps) = jax.lax.scan(block, init, None, length=n_steps // decimation)
+    acts0 = tuple(jnp.asarray(forces[i].activation, dtype) for i in stateful)
+    init = (tuple(q0), tuple(v0), jnp.zeros(layout.size, dtype), jnp.zeros((), jnp.int32), -jnp.ones((), jnp.int32),
+            acts0)
+    carry, (qs, vs, reps, mean_iterations, gaps, acts) = jax.lax.scan(block, init, None,
+                                                                      length=n_steps // decimation)
     gaps = jnp.concatenate([gaps, state_gaps(system, SystemState(carry[0], carry[1]))[None]])   # at every stored state
     cat = lambda first, rest: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)  # noqa: E731
     t = t0 + dt * decimation * jnp.arange(n_steps // decimation + 1, dtype=dtype)
@@ -874,4 +895,4 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     return ContactTrajectory(t, cat(tuple(q0), qs), cat(tuple(v0), vs), reps.impulses, gaps, reps.points,
                              reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4],
                              jnp.asarray(dt, dtype), reps.iterations, cat(jnp.zeros((), dtype), mean_iterations),
-                             reps.converged, reps.overflow)
+                             reps.converged, reps.overflow, cat(acts0, acts))
