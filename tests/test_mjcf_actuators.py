@@ -278,7 +278,7 @@ def test_what_is_not_read_is_named_once_with_its_consequence():
     ours = [str(w.message) for w in caught if "actuators and tendons" in str(w.message)]
     assert len(ours) == 1, [str(w.message) for w in caught]
     msg = ours[0]
-    for expected in ("biceps", "pusher", "site transmission", "cord", "no force along them",
+    for expected in ("biceps", "pusher", "actuators with a site transmission", "cord", "no force along them",
                      "tendon friction loss (rubbing): no friction along the tendon",
                      "tendon limits (bounded): not enforced", "exert no force"):
         assert expected in msg, (expected, msg)

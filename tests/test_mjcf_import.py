@@ -289,7 +289,7 @@ def test_stewart_platform_mjcf_is_the_native_ckcm_build():
     test_system_vs_pinocchio.py::test_stewart_mjcf_import_has_the_native_ckcm_dynamics, next to the native
     build's own Pinocchio comparison (its states and compiled program)."""
     from mrds_jax import ckcm
-    with pytest.warns(UserWarning, match="actuators .*leg1_force.* are not applied"):
+    with pytest.warns(UserWarning, match="actuators .*leg1_force.*: not applied"):
         system = load_mjcf(STEWART)
     native = ckcm.multibody.build_ckcm_system(ckcm.nominal())
     order = [system.module_names.index(n) for n in ("leg1_lower", "leg2_lower", "leg3_lower", "leg4_lower",
@@ -372,10 +372,11 @@ def test_ignored_elements_are_named_in_warnings():
     with pytest.warns(UserWarning) as record:
         system = load_mjcf(xml, collision=False)        # the geoms' contacts are read by default (test_contact_*)
     text = "\n".join(str(w.message) for w in record)
-    for expected in ("actuators (m1) are not applied: load_mjcf(..., return_forces=True)", "tendons (t) are ignored",
+    for expected in ("actuators (m1): not applied: load_mjcf(..., return_forces=True)",
                      "joint damping of jlim is not applied", "sensors (s1) are ignored",
                      "contacts between geoms are ignored (collidable geoms: ga, gb"):
         assert expected in text, (expected, text)
+    assert "(t)" not in text                         # a tendon that acts on nothing (MuJoCo's too) is not named
     assert system.module_names == ("a",) and system.modules[0].topology.link_names == ("a", "b", "c")
     assert "armature" not in text and float(system.modules[0].params.armature[-1]) == 0.01   # read, not warned
     assert "joint limits" not in text                                # kept (in radians: the file is in degrees)

@@ -854,25 +854,25 @@ class _Importer:
                 return f"on a {why}"
         elif trn != int(mj.mjtTrn.mjTRN_JOINT):
             kind = mj.mjtTrn(trn).name.removeprefix("mjTRN_").lower()
-            return f"{kind} transmission"
+            return f"with a {kind} transmission"
         elif getattr(self.joint_site.get(obj), "kind", None) not in ("revolute", "prismatic", "spherical", "free"):
             return "on a hinge read into a universal joint"
         dyn = mj.mjtDyn(int(m.actuator_dyntype[u])).name.removeprefix("mjDYN_").lower()
         if dyn not in ("none", "integrator", "filter", "filterexact"):
-            return f"activation dynamics '{dyn}'"
+            return f"with activation dynamics '{dyn}'"
         gain, bias = int(m.actuator_gaintype[u]), int(m.actuator_biastype[u])
         if gain not in (int(mj.mjtGain.mjGAIN_FIXED), int(mj.mjtGain.mjGAIN_AFFINE)):
-            return f"gain type '{mj.mjtGain(gain).name.removeprefix('mjGAIN_').lower()}'"
+            return f"with gain type '{mj.mjtGain(gain).name.removeprefix('mjGAIN_').lower()}'"
         if bias not in (int(mj.mjtBias.mjBIAS_NONE), int(mj.mjtBias.mjBIAS_AFFINE)):
-            return f"bias type '{mj.mjtBias(bias).name.removeprefix('mjBIAS_').lower()}'"
+            return f"with bias type '{mj.mjtBias(bias).name.removeprefix('mjBIAS_').lower()}'"
         if m.actuator_ctrlnum[u] != 1 or m.actuator_outnum[u] != 1 or m.actuator_actnum[u] > (dyn != "none"):
-            return "several controls, outputs or activations"
+            return "with several controls, outputs or activations"
         if m.actuator_plugin[u] >= 0:
-            return "a plugin"
+            return "with a plugin"
         if m.actuator_delay[u]:
-            return "a control delay"
+            return "with a control delay"
         if m.actuator_damping[u] or np.any(m.actuator_dampingpoly[u]) or m.actuator_armature[u]:
-            return "actuator damping or armature"
+            return "with actuator damping or armature"
         return None
 
     def actuation_gaps(self):

@@ -235,10 +235,10 @@ def _per_actuator(x, nu, what, where):
     return x
 
 
-def _check_range(r, what, names, where):
+def _check_range(r, what, names, where, row="actuator"):
     if not is_traced(r):
         for i in np.flatnonzero(~(np.asarray(r[:, 0]) <= np.asarray(r[:, 1]))):
-            raise ArgumentError(f"{where}: {what} row {names[i]!r} has low {float(r[i, 0])} > high {float(r[i, 1])}")
+            raise ArgumentError(f"{where}: {row} {names[i]!r} has {what} low {float(r[i, 0])} > high {float(r[i, 1])}")
 
 
 def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0), ctrl_range=None,
@@ -289,7 +289,7 @@ def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0)
     jrange = jnp.asarray([(joint_force_range or {})[j] for j in (joint_force_range or {})], dtype=float).reshape(-1, 2)
     for what, r in rng.items():
         _check_range(r, what, names, where)
-    _check_range(jrange, "joint_force_range", [f"{m}.{j}" for m, j in limited], where)
+    _check_range(jrange, "joint_force_range", [f"{m}.{j}" for m, j in limited], where, row="joint")
     el = Actuators(moment=tuple(moments), gain=_rows(gain, nu, 3, "gain", where), bias=_rows(bias, nu, 3, "bias", where),
                    ctrl_range=rng["ctrl_range"], force_range=rng["force_range"],
                    tendon_force_range=rng["tendon_force_range"], joint_force_range=jrange,
