@@ -280,7 +280,55 @@ def test_what_is_not_read_is_named_once_with_its_consequence():
     msg = ours[0]
     for expected in ("biceps", "pusher", "actuators with a site transmission", "cord", "no force along them",
                      "tendon friction loss (rubbing): no friction along the tendon",
-                     "tendon limits (bounded): not enforced", "exert no force"):
+                     "tendon friction loss (rubbing)", "exert no force"):
         assert expected in msg, (expected, msg)
     acts, = [f for f in forces if isinstance(f, S.Actuators)]
     assert acts.actuator_names == ("fine",)
+
+
+TENDON_LIMIT = f"""
+<mujoco>
+  <option timestep="0.001" gravity="0 0 0"/>
+  <worldbody>
+    <body name="a">
+      <joint name="j1" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size=".03" {NO_CONTACT}/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="j2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size=".03" {NO_CONTACT}/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="strap" limited="true" range="-0.4 0.3" margin="10"><joint joint="j1" coef="1"/>
+      <joint joint="j2" coef="-0.6"/></fixed>
+  </tendon>
+  <actuator><motor name="pull" tendon="strap" gear="1"/></actuator>
+</mujoco>
+"""
+
+
+def test_fixed_tendon_limits_are_one_sided_rows_as_mujocos():
+    """A limited fixed tendon gives two one-sided rows: their gaps L − lower, upper − L and rows ±(coefficients)
+    equal MuJoCo's tendon-limit constraint rows (efc_pos, efc_J; a wide margin instantiates both) at random
+    states, 1e-12; pulled by a motor from rest, the hard rows hold L within the range (1e-6) and bring it to the
+    upper bound."""
+    from mrds_jax.system.timestepping import limit_gaps_and_rows, limit_rows
+    system, mapping, forces = _load(TENDON_LIMIT)
+    limits = limit_rows(system)
+    assert limits.row_names() == ["strap (lower)", "strap (upper)"]
+    model = mujoco.MjModel.from_xml_string(TENDON_LIMIT)
+    data = mujoco.MjData(model)
+    for qpos, qvel in _random_states(model, mapping, np.random.default_rng(5), 3):
+        data.qpos[:], data.qvel[:] = qpos, qvel
+        mujoco.mj_forward(model, data)
+        rows = data.efc_type == mujoco.mjtConstraint.mjCNSTR_LIMIT_TENDON
+        assert rows.sum() == 2
+        gaps, J = limit_gaps_and_rows(system, limits, mapping.state(qpos, qvel))
+        np.testing.assert_allclose(gaps, data.efc_pos[rows], atol=1e-12, rtol=0)
+        np.testing.assert_allclose(J, data.efc_J.reshape(-1, model.nv)[rows], atol=1e-12, rtol=0)
+    acts, = forces
+    traj = S.simulate(system, mapping.state(), 1e-3, 300, forces=(S.with_control(acts, [2.0]),), check=False)
+    tendon = S.fixed_tendon("strap", [("a", "j1"), ("a", "j2")], [1.0, -0.6])
+    L = np.array([S.tendon_length(system, tendon, S.SystemState((q,), (v,)))[0] for q, v in zip(traj.q[0], traj.v[0])])
+    assert L.max() <= 0.3 + 1e-6 and L[-1] > 0.3 - 1e-6

@@ -795,6 +795,17 @@ class _Importer:
         return fixed_tendon(self.tendon_name(t), [(self.joint_site[j].module, self.joint_names[j]) for j in joints],
                             np.array([m.wrap_prm[w] for w in wraps], dtype=float))
 
+    def tendon_limits(self):
+        """:class:`~mrds_jax.system.build.TendonLimit` of every readable limited fixed tendon (``tendon_range``)."""
+        from ..system.build import TendonLimit
+        out = []
+        for t in range(self.m.ntendon):
+            if self.m.tendon_limited[t] and self.unread_tendon(t) is None:
+                tendon = self.tendon(t)
+                out.append(TendonLimit(tendon.name, tendon.joints, tuple(float(c) for c in tendon.coef),
+                                       *(float(x) for x in self.m.tendon_range[t])))
+        return tuple(out)
+
     def tendon_springs(self):
         """Readable tendons with a stiffness or damping (MuJoCo's tendon spring-dampers)."""
         m = self.m
@@ -893,7 +904,8 @@ class _Importer:
             ("stiffness and damping of tendons that are not fixed tendons of hinges and slides", spatial,
              "no force along them"),
             ("tendon friction loss", np.flatnonzero(m.tendon_frictionloss != 0), "no friction along the tendon"),
-            ("tendon limits", np.flatnonzero(m.tendon_limited != 0),
+            ("limits of tendons that are not fixed tendons of hinges and slides",
+             [t for t in np.flatnonzero(m.tendon_limited != 0) if self.unread_tendon(t)],
              "not enforced: the tendon may pass its range"),
             ("tendon armature", np.flatnonzero(m.tendon_armature != 0), "no added inertia along the tendon"),
             ("nonlinear tendon stiffness or damping (stiffnesspoly, dampingpoly)",
@@ -1018,7 +1030,8 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
         forces = imp.build_forces() if return_forces else ()
         geometry = imp.build_collision(modules) if (collision or return_collision) else None
     system = build_system(modules, contacts, couplings=imp.couplings,
-                          collision=geometry if collision and geometry.n_slots else None)
+                          collision=geometry if collision and geometry.n_slots else None,
+                          tendon_limits=imp.tendon_limits())
     collision = (geometry,) if return_collision else ()
     if not return_mapping:
         return (system, *((forces,) if return_forces else ()), *collision) if return_forces or collision else system

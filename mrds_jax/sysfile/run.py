@@ -314,7 +314,8 @@ def contact_names(system):
     slot_pair = [] if model is None else [int(k) for k in np.asarray(model.slot_pair)]
     limits = limit_rows(system)
     return dict(collision_pairs=pairs, slot_pair=slot_pair,
-                limited_joints=[j[-1] for j in limits.joints] + [c[-1] for c in limits.cones],
+                limited_joints=[j[-1] for j in limits.joints] + [c[-1] for c in limits.cones] +
+                [t[-1] for t in limits.tendons],
                 limit_rows=limits.row_names())
 
 

@@ -6,6 +6,7 @@ jit cache. Module parameters and contact bases stay pytree leaves, so a ``System
 and ``vmap``ped over (design optimisation, domain randomisation).
 """
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -79,6 +80,7 @@ class System:
     couplings: tuple = ()
     collision: object = None    # None or a mrds_jax.collision.CollisionModel: geoms and candidate pairs, whose
                                 # contacts (with the joint limits) the velocity-level step enforces (.timestepping)
+    tendon_limits: tuple = static(default=())   # TendonLimit per limited fixed tendon: one-sided rows of that step
 
     @property
     def module_names(self):
@@ -129,7 +131,28 @@ def identical_module_groups(modules, points):
     return tuple(tuple(g) for g in groups.values())
 
 
-def build_system(modules, contacts, names=None, couplings=(), collision=None):
+class TendonLimit(NamedTuple):
+    """lower ≤ L ≤ upper for the fixed tendon L = Σ coef[i] q(joints[i]) (MuJoCo's limited fixed tendon, its
+    ``range``), over one-coordinate joints ((module, joint) each); static."""
+    name: str
+    joints: tuple
+    coef: tuple
+    lower: float
+    upper: float
+
+
+def tendon_limit_dofs(module_names, modules, limit):
+    """((k, qi, vi, coef) per joint) of a :class:`TendonLimit`, its joints checked (:func:`joint_dof`)."""
+    where = f"tendon limit {limit.name!r}"
+    if len(limit.joints) != len(limit.coef) or not limit.lower <= limit.upper:
+        raise SystemDescriptionError(f"{where}: needs one coefficient per joint and lower <= upper, got "
+                                     f"{len(limit.joints)} joints, {len(limit.coef)} coefficients, range "
+                                     f"({limit.lower}, {limit.upper})")
+    return tuple((*joint_dof(module_names, modules, m, j, where), float(c)) for (m, j), c in zip(limit.joints,
+                                                                                             limit.coef))
+
+
+def build_system(modules, contacts, names=None, couplings=(), collision=None, tendon_limits=()):
     """Build a :class:`System`.
 
     ``modules``: a dict ``name -> Module`` or a sequence of modules (then named by ``names`` or by their
@@ -139,6 +162,7 @@ def build_system(modules, contacts, names=None, couplings=(), collision=None):
     whose joints name ``(module, joint)``; a :class:`~mrds_jax.contacts.coupling.CouplingError` names an unknown
     module or joint. ``collision``: None, a :class:`~mrds_jax.collision.CollisionModel`, or a sequence of
     :class:`~mrds_jax.collision.Geom` (then paired and filtered by :func:`~mrds_jax.collision.collision_model`).
+    ``tendon_limits``: :class:`TendonLimit` s, one-sided rows of the velocity-level step like the joint limits.
     Raises :class:`SystemDescriptionError` naming the contact for a missing module or operational point, a task
     dimension that does not match the modules' (planar vs spatial), or bases that are not dual.
     Warns once (:class:`~mrds_jax.console.Float32Warning`) when ``jax_enable_x64`` is off and float32 was not
@@ -214,8 +238,11 @@ def build_system(modules, contacts, names=None, couplings=(), collision=None):
                                            "wrap it in a list")
         from ..collision import collision_model
         collision = collision_model(tuple(collision), dict(zip(names, modules)))
+    tendon_limits = tuple(TendonLimit(*t) for t in tendon_limits)
+    for limit in tendon_limits:
+        tendon_limit_dofs(names, modules, limit)
     return System(modules=modules, contacts=contacts, connectivity=conn, couplings=tuple(couplings),
-                  collision=collision)
+                  collision=collision, tendon_limits=tendon_limits)
 
 
 def joint_dof(module_names, modules, module, joint, where):

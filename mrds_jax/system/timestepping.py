@@ -41,7 +41,7 @@ from ..dynamics.interface import (integrate_configuration, mass_matrix, normaliz
                                   open_chain_inverse_dynamics, point_jacobians, point_motion)
 from ..spatial import skew
 from ..spatial.linalg import cho_solve, cholesky, matmul
-from .build import SystemState
+from .build import SystemState, tendon_limit_dofs
 from .couplings import coupling_errors, coupling_jacobian, constraint_rows
 from .actuation import advance_activations
 from .forces import generalized_forces
@@ -207,24 +207,34 @@ class StepReport(NamedTuple):
 class LimitRows(NamedTuple):
     """Static: per limited one-coordinate joint (module index, q index, v index, lower, upper, name): two rows each,
     lower then upper; per spherical joint with a cone limit (module index, q index, v index, largest angle, name):
-    one row each, after the others."""
+    one row each, after the others; per limited fixed tendon (((module index, q index, v index, coef), ...),
+    lower, upper, name): two rows each, last."""
     joints: tuple
     cones: tuple = ()
+    tendons: tuple = ()
 
     @property
     def n_rows(self):
-        return 2 * len(self.joints) + len(self.cones)
+        return 2 * len(self.joints) + len(self.cones) + 2 * len(self.tendons)
+
+    @property
+    def n_limits(self):
+        """Limits (a joint's or tendon's two rows count once: they cannot both be near)."""
+        return len(self.joints) + len(self.cones) + len(self.tendons)
 
     def row_names(self):
-        """One label per row, in row order: ``module.joint (lower)``, ``(upper)``, ``module.joint (cone)``."""
+        """One label per row, in row order: ``module.joint (lower)``, ``(upper)``, ``module.joint (cone)``,
+        ``tendon (lower)``, ``(upper)``."""
         return [f"{j[-1]} ({side})" for j in self.joints for side in ("lower", "upper")] + \
-            [f"{c[-1]} (cone)" for c in self.cones]
+            [f"{c[-1]} (cone)" for c in self.cones] + \
+            [f"{t[-1]} ({side})" for t in self.tendons for side in ("lower", "upper")]
 
 
 def limit_rows(system):
     """The joint limits the modules keep (:func:`~.limits.limited_joints`) as one-sided rows (:class:`LimitRows`),
     and the cone limits of spherical joints (``Topology.cone_limits``, the largest rotation angle from the
-    reference, MuJoCo's ball ``range``). Other joints with more than one coordinate (free) have no limit."""
+    reference, MuJoCo's ball ``range``), and the limited fixed tendons (``System.tendon_limits``). Other joints with
+    more than one coordinate (free) have no limit."""
     out, cones = [], []
     for k, name, joint, _, lower, upper in limited_joints(system):
         topology = system.modules[k].topology
@@ -238,7 +248,14 @@ def limit_rows(system):
             if angle is not None and topology.joint_kinds[j] == "spherical":
                 cones.append((k, topology.q_slices[j].start, topology.v_slices[j].start, float(angle),
                               f"{name}.{topology.joint_names[j]}"))
-    return LimitRows(tuple(out), tuple(cones))
+    tendons = tuple((tendon_limit_dofs(system.module_names, system.modules, t), t.lower, t.upper, t.name)
+                    for t in getattr(system, "tendon_limits", ()))
+    return LimitRows(tuple(out), tuple(cones), tendons)
+
+
+def tendon_length_at(dofs, q):
+    """L = Σ coef q of a limited tendon's ((k, qi, vi, coef), ...) at the per-module positions q."""
+    return sum(c * q[k][iq] for k, iq, _, c in dofs)
 
 
 def cone_gap_and_row(quaternion, angle):
@@ -440,7 +457,7 @@ def contact_gaps(system, state):
 
 def start_violations(system, state, tol=1e-9):
     """The collision pairs that penetrate (by geom names, :func:`contact_gaps`) and the limited joints past a limit
-    (by ``module.joint``) at a concrete ``state``, each with its depth (m or rad, > ``tol``), as two dicts: what
+    (by ``module.joint``; limited tendons by name) at a concrete ``state``, each with its depth (m or rad, > ``tol``), as two dicts: what
     :func:`~.simulate.simulate` warns about at the start and :func:`~.projection.make_consistent` resolves."""
     pairs = {name: -g for name, g in contact_gaps(system, state).items() if g < -tol}
     joints = {}
@@ -452,6 +469,11 @@ def start_violations(system, state, tol=1e-9):
             joints[name] = depth
     for k, iq, _, angle, name in limits.cones:
         depth = -float(cone_gap_and_row(jnp.asarray(state.q[k][iq:iq + 4]), angle)[0])
+        if depth > tol:
+            joints[name] = depth
+    for dofs, lo, hi, name in limits.tendons:
+        length = float(tendon_length_at(dofs, state.q))
+        depth = max(lo - length, length - hi)
         if depth > tol:
             joints[name] = depth
     return pairs, joints
@@ -539,7 +561,8 @@ class Candidates(NamedTuple):
 
 def limit_gaps_and_rows(system, limits, state):
     """(n_l,) gaps and (n_l, Σnv) rows of every limit row at ``state``: a hinge's or slide's q − lo (row +e_j) and
-    hi − q (row −e_j), then each cone's :func:`cone_gap_and_row`."""
+    hi − q (row −e_j), then each cone's :func:`cone_gap_and_row`, then each limited tendon's L − lo (row: its
+    coefficients on its joints' degrees of freedom) and hi − L (their negatives)."""
     dtype = state.q[0].dtype
     offsets = np.cumsum([0] + [m.nv for m in system.modules])
     nv = int(offsets[-1])
@@ -550,6 +573,13 @@ def limit_gaps_and_rows(system, limits, state):
         gap, row = cone_gap_and_row(state.q[k][iq:iq + 4], angle)
         gaps.append(gap)
         rows.append(jnp.zeros((1, nv), dtype).at[0, offsets[k] + iv:offsets[k] + iv + 3].set(row))
+    for dofs, lo, hi, _ in limits.tendons:
+        length = tendon_length_at(dofs, state.q)
+        gaps += [length - lo, hi - length]
+        row = np.zeros(nv)
+        for k, _, iv, c in dofs:
+            row[offsets[k] + iv] += c
+        rows.append(jnp.asarray(np.stack([row, -row]), dtype))
     return (jnp.stack(gaps) if gaps else jnp.zeros(0, dtype)), jnp.concatenate(rows)
 
 
@@ -614,7 +644,7 @@ def buffer_capacity(system, settings=ContactSettings()):
     coincide on a shared face) — at most :data:`AUTO_MAX_CONTACTS` in all."""
     limits = limit_rows(system)
     n_l = limits.n_rows
-    cap_l = len(limits.joints) + len(limits.cones) if settings.max_limit_rows is None else settings.max_limit_rows
+    cap_l = limits.n_limits if settings.max_limit_rows is None else settings.max_limit_rows
     model = collision_model_of(system)
     if settings.max_contacts is not None or model is None:
         cap_c = 0 if settings.max_contacts is None else settings.max_contacts
