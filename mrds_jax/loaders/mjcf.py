@@ -48,11 +48,18 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
 
 * **Force elements** (``return_forces=True``): joint ``stiffness`` about ``springref`` (``qpos_spring``) and
   ``damping`` → :class:`~mrds_jax.system.JointSpringDamper` per module (MuJoCo's ``qfrc_passive``: spring
-  and damper); actuators with a joint transmission on a hinge or slide, no activation dynamics and fixed or
-  affine gain and bias (``motor``, ``position`` and ``velocity`` without ``timeconst``, such ``general``) → one
-  :class:`~mrds_jax.system.Actuators` (``gear``, ``ctrlrange`` clamping unless disabled, ``forcerange``, the
-  joints' ``actuatorfrcrange`` on the summed force; MuJoCo's ``qfrc_actuator``). Without ``return_forces`` they are
-  warned about, as not applied.
+  and damper); fixed tendons (joint wraps on hinges and slides) with ``stiffness``/``damping`` →
+  :class:`~mrds_jax.system.TendonSpringDamper` (``tendon:<name>``; ``springlength`` a rest length or a dead band);
+  actuators (``motor``, ``position``, ``velocity``, ``intvelocity``, ``general`` with fixed or affine gain and bias)
+  on a hinge, slide, ball (three gear components) or free joint (six) or a fixed tendon, with activation dynamics
+  none, ``integrator``, ``filter`` or ``filterexact`` (``actrange``, ``actearly``) → one
+  :class:`~mrds_jax.system.Actuators` (:mod:`mrds_jax.system.actuation`: ``gear``, ``ctrlrange`` clamping unless
+  disabled, ``forcerange``, tendons' and joints' ``actuatorfrcrange``; MuJoCo's ``qfrc_actuator``, its
+  activations carried by ``simulate``'s contact step). Actuators of a group disabled by ``actuatorgroupdisable``
+  exert no force in MuJoCo and are left out.
+
+* **Tendon limits** of fixed tendons (``tendon_range`` where ``limited``) → ``System.tendon_limits``, two one-sided
+  rows each in ``simulate``'s contact step (hard, where MuJoCo's are soft).
 
 * **Collision geometry** (``return_collision=True``: a :class:`~mrds_jax.collision.CollisionModel` comes
   last): geoms of type plane, sphere, capsule, ellipsoid, cylinder and box (``geom_type``, ``geom_size``; ``geom_pos``/
@@ -72,9 +79,11 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   ``Topology.cone_limits``, enforced by the same step (one row per joint,
   :func:`~mrds_jax.system.timestepping.cone_gap_and_row`).
 
-Not modelled, and said so (``UserWarning`` unless stated): other actuators, tendons not used by a tendon
-equality (and the stiffness, damping, friction loss and limits of those that are),
-friction loss, contacts between geoms and explicit contact pairs (unless ``return_collision=True``), sensors,
+Not modelled, and said so (``UserWarning`` unless stated): in one warning, with what the simulation does without
+each, the actuators not read (muscles, site, body and slider-crank transmissions, PID and DC-motor types, several
+controls, delays, actuator damping or armature, plugins: left out), spatial tendons' stiffness, damping and limits,
+tendon friction loss, armature and nonlinear stiffness or damping (and, without ``return_forces``, the actuators
+and tendon spring-dampers themselves, as not applied); joint friction loss, contacts between geoms and explicit contact pairs (unless ``return_collision=True``), sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
 equalities on joints other than hinges and slides (a universal joint's hinges included), ``tendon`` equalities on
