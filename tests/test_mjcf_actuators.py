@@ -19,6 +19,7 @@ import pytest
 
 from mrds_jax import system as S
 from mrds_jax.loaders.mjcf import load_mjcf
+from mrds_jax.pytree import replace
 
 jax.config.update("jax_enable_x64", True)
 
@@ -125,6 +126,32 @@ def test_fixed_tendon_lengths_and_spring_dampers_equal_mujoco():
         np.testing.assert_allclose(_ours_in_mujoco(mapping, state, Q), data.qfrc_passive, atol=1e-10, rtol=0)
         assert np.abs(data.qfrc_passive).max() > 0.5
     assert 0 < outside < N_STATES                      # the dead band was met from inside and outside
+
+
+def test_tendon_spring_energy_and_damper_power_are_consistent_with_its_force():
+    """Along a motion of the tendons' joints, d/dt of the stored energy ½k x² (x outside the dead band) is −vᵀQ of
+    the springs (damping off), and the dissipated power d L̇² is −vᵀQ of the dampers (stiffness off): the energy
+    terms that the work-energy balance uses match the force (analytic, autodiff)."""
+    system, mapping, forces = _load(ARM)
+    tendons, _ = _split(forces)
+    model = mujoco.MjModel.from_xml_string(ARM)
+    topology = system.modules[0].topology
+    idx = [topology.q_slices[topology.joint_names.index(j)].start for j in ("elbow", "wrist", "slide")]
+    vdx = [topology.v_slices[topology.joint_names.index(j)].start for j in ("elbow", "wrist", "slide")]
+    springs = tuple(replace(t, damping=jnp.zeros(())) for t in tendons)
+    dampers = tuple(replace(t, stiffness=jnp.zeros(())) for t in tendons)
+    rng = np.random.default_rng(6)
+    for qpos, _ in _random_states(model, mapping, rng, 3):
+        state = mapping.state(qpos)
+        v = jnp.zeros(system.modules[0].nv).at[np.array(vdx)].set(rng.uniform(-1, 1, 3))
+        moved = lambda s: S.SystemState((state.q[0].at[np.array(idx)].add(s * v[np.array(vdx)]),), state.v)  # noqa: E731
+        _, dV = jax.jvp(lambda s: S.force_potential_energy(system, springs, moved(s)), (0.0,), (1.0,))
+        Q = S.generalized_forces(system, springs, state, 0.0)[0]
+        np.testing.assert_allclose(dV, -jnp.dot(v, Q), atol=1e-12, rtol=1e-12)
+        with_v = S.SystemState(state.q, (v,))
+        Qd = S.generalized_forces(system, dampers, with_v, 0.0)[0]
+        np.testing.assert_allclose(S.dissipated_power(system, dampers, with_v), -jnp.dot(v, Qd), atol=1e-12, rtol=1e-12)
+        assert abs(float(dV)) > 1e-3
 
 
 def _mujoco_at(model, data, qpos, qvel, ctrl, act):
@@ -257,7 +284,7 @@ UNREAD = f"""
   </worldbody>
   <tendon>
     <fixed name="rubbing" frictionloss="0.3"><joint joint="j1" coef="1"/></fixed>
-    <fixed name="bounded" limited="true" range="-1 1"><joint joint="j2" coef="1"/></fixed>
+    <fixed name="bounded" limited="true" range="-1 1" armature="0.1"><joint joint="j2" coef="1"/></fixed>
     <spatial name="cord" stiffness="5"><site site="anchor"/><site site="tip"/></spatial>
   </tendon>
   <actuator>
@@ -270,8 +297,9 @@ UNREAD = f"""
 
 
 def test_what_is_not_read_is_named_once_with_its_consequence():
-    """A muscle, a site transmission, a spatial tendon's stiffness, tendon friction loss and tendon limits: one
-    warning names each, and says what the simulation does without it; the readable motor is read."""
+    """A muscle on a spatial tendon, a site transmission, a spatial tendon's stiffness, tendon friction loss and
+    tendon armature: one warning names each, and says what the simulation does without it; the readable motor is
+    read, and the fixed tendon's limits are kept (not named)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _, forces = load_mjcf(UNREAD, return_forces=True, collision=False)
@@ -280,10 +308,10 @@ def test_what_is_not_read_is_named_once_with_its_consequence():
     msg = ours[0]
     for expected in ("biceps", "pusher", "actuators with a site transmission", "cord", "no force along them",
                      "tendon friction loss (rubbing): no friction along the tendon",
-                     "tendon friction loss (rubbing)", "exert no force"):
+                     "tendon armature (bounded): no added inertia along the tendon", "exert no force"):
         assert expected in msg, (expected, msg)
     acts, = [f for f in forces if isinstance(f, S.Actuators)]
-    assert acts.actuator_names == ("fine",)
+    assert acts.actuator_names == ("fine",) and "limits" not in msg
 
 
 TENDON_LIMIT = f"""
@@ -332,3 +360,20 @@ def test_fixed_tendon_limits_are_one_sided_rows_as_mujocos():
     tendon = S.fixed_tendon("strap", [("a", "j1"), ("a", "j2")], [1.0, -0.6])
     L = np.array([S.tendon_length(system, tendon, S.SystemState((q,), (v,)))[0] for q, v in zip(traj.q[0], traj.v[0])])
     assert L.max() <= 0.3 + 1e-6 and L[-1] > 0.3 - 1e-6
+
+
+def test_actuators_of_a_disabled_group_are_left_out_as_mujoco_applies_none():
+    """``actuatorgroupdisable``: MuJoCo applies no force from that group's actuators (actuator_force 0); the
+    loader leaves them out (no warning: nothing is lost) and the rest equals qfrc_actuator."""
+    xml = f"""<mujoco><option actuatorgroupdisable="2"/><worldbody><body><joint name="j" axis="0 1 0"/>
+      <geom size=".1" {NO_CONTACT}/></body></worldbody>
+      <actuator><motor joint="j" group="2" name="off"/><motor joint="j" name="on" gear="2"/></actuator></mujoco>"""
+    system, mapping, (acts,) = _load(xml)
+    assert acts.actuator_names == ("on",)
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    data.ctrl[:] = [3.0, 1.5]
+    mujoco.mj_forward(model, data)
+    Q = S.generalized_forces(system, (S.with_control(acts, [1.5]),), mapping.state(), 0.0)
+    np.testing.assert_allclose(_ours_in_mujoco(mapping, mapping.state(), Q), data.qfrc_actuator, atol=1e-14, rtol=0)
+    assert data.actuator_force[0] == 0 and data.qfrc_actuator[0] == 3.0

@@ -769,7 +769,7 @@ class _Importer:
             limited = {}
             for j in range(m.njnt):
                 site = self.joint_site.get(j)
-                if m.jnt_actfrclimited[j] and site is not None and site.kind != "universal":
+                if m.jnt_actfrclimited[j] and site is not None and site.kind not in ("universal", "free"):
                     limited[(site.module, self.joint_names[j])] = tuple(float(x) for x in m.jnt_actfrcrange[j])
             dyn = ActivationDynamics(tuple(cols["dynamics"]), np.array(cols["tau"]), np.array(cols["act_range"]),
                                      tuple(cols["act_early"]), 0.0, float(m.opt.timestep))
@@ -909,20 +909,30 @@ class _Importer:
                          "they are left out and exert no force"))
         springs = [t for t in range(m.ntendon) if m.tendon_stiffness[t] or m.tendon_damping[t]]
         spatial = [t for t in springs if self.unread_tendon(t)]
+        J = (mj.mjtObj.mjOBJ_JOINT, "joint")
+        T = (T, "tendon")
         checks = [
-            ("stiffness and damping of tendons that are not fixed tendons of hinges and slides", spatial,
+            ("stiffness and damping of tendons that are not fixed tendons of hinges and slides", T, spatial,
              "no force along them"),
-            ("tendon friction loss", np.flatnonzero(m.tendon_frictionloss != 0), "no friction along the tendon"),
-            ("limits of tendons that are not fixed tendons of hinges and slides",
+            ("tendon friction loss", T, np.flatnonzero(m.tendon_frictionloss != 0), "no friction along the tendon"),
+            ("limits of tendons that are not fixed tendons of hinges and slides", T,
              [t for t in np.flatnonzero(m.tendon_limited != 0) if self.unread_tendon(t)],
              "not enforced: the tendon may pass its range"),
-            ("tendon armature", np.flatnonzero(m.tendon_armature != 0), "no added inertia along the tendon"),
-            ("nonlinear tendon stiffness or damping (stiffnesspoly, dampingpoly)",
+            ("tendon armature", T, np.flatnonzero(m.tendon_armature != 0), "no added inertia along the tendon"),
+            ("nonlinear tendon stiffness or damping (stiffnesspoly, dampingpoly)", T,
              [t for t in range(m.ntendon) if np.any(m.tendon_stiffnesspoly[t]) or np.any(m.tendon_dampingpoly[t])],
+             "only the linear stiffness and damping act"),
+            ("actuatorfrcrange of free joints and of hinges read into universal joints", J,
+             [j for j in np.flatnonzero(m.jnt_actfrclimited != 0)
+              if getattr(self.joint_site.get(int(j)), "kind", None) in ("universal", "free")],
+             "their summed actuator force is not clamped"),
+            ("nonlinear joint stiffness or damping (stiffnesspoly, dampingpoly)", J,
+             sorted({j for j in range(m.njnt) if np.any(m.jnt_stiffnesspoly[j])} |
+                    {int(m.dof_jntid[d]) for d in range(m.nv) if np.any(m.dof_dampingpoly[d])}),
              "only the linear stiffness and damping act")]
-        for what, ts, consequence in checks:
-            if len(ts):
-                gaps.append((what, self.names_of(T, ts, "tendon"), consequence))
+        for what, (obj, fallback), ids, consequence in checks:
+            if len(ids):
+                gaps.append((what, self.names_of(obj, ids, fallback), consequence))
         return gaps
 
     def names_of(self, obj, idx, fallback):

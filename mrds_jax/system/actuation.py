@@ -358,8 +358,9 @@ def next_activation(el, rate, dt):
 
 def _wrapped_setpoint(x, length, moments, flags):
     """MuJoCo's ``wrapSetpoint`` for ball servos: x − P round((x − ℓ)/P), P = 2π|gear|."""
-    period = jnp.stack([2.0 * jnp.pi * jnp.linalg.norm(m[0]) for m in moments])
-    return jnp.where(np.array(flags), x - period * jnp.round((x - length) / period), x)
+    flags = np.array(flags)
+    period = jnp.where(flags, jnp.stack([2.0 * jnp.pi * jnp.linalg.norm(m[0]) for m in moments]), 1.0)
+    return jnp.where(flags, x - period * jnp.round((x - length) / period), x)
 
 
 def actuator_state(system, el, state, t):
