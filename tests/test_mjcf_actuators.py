@@ -260,12 +260,28 @@ def test_rollout_with_activations_follows_mj_step():
     assert np.abs(data.act[model.actuator_actadr[stateful]] - act[stateful]).max() > 0.05   # the activations moved
 
 
-def test_smooth_path_refuses_activation_dynamics():
-    """Without limits or collision the acceleration-level integrators run; they carry no activation, so
-    actuators with dynamics raise a ValueError naming the element."""
-    system, mapping, forces = _load(ARM)
-    with pytest.raises(ValueError, match=r"actuators \['actuators'\] have activation dynamics"):
-        S.simulate(system, mapping.state(), 1e-3, 2, forces=forces)
+def test_activation_dynamics_run_on_the_contact_step_without_limits():
+    """A system without limits or collision geometry but with activation dynamics runs on the velocity-level step
+    (which carries the activations): after 10 steps they equal MuJoCo's act (1e-12; these activations depend on
+    the controls only); unilateral=False, which turns that step off, raises an ArgumentError naming the element."""
+    xml = ARM.replace('timestep="0.002"', 'timestep="0.0002"')     # the wrist's velocity servo is explicit
+    system, mapping, forces = _load(xml)
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(7)
+    ctrl, act = _random_inputs(model, rng)
+    _mujoco_at(model, data, model.qpos0, np.zeros(model.nv), ctrl, act)
+    forces = tuple(S.with_activation(S.with_control(f, ctrl), act) if isinstance(f, S.Actuators) else f
+                   for f in forces)
+    traj = S.simulate(system, mapping.state(), model.opt.timestep, 10, forces=forces, check=False)
+    assert isinstance(traj, S.ContactTrajectory)
+    for _ in range(10):
+        mujoco.mj_step(model, data)
+    stateful = model.actuator_actadr >= 0
+    np.testing.assert_allclose(np.asarray(traj.activations[0][-1])[stateful], data.act[model.actuator_actadr[stateful]],
+                               atol=1e-12, rtol=0)
+    with pytest.raises(S.actuation.ArgumentError, match=r"actuators \['actuators'\] have activation dynamics"):
+        S.simulate(system, mapping.state(), 1e-3, 2, forces=forces, unilateral=False)
 
 
 UNREAD = f"""

@@ -121,7 +121,9 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     :mod:`.timestepping` (Moreau–Jean: loops, limits and frictional contacts in one problem per step), whatever
     ``integrator`` says; ``contact_settings`` (:class:`~.timestepping.ContactSettings`) sets its solver and drift
     correction, ``contact_modes`` (a function (t, q, v, mode_params) → one boolean per contact of the system, hashable; its
-    ``mode_params`` traced) switches bilateral contacts (grasps, welds) on and off during the run. It returns a
+    ``mode_params`` traced) switches bilateral contacts (grasps, welds) on and off during the run. Actuators with
+    activation dynamics (:mod:`.actuation`) also run on this step (it carries their activations, as MuJoCo's
+    ``mj_step``; ``traj.activations``), with or without collision geometry and limits. It returns a
     :class:`~.timestepping.ContactTrajectory` (states, impulses of every row, gaps, contact points and frames,
     the solver's residuals per stored state) and, with ``check``, warns (:class:`ContactSolveWarning`) where the
     solver's residuals exceed ``residual_warn`` times the impulse-velocity scale. ``unilateral=False`` ignores the
@@ -129,7 +131,9 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     """
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
     validation.positive(residual_warn, "residual_warn", "simulate")
-    velocity_level = unilateral and (has_unilateral_rows(system) or contact_modes is not None)
+    forces = tuple(forces)
+    stateful = [el.name for el in forces if getattr(el, "stateful", False)]
+    velocity_level = unilateral and (has_unilateral_rows(system) or contact_modes is not None or bool(stateful))
     _check_contact_arguments(system, velocity_level, unilateral, contact_settings, contact_modes)
     if velocity_level:
         settings = validate_contact_settings(ContactSettings() if contact_settings is None else contact_settings)
@@ -138,11 +142,9 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
         return _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end,
                                  residual_warn, settings, contact_modes, mode_params)
     forces = tuple(forces)
-    stateful = [el.name for el in forces if getattr(el, "stateful", False)]
     if stateful:
-        raise ValueError(f"simulate: actuators {stateful} have activation dynamics, which the velocity-level step "
-                         "carries (a system with collision geometry or joint limits, or contact_modes); this system "
-                         "runs the acceleration-level integrators, which have no activation state")
+        raise validation.ArgumentError(f"simulate: actuators {stateful} have activation dynamics, which only the "
+                                       "velocity-level step carries; unilateral=False turns it off")
     stabilisation = resolve_stabilisation(stabilisation, dt)
     chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
     # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (Lilly & Orin eq. 36) singular while the
@@ -212,8 +214,8 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
 def _check_contact_arguments(system, velocity_level, unilateral, contact_settings, contact_modes):
     """Named errors for contact arguments :func:`simulate` would otherwise ignore: ``contact_modes`` with
     ``unilateral=False`` (the acceleration-level path keeps every contact on), ``contact_settings`` where the
-    velocity-level step does not run (no collision geometry, no joint limits, no ``contact_modes``; or
-    ``unilateral=False``)."""
+    velocity-level step does not run (no collision geometry, no joint limits, no ``contact_modes``, no activation
+    dynamics; or ``unilateral=False``)."""
     if contact_modes is not None and not unilateral:
         raise validation.ArgumentError("simulate: contact_modes switches contacts in the velocity-level step, which "
                                        "unilateral=False turns off; drop one of the two")
