@@ -20,6 +20,7 @@ import pytest
 from mrds_jax import system as S
 from mrds_jax.loaders.mjcf import load_mjcf
 from mrds_jax.pytree import replace
+from mrds_jax.validation import ArgumentError
 
 jax.config.update("jax_enable_x64", True)
 
@@ -280,7 +281,7 @@ def test_activation_dynamics_run_on_the_contact_step_without_limits():
     stateful = model.actuator_actadr >= 0
     np.testing.assert_allclose(np.asarray(traj.activations[0][-1])[stateful], data.act[model.actuator_actadr[stateful]],
                                atol=1e-12, rtol=0)
-    with pytest.raises(S.actuation.ArgumentError, match=r"actuators \['actuators'\] have activation dynamics"):
+    with pytest.raises(ArgumentError, match=r"actuators \['actuators'\] have activation dynamics"):
         S.simulate(system, mapping.state(), 1e-3, 2, forces=forces, unilateral=False)
 
 
