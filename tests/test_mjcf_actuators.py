@@ -2,12 +2,14 @@
 
 Small models written here. At random states, controls (beyond their ranges) and activations:
 fixed tendons' lengths and velocities equal ``ten_length``/``ten_velocity`` and their spring-dampers (with a
-dead band) ``qfrc_passive``; actuators on hinges, slides, a ball (three gear components, a position servo whose
-setpoint MuJoCo wraps), a free joint (six) and fixed tendons (one tendon with a force range shared by two
-actuators), with affine gain and bias, ctrl/force/joint-force ranges, equal ``actuator_length``,
-``actuator_force`` and ``qfrc_actuator``; activation dynamics (integrator, filter, filterexact, actrange, actearly)
-give MuJoCo's ``act_dot``, its ``actuator_force`` and, stepped, its ``act``; a short rollout through the contact step
-follows ``mj_step`` (semi-implicit Euler) in q, v and act; what is not read is named in one warning.
+dead band) ``qfrc_passive``, and the springs' energy and the dampers' power agree with their force; actuators on
+hinges (one through ``jointinparent``), a slide, a ball (three gear components, a position servo whose setpoint
+MuJoCo wraps), a free joint (six) and fixed tendons (one tendon with a force range shared by two actuators), with
+affine gain and bias, ctrl/force/joint-force ranges, equal ``actuator_length``, ``actuator_force`` and
+``qfrc_actuator``; activation dynamics (integrator, intvelocity, filter, filterexact, actrange, actearly) give
+MuJoCo's ``act_dot``, its ``actuator_force`` and, stepped, its ``act``; rollouts through the contact step follow
+``mj_step`` (semi-implicit Euler) in q, v and act; a limited fixed tendon's rows equal MuJoCo's tendon-limit rows and
+hold it in range; a disabled actuator group is left out; what is not read is named in one warning.
 """
 import warnings
 
@@ -71,10 +73,10 @@ ARM = f"""
     <general name="elbow_filter" joint="elbow" dyntype="filter" dynprm="0.05" gainprm="30" biastype="affine"
              biasprm="0 -30 -1"/>
     <general name="wrist_exact" joint="wrist" dyntype="filterexact" dynprm="0.03" gainprm="4" gear="1.5"/>
-    <general name="slide_integrator" joint="slide" dyntype="integrator" gainprm="50" biastype="affine"
-             biasprm="0 -50 0" actlimited="true" actrange="-0.2 0.2"/>
+    <intvelocity name="slide_integrator" joint="slide" kp="50" actrange="-0.2 0.2"/>
     <general name="wrist_early" joint="wrist" dyntype="integrator" actearly="true" gainprm="3"/>
     <velocity name="wrist_damper" joint="wrist" kv="4" forcerange="-0.5 0.5"/>
+    <motor name="elbow_in_parent" jointinparent="elbow" gear="0.7"/>
   </actuator>
 </mujoco>
 """

@@ -862,8 +862,8 @@ class _Importer:
 
     def unread_actuator(self, u):
         """Why actuator u is not read (a short phrase, the same for every actuator with that reason), or None: read
-        are joint transmissions on a hinge, slide, ball or free joint of its own and transmissions on readable
-        fixed tendons, without dynamics or with integrator, filter or filterexact dynamics, with fixed or affine
+        are joint transmissions on a hinge, slide, ball or free joint of its own (``jointinparent`` on a hinge or
+        slide, where it is the same) and transmissions on readable fixed tendons, without dynamics or with integrator, filter or filterexact dynamics, with fixed or affine
         gain and bias, one control, no delay, no actuator-level damping or armature, no plugin."""
         m, mj = self.m, self.mj
         trn = int(m.actuator_trntype[u])
@@ -872,7 +872,9 @@ class _Importer:
             why = self.unread_tendon(obj)
             if why:
                 return f"on a {why}"
-        elif trn != int(mj.mjtTrn.mjTRN_JOINT):
+        elif trn == int(mj.mjtTrn.mjTRN_JOINTINPARENT) and int(m.jnt_type[obj]) in (0, 1):
+            return "with a jointinparent transmission on a ball or free joint"
+        elif trn not in (int(mj.mjtTrn.mjTRN_JOINT), int(mj.mjtTrn.mjTRN_JOINTINPARENT)):
             kind = mj.mjtTrn(trn).name.removeprefix("mjTRN_").lower()
             return f"with a {kind} transmission"
         elif getattr(self.joint_site.get(obj), "kind", None) not in ("revolute", "prismatic", "spherical", "free"):
