@@ -396,3 +396,34 @@ def test_actuators_of_a_disabled_group_are_left_out_as_mujoco_applies_none():
     Q = S.generalized_forces(system, (S.with_control(acts, [1.5]),), mapping.state(), 0.0)
     np.testing.assert_allclose(_ours_in_mujoco(mapping, mapping.state(), Q), data.qfrc_actuator, atol=1e-14, rtol=0)
     assert data.actuator_force[0] == 0 and data.qfrc_actuator[0] == 3.0
+
+
+@pytest.mark.slow
+def test_rollout_derivatives_through_activations_equal_central_differences():
+    """d(final q, v, activations)/d(controls and initial activations of the filter, filterexact and integrator
+    actuators) through 20 contact steps by forward mode = central differences (1e-6): the activation path is
+    differentiable (it found the tendon force scaling's scatter-multiply, which has no derivative). Full mode:
+    ~25 s, mostly compiling the forward-mode rollout."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from gradient_check import assert_jvp_equals_central_differences
+    system, mapping, forces = _load(FIXED_BASE)
+    model = mujoco.MjModel.from_xml_string(FIXED_BASE)
+    rng = np.random.default_rng(8)
+    (qpos, qvel), = _random_states(model, mapping, rng, 1)
+    ctrl, act = _random_inputs(model, rng)
+    ctrl = np.clip(ctrl, -0.9, 0.9)                   # inside the ranges: the map is smooth there
+    acts, = [f for f in forces if isinstance(f, S.Actuators)]
+    names = list(acts.actuator_names)
+    dyn = [names.index(n) for n in ("elbow_filter", "wrist_exact", "slide_integrator")]
+    act[dyn[2]] = 0.0                                  # inside actrange
+    state0 = mapping.state(qpos, qvel)
+
+    def final(x):
+        el = S.with_activation(S.with_control(acts, jnp.asarray(ctrl).at[np.array(dyn)].set(x[:3])),
+                               jnp.asarray(act).at[np.array(dyn)].set(x[3:]))
+        out = S.contact_rollout(system, state0.q, state0.v, model.opt.timestep, 20,
+                                forces=tuple(el if f is acts else f for f in forces))
+        return jnp.concatenate([out.q[0][-1], out.v[0][-1], out.activations[0][-1][np.array(dyn)]])
+
+    assert_jvp_equals_central_differences(final, jnp.asarray(np.concatenate([ctrl[dyn], act[dyn]])), h=1e-6)

@@ -394,7 +394,7 @@ def _tendon_scaled(el, force):
         lo, hi = el.tendon_force_range[rows[0], 0], el.tendon_force_range[rows[0], 1]
         safe = jnp.where(total == 0, 1.0, total)
         scale = jnp.where(total < lo, lo / safe, jnp.where(total > hi, hi / safe, 1.0))
-        force = force.at[np.array(rows)].multiply(scale)
+        force = force * jnp.where(np.isin(np.arange(force.shape[0]), rows), scale, 1.0)
     return force
 
 
