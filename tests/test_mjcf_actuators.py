@@ -3,13 +3,14 @@
 Small models written here. At random states, controls (beyond their ranges) and activations:
 fixed tendons' lengths and velocities equal ``ten_length``/``ten_velocity`` and their spring-dampers (with a
 dead band) ``qfrc_passive``, and the springs' energy and the dampers' power agree with their force; actuators on
-hinges (one through ``jointinparent``), a slide, a ball (three gear components, a position servo whose setpoint
-MuJoCo wraps), a free joint (six) and fixed tendons (one tendon with a force range shared by two actuators), with
-affine gain and bias, ctrl/force/joint-force ranges, equal ``actuator_length``, ``actuator_force`` and
-``qfrc_actuator``; activation dynamics (integrator, intvelocity, filter, filterexact, actrange, actearly) give
-MuJoCo's ``act_dot``, its ``actuator_force`` and, stepped, its ``act``; rollouts through the contact step follow
-``mj_step`` (semi-implicit Euler) in q, v and act; a limited fixed tendon's rows equal MuJoCo's tendon-limit rows and
-hold it in range; a disabled actuator group is left out; what is not read is named in one warning.
+hinges, a slide, a ball (three gear components, position servos whose setpoint MuJoCo wraps), a free joint (six),
+the three through ``jointinparent`` too, and fixed tendons (one tendon with a force range shared by two
+actuators), with affine gain and bias, ctrl/force/joint-force ranges, equal ``actuator_length``,
+``actuator_force`` and ``qfrc_actuator``; activation dynamics (integrator, intvelocity, filter, filterexact,
+actrange, actearly) give MuJoCo's ``act_dot``, its ``actuator_force`` and, stepped, its ``act``; rollouts through
+the contact step follow ``mj_step`` (semi-implicit Euler) in q, v and act; a limited fixed tendon's rows equal
+MuJoCo's tendon-limit rows and hold it in range; a disabled actuator group is left out; what is not read is named
+in one warning.
 """
 import warnings
 
@@ -77,6 +78,8 @@ ARM = f"""
     <general name="wrist_early" joint="wrist" dyntype="integrator" actearly="true" gainprm="3"/>
     <velocity name="wrist_damper" joint="wrist" kv="4" forcerange="-0.5 0.5"/>
     <motor name="elbow_in_parent" jointinparent="elbow" gear="0.7"/>
+    <position name="shoulder_in_parent" jointinparent="shoulder" gear="0.2 -0.3 0.5" kp="3" kv="0.5"/>
+    <motor name="root_in_parent" jointinparent="root" gear="0.5 -1 2 0.3 -0.2 0.1"/>
   </actuator>
 </mujoco>
 """
@@ -180,7 +183,7 @@ def test_transmissions_and_forces_equal_mujoco():
     model = mujoco.MjModel.from_xml_string(ARM)
     data = mujoco.MjData(model)
     assert acts.actuator_names == tuple(model.actuator(u).name for u in range(model.nu))
-    assert acts.wrap_setpoint == tuple(u == 2 for u in range(model.nu))
+    assert acts.wrap_setpoint == tuple(u in (2, 12) for u in range(model.nu))
     rng = np.random.default_rng(2)
     scaled = clamped = 0
     for qpos, qvel in _random_states(model, mapping, rng):
@@ -232,7 +235,8 @@ def test_activation_dynamics_equal_mujoco():
 LIMITED = ARM.replace('<joint name="slide" type="slide" axis="0 0.3 1"/>',
                       '<joint name="slide" type="slide" axis="0 0.3 1" range="-5 5"/>')
 FIXED_BASE = LIMITED.replace('<freejoint name="root"/>', "").replace('timestep="0.002"', 'timestep="0.0002"').replace(
-    '<motor name="root_motor" joint="root" gear="1 2 3 0.1 0.2 0.3"/>', "")
+    '<motor name="root_motor" joint="root" gear="1 2 3 0.1 0.2 0.3"/>', "").replace(
+    '<motor name="root_in_parent" jointinparent="root" gear="0.5 -1 2 0.3 -0.2 0.1"/>', "")
 
 
 def test_rollout_with_activations_follows_mj_step():

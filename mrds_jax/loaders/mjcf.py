@@ -51,7 +51,8 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   and damper); fixed tendons (joint wraps on hinges and slides) with ``stiffness``/``damping`` →
   :class:`~mrds_jax.system.TendonSpringDamper` (``tendon:<name>``; ``springlength`` a rest length or a dead band);
   actuators (``motor``, ``position``, ``velocity``, ``intvelocity``, ``general`` with fixed or affine gain and bias)
-  on a hinge, slide, ball (three gear components) or free joint (six) or a fixed tendon, with activation dynamics
+  on a hinge, slide, ball (three gear components) or free joint (six), through ``joint`` or ``jointinparent``, or
+  a fixed tendon, with activation dynamics
   none, ``integrator``, ``filter`` or ``filterexact`` (``actrange``, ``actearly``) → one
   :class:`~mrds_jax.system.Actuators` (:mod:`mrds_jax.system.actuation`: ``gear``, ``ctrlrange`` clamping unless
   disabled, ``forcerange``, tendons' and joints' ``actuatorfrcrange``; MuJoCo's ``qfrc_actuator``, its
@@ -777,7 +778,7 @@ class _Importer:
                                  bias=np.array(cols["bias"]), ctrl_range=np.array(cols["ctrl"]),
                                  force_range=np.array(cols["force"]), actuator_names=cols["name"],
                                  joint_force_range=limited, tendon_force_range=np.array(cols["tendon_force"]),
-                                 dynamics=dyn, wrap_setpoint=tuple(cols["wrap"])))
+                                 dynamics=dyn, wrap_setpoint=tuple(cols["wrap"]), in_parent=tuple(cols["in_parent"])))
         return tuple(out)
 
     # ---------------------------------------------------------------------------------------- tendons, actuators
@@ -858,12 +859,13 @@ class _Importer:
             tendon_force=m.tendon_actfrcrange[obj] if on_tendon and m.tendon_actfrclimited[obj] else inf,
             name=_name(m, mj, mj.mjtObj.mjOBJ_ACTUATOR, u, "actuator"), dynamics=dyn,
             tau=float(m.actuator_dynprm[u, 0]), act_range=m.actuator_actrange[u] if m.actuator_actlimited[u] else inf,
-            act_early=bool(m.actuator_actearly[u]), wrap=servo and not on_tendon and width == 3)
+            act_early=bool(m.actuator_actearly[u]), wrap=servo and not on_tendon and width == 3,
+            in_parent=trn == int(mj.mjtTrn.mjTRN_JOINTINPARENT))
 
     def unread_actuator(self, u):
         """Why actuator u is not read (a short phrase, the same for every actuator with that reason), or None: read
-        are joint transmissions on a hinge, slide, ball or free joint of its own (``jointinparent`` on a hinge or
-        slide, where it is the same) and transmissions on readable fixed tendons, without dynamics or with integrator, filter or filterexact dynamics, with fixed or affine
+        are joint (and ``jointinparent``) transmissions on a hinge, slide, ball or free joint of its own and
+        transmissions on readable fixed tendons, without dynamics or with integrator, filter or filterexact dynamics, with fixed or affine
         gain and bias, one control, no delay, no actuator-level damping or armature, no plugin."""
         m, mj = self.m, self.mj
         trn = int(m.actuator_trntype[u])
@@ -872,8 +874,6 @@ class _Importer:
             why = self.unread_tendon(obj)
             if why:
                 return f"on a {why}"
-        elif trn == int(mj.mjtTrn.mjTRN_JOINTINPARENT) and int(m.jnt_type[obj]) in (0, 1):
-            return "with a jointinparent transmission on a ball or free joint"
         elif trn not in (int(mj.mjtTrn.mjTRN_JOINT), int(mj.mjtTrn.mjTRN_JOINTINPARENT)):
             kind = mj.mjtTrn(trn).name.removeprefix("mjTRN_").lower()
             return f"with a {kind} transmission"

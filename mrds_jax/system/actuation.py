@@ -132,18 +132,20 @@ def check_transmission(system, wraps, moments, where, one_coordinate=False):
                                          f"got shape {jnp.shape(m)}")
 
 
-def transmission(system, wraps, moments, state):
-    """(ℓ, ℓ̇, [(module index, v slice, m')]) of a transmission at ``state`` (module docstring)."""
+def transmission(system, wraps, moments, state, in_parent=False):
+    """(ℓ, ℓ̇, [(module index, v slice, m')]) of a transmission at ``state`` (module docstring). ``in_parent``:
+    MuJoCo's ``jointinparent``, a ball's or free joint's torque gear in the parent's axes (m' = Rᵀ m there; the
+    length is unchanged, the rotation vector being fixed by its own rotation)."""
     length, rate, arms = 0.0, 0.0, []
     for wrap, m in zip(wraps, moments):
         k, kind, qs, vs = _wrap(system, wrap, "transmission")
         q = state.q[k][qs]
         if kind == "spherical":
             length = length + matmul(m, _quat_difference(q, jnp.array([1.0, 0.0, 0.0, 0.0], dtype=q.dtype)))
-            arm = m
+            arm = matmul(quat_to_rotation(q / jnp.linalg.norm(q)).T, m) if in_parent else m
         elif kind == "free":
             R = quat_to_rotation(q[3:] / jnp.linalg.norm(q[3:]))
-            arm = jnp.concatenate([m[3:], matmul(R.T, m[:3])])
+            arm = jnp.concatenate([matmul(R.T, m[3:]) if in_parent else m[3:], matmul(R.T, m[:3])])
         else:
             length, arm = length + m[0] * q[0], m
         rate = rate + matmul(arm, state.v[k][vs])
@@ -196,6 +198,7 @@ class Actuators:
     act_early: tuple = static(default=())     # per actuator: the force uses the next step's activation
     wrap_setpoint: tuple = static(default=())  # per actuator: a ball servo's setpoint taken nearest its length
     limited_joints: tuple = static(default=())  # (module, joint) per row of joint_force_range
+    in_parent: tuple = static(default=())     # per actuator: a ball's or free joint's torque gear in parent axes
 
     @property
     def nu(self):
@@ -243,7 +246,7 @@ def _check_range(r, what, names, where, row="actuator"):
 
 def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0), ctrl_range=None,
               force_range=None, control=None, control_fn=None, actuator_names=None, joint_force_range=None,
-              tendon_force_range=None, dynamics=None, wrap_setpoint=False):
+              tendon_force_range=None, dynamics=None, wrap_setpoint=False, in_parent=False):
     """Actuators on ``joints``: per actuator a (module, joint) — a hinge, slide or screw (scalar ``gear``), a ball
     (3 gear components) or a free joint (6: force in world axes, torque in body axes, MuJoCo's) — or a
     :class:`FixedTendon` (scalar gear, moment gear × its coefficients). Per actuator: ``gear`` (a scalar for all,
@@ -254,7 +257,8 @@ def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0)
     ``control_fn(t, state, control) -> (nu,)``. ``joint_force_range``: {(module, joint): (low, high)}, the range of
     the summed generalized force of the element's actuators on that joint (MuJoCo's joint ``actuatorfrcrange``).
     ``dynamics``: an :class:`ActivationDynamics` (default none); ``wrap_setpoint``: per actuator, MuJoCo's ball
-    servo rule (the setpoint taken as its representative nearest ℓ, period 2π|gear|). Raises ArgumentError naming
+    servo rule (the setpoint taken as its representative nearest ℓ, period 2π|gear|); ``in_parent``: per actuator,
+    MuJoCo's ``jointinparent`` (:func:`transmission`). Raises ArgumentError naming
     the actuator for a zero gear, a range with low > high, an unknown dynamics type."""
     joints = tuple(joints)
     nu = len(joints)
@@ -300,7 +304,8 @@ def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0)
                    dynamics=tuple(kinds), act_early=tuple(bool(x) for x in _per_actuator(dyn.act_early, nu, "act_early",
                                                                                           where)),
                    wrap_setpoint=tuple(bool(x) for x in _per_actuator(wrap_setpoint, nu, "wrap_setpoint", where)),
-                   limited_joints=limited)
+                   limited_joints=limited,
+                   in_parent=tuple(bool(x) for x in _per_actuator(in_parent, nu, "in_parent", where)))
     return with_control(el, jnp.zeros(nu) if control is None and control_fn is None else control, control_fn)
 
 
@@ -369,7 +374,7 @@ def actuator_state(system, el, state, t):
     u = clamped_control(el, state, t)
     lengths, rates, arms = [], [], []
     for i, (wraps, moments) in enumerate(zip(el.wraps, el.moment)):
-        L, Ld, a = transmission(system, wraps, moments, state)
+        L, Ld, a = transmission(system, wraps, moments, state, el.in_parent[i])
         lengths.append(jnp.asarray(L, dtype=u.dtype))
         rates.append(jnp.asarray(Ld, dtype=u.dtype))
         arms += [(k, vs, arm, i) for k, vs, arm in a]
