@@ -150,7 +150,8 @@ def test_tendon_spring_energy_and_damper_power_are_consistent_with_its_force():
     for qpos, _ in _random_states(model, mapping, rng, 3):
         state = mapping.state(qpos)
         v = jnp.zeros(system.modules[0].nv).at[np.array(vdx)].set(rng.uniform(-1, 1, 3))
-        moved = lambda s: S.SystemState((state.q[0].at[np.array(idx)].add(s * v[np.array(vdx)]),), state.v)  # noqa: E731
+        def moved(s):
+            return S.SystemState((state.q[0].at[np.array(idx)].add(s * v[np.array(vdx)]),), state.v)
         _, dV = jax.jvp(lambda s: S.force_potential_energy(system, springs, moved(s)), (0.0,), (1.0,))
         Q = S.generalized_forces(system, springs, state, 0.0)[0]
         np.testing.assert_allclose(dV, -jnp.dot(v, Q), atol=1e-12, rtol=1e-12)

@@ -826,7 +826,8 @@ class _Importer:
         """Actuators read (:meth:`unread_actuator` None), MuJoCo's order; those of a group disabled by
         ``<option actuatorgroupdisable>`` exert no force in MuJoCo and are left out."""
         m = self.m
-        disabled = lambda u: 0 <= m.actuator_group[u] <= 30 and m.opt.disableactuator & (1 << int(m.actuator_group[u]))  # noqa: E731
+        def disabled(u):
+            return 0 <= m.actuator_group[u] <= 30 and m.opt.disableactuator & (1 << int(m.actuator_group[u]))
         return [u for u in range(m.nu) if self.unread_actuator(u) is None and not disabled(u)]
 
     def actuator(self, u):
@@ -865,8 +866,9 @@ class _Importer:
     def unread_actuator(self, u):
         """Why actuator u is not read (a short phrase, the same for every actuator with that reason), or None: read
         are joint (and ``jointinparent``) transmissions on a hinge, slide, ball or free joint of its own and
-        transmissions on readable fixed tendons, without dynamics or with integrator, filter or filterexact dynamics, with fixed or affine
-        gain and bias, one control, no delay, no actuator-level damping or armature, no plugin."""
+        transmissions on readable fixed tendons, without dynamics or with integrator, filter or filterexact dynamics,
+        with fixed or affine gain and bias, one control, no delay, no actuator-level damping or armature, no
+        plugin."""
         m, mj = self.m, self.mj
         trn = int(m.actuator_trntype[u])
         obj = int(m.actuator_trnid[u, 0])

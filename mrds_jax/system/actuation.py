@@ -294,7 +294,8 @@ def actuators(name, joints, gear=1.0, gain=(1.0, 0.0, 0.0), bias=(0.0, 0.0, 0.0)
     for what, r in rng.items():
         _check_range(r, what, names, where)
     _check_range(jrange, "joint_force_range", [f"{m}.{j}" for m, j in limited], where, row="joint")
-    el = Actuators(moment=tuple(moments), gain=_rows(gain, nu, 3, "gain", where), bias=_rows(bias, nu, 3, "bias", where),
+    el = Actuators(moment=tuple(moments), gain=_rows(gain, nu, 3, "gain", where),
+                   bias=_rows(bias, nu, 3, "bias", where),
                    ctrl_range=rng["ctrl_range"], force_range=rng["force_range"],
                    tendon_force_range=rng["tendon_force_range"], joint_force_range=jrange,
                    time_constant=_rows(dyn.time_constant, nu, None, "time_constant", where),
