@@ -62,7 +62,17 @@ def _local_support(kind, size, u):
         scaled = size * u
         n, _ = unit_or(scaled, jnp.zeros_like(u).at[..., 0].set(1.0))
         return size * n
+    if kind == "mesh":                           # the hull's vertex farthest along u (size: the (V, 3) vertices)
+        return size[jnp.argmax(u @ size.T, axis=-1)]
     raise ValueError(f"no support function for a {kind!r} geom")
+
+
+def extent(kind, size):
+    """A length of the geom's size (the sum of its size entries; a mesh's: of its bounding box's half extents about
+    its frame's origin): the scale of the algorithms' relative tolerances."""
+    if kind == "mesh":
+        return jnp.sum(jnp.max(jnp.abs(size), axis=0))
+    return jnp.sum(size)
 
 
 def support(kind, R, p, size, u):
@@ -87,6 +97,10 @@ class Shape(NamedTuple):
 
     def height(self, n):
         return support_height(self.kind, self.R, self.p, self.size, n)
+
+    @property
+    def scale(self):
+        return extent(self.kind, self.size)
 
 
 def _difference_support(A, B, u):
@@ -157,7 +171,7 @@ def gjk(A, B, settings=ConvexSettings()):
     w0, a0, b0 = _difference_support(A, B, B.p - A.p + jnp.array([1e-9, 0.0, 0.0], dtype=A.p.dtype))
     start = Simplex(jnp.tile(w0, (4, 1)), jnp.tile(a0, (4, 1)), jnp.tile(b0, (4, 1)),
                     jnp.arange(4) == 0)
-    scale = jnp.sum(A.size) + jnp.sum(B.size) + jnp.sqrt(dot(w0, w0))
+    scale = A.scale + B.scale + jnp.sqrt(dot(w0, w0))
 
     def step(_, carry):
         simplex, done = carry
@@ -221,7 +235,7 @@ def _start_polytope(simplex, A, B, capacity):
     def volume(w):
         return dot(cross(w[1] - w[0], w[2] - w[0]), w[3] - w[0])
 
-    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    scale = A.scale + B.scale
     enclosing = jnp.all(simplex.active) & (jnp.abs(volume(simplex.w)) > 1e-9 * scale ** 3)
     w = jnp.where(enclosing, simplex.w, fill[:, 0])
     a = jnp.where(enclosing, simplex.a, fill[:, 1])
@@ -292,7 +306,7 @@ def epa(simplex, A, B, settings=ConvexSettings()):
     iterations ran out on a curved D before one basin was certain)."""
     capacity = 4 + settings.epa_iterations
     poly = _start_polytope(simplex, A, B, capacity)
-    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    scale = A.scale + B.scale
     tiny = 1e-14 * scale ** 2
 
     def step(_, carry):
@@ -330,7 +344,7 @@ def _snap(shape, u):
     edge normal, a capsule's or cylinder's side, a cylinder's cap axis), renormalised: the kinks of f, where the
     optimal normal of a flat feature lies exactly and GJK's and EPA's approach it only to their tolerance."""
     local = rotate_transpose(shape.R, u)
-    if shape.kind in ("sphere", "ellipsoid"):
+    if shape.kind in ("sphere", "ellipsoid", "mesh"):
         return u
     mask = {"box": jnp.abs(local) > SNAP, "capsule": jnp.array([True, True, False]) | (jnp.abs(local) > SNAP),
             "cylinder": jnp.where(jnp.sqrt(local[0] ** 2 + local[1] ** 2) > SNAP, True,
@@ -396,6 +410,11 @@ def _support_face_point(kind, size, u, x):
     z_end = jnp.where(u[2] >= 0, size[1], -size[1])
     if kind in ("sphere", "ellipsoid"):
         return _local_support(kind, size, u), jnp.array(True)
+    if kind == "mesh":                          # a vertex, or x moved onto the support plane of an edge or a face
+        heights = size @ u
+        top = jnp.max(heights)
+        single = jnp.sum(heights >= top - FREE * extent(kind, size)) == 1
+        return jnp.where(single, _local_support(kind, size, u), x + (top - dot(u, x)) * u), single
     if kind == "box":
         return jnp.where(free, jnp.clip(x, -size, size), _local_support(kind, size, u)), ~jnp.any(free)
     if kind == "capsule":
@@ -445,9 +464,12 @@ def convex_contact(A, B, settings=ConvexSettings()):
     decides which one's answer is taken."""
     v, lam, simplex = gjk(A, B, settings)
     n_sep, dist = unit_or(-v, jnp.zeros_like(v).at[2].set(1.0))
-    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    scale = A.scale + B.scale
     apart = dist > 1e-12 * scale
     _, _, y_a, y_b, normals = epa(simplex, A, B, settings)
+    # fewer live faces than candidates (a polytope's EPA converges in a few steps): the dead ones' zero normals
+    # would win the minimum of f (f(0) = 0 < the depth) — they start from the nearest face's normal instead
+    normals = jnp.where(dot(normals, normals)[:, None] > 0.5, normals, normals[0])
     starts = jax.lax.stop_gradient(jnp.where(apart, n_sep[None], jnp.concatenate([normals, _fixed_directions(A.p)])))
     refined = jax.vmap(lambda u: refine_direction(A, B, u))(starts)
     f = jax.vmap(lambda u: A.height(u) + B.height(-u))(jax.lax.stop_gradient(refined))
