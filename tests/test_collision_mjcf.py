@@ -15,7 +15,9 @@ from mrds_jax.loaders.mjcf import load_mjcf
 SCENE = """
 <mujoco>
   <default><geom margin="0.5"/></default>                     <!-- MuJoCo reports pairs within 0.5 + 0.5 -->
-  <option ccd_tolerance="1e-15" ccd_iterations="5000"/>       <!-- the egg's pairs: MuJoCo's GJK, tight -->
+  <option ccd_tolerance="1e-15" ccd_iterations="5000">        <!-- the egg's and chip's pairs: MuJoCo's GJK, -->
+    <flag multiccd="disable"/>                                 <!-- tight, one contact (multiccd's are not -->
+  </option>                                                    <!-- distances) -->
   <asset><mesh name="tetra" vertex="0 0 0  0.02 0 0  0 0.02 0  0 0 0.02"/></asset>
   <worldbody>
     <geom name="floor" type="plane" size="5 5 0.1" friction="0.7 0.005 0.0001"/>

@@ -34,7 +34,7 @@ The slots, kind by kind (pair, slot count: what each slot is):
   by re-running with the geoms turned ±1e-3 rad about the contact (its "multiccd"); that is not done here (one
   slot: a cylinder lying on a face touches at one point per step).
 * plane–mesh, 5: the hull's lowest vertex (exact, MuJoCo's first contact), and its support vertices along four
-  directions leaning 0.2 (tan) off the inward normal, repeated vertices not valid (:func:`plane_mesh`).
+  directions leaning 0.2 (tan) off the inward normal, a quarter turn apart, repeated vertices not valid (:func:`plane_mesh`).
 * sphere/capsule/box/cylinder/ellipsoid/mesh–mesh, 1: the general convex route on the hull's vertices (the
   support function is the maximum over them), MuJoCo's mjc_Convex for meshes.
 * box–box, 17: the 8 corners of box 1 against box 2, the 8 corners of box 2 against box 1 (signed point–box
@@ -309,17 +309,21 @@ def plane_ellipsoid(R1, p1, size1, R2, p2, size2):
     return _swept(x[None], 0.0, d, normal)
 
 
-MESH_TILT = 0.2     # plane–mesh: the side slots' support directions lean this far (tan) off the plane's inward normal
+MESH_TILT = 0.2     # plane–mesh: the side slots' support directions lean this far (tan) off the plane's inward normal,
+MESH_TURN = 0.3     # toward the plane's tangent turned by this (rad) and its quarter turns: never one ties the two
+                    # corners of an edge of a sole square to the plane's axes
 
 
 def plane_mesh(R1, p1, size1, R2, p2, size2):
     """5 slots: the hull's lowest vertex along the plane's inward normal −n (the mesh's deepest point, exact: MuJoCo's
-    mjc_PlaneConvex), then its support vertices along −n ± ``MESH_TILT``·t1 and −n ± ``MESH_TILT``·t2 (t1, t2
-    the plane's tangents): a flat sole lying on the plane is held at its outermost vertices in four directions
+    mjc_PlaneConvex), then its support vertices along −n + ``MESH_TILT``·t_k, t_k the plane's tangent t1 turned
+    by ``MESH_TURN`` + k·90° toward t2: a flat sole lying on the plane is held at its outermost vertices in four directions
     (MuJoCo adds up to two neighbours of the lowest vertex in the hull's graph within the margin instead). A slot
     whose vertex an earlier slot already holds is not valid (no repeated contact)."""
     n, t1, t2 = R1[:, 2], R1[:, 0], R1[:, 1]
-    directions = jnp.stack([-n, -n + MESH_TILT * t1, -n - MESH_TILT * t1, -n + MESH_TILT * t2, -n - MESH_TILT * t2])
+    angles = MESH_TURN + 0.5 * jnp.pi * jnp.arange(4)
+    lean = MESH_TILT * (jnp.cos(angles)[:, None] * t1 + jnp.sin(angles)[:, None] * t2)
+    directions = jnp.concatenate([-n[None], -n + lean])
     local = directions @ R2                                        # (5, 3): Rᵀ u per row
     index = jnp.argmax(local @ size2.T, axis=-1)
     x = p2 + size2[index] @ R2.T
