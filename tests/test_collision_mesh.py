@@ -9,11 +9,13 @@ corners jittered) and an irregular hull of 20 random points. Their hulls are rea
 ``geom_xmat``). MuJoCo is tightened as there (``ccd_tolerance`` 1e-15, ``ccd_iterations`` 5000, multiccd off;
 margin 0.3 so separated pairs are reported).
 
-Checked: the gap to 1e-9 against MuJoCo's; normal and point against MuJoCo's to 1e-6 (polytope pairs, where
-GJK/EPA end on a true face of the Minkowski difference, agree to round-off; pairs with a curved geom to
-MuJoCo's GJK/EPA tolerance, ~√1e-15 on its normal); and ours certified on its own: the gap equals the
-separating-axis value −h_A(n) − h_B(−n) of our normal (support functions in NumPy, written out here) to 1e-12,
-and no direction near ours separates more.
+Checked: the gap to 1e-9 against MuJoCo's; normal and point against MuJoCo's to 1e-5: polytope pairs (plane,
+box, mesh), where GJK/EPA end on a true face of the Minkowski difference, agree to 1e-14 on the normal, and on the
+point to 1e-8 where two faces overlap (the midpoint of a contact patch is not unique: MuJoCo's EPA witness and
+ours are different points of it); with a curved geom MuJoCo's GJK leaves its normal up to 2e-6 off (ellipsoids)
+and a cylinder's cap on a face leaves the point 2e-6 apart (a patch again). Ours is certified on its own: the gap
+equals the separating-axis value −h_A(n) − h_B(−n) of our normal (support functions in NumPy, written out here)
+to 1e-12, and no direction 1e-3 or 1e-5 off ours separates more.
 """
 import jax
 import jax.numpy as jnp
@@ -61,7 +63,7 @@ def _mjcf(k1, s1, k2, mesh1, mesh2):
                      for name, v in MESHES.items())
     first = _geom_xml(1, k1, s1, mesh1)
     first = first if k1 == "plane" else f"<body><freejoint/>{first}</body>"
-    second = f"<body><freejoint/>{_geom_xml(2, k2, None, mesh2)}</body>"
+    second = f"<body><freejoint/>{_geom_xml(2, k2, s1, mesh2)}</body>"
     return f"<mujoco>{TIGHT}<asset>{assets}</asset><worldbody>{first}{second}</worldbody></mujoco>"
 
 
@@ -93,7 +95,7 @@ def _mujoco_and_ours(k1, k2, s1, mesh1, mesh2, qpos):
     mujoco.mj_forward(model, data)
     g1, g2 = model.geom("g1").id, model.geom("g2").id
     size1 = _hull(model, g1) if k1 == "mesh" else jnp.asarray(s1)
-    size2 = _hull(model, g2)
+    size2 = _hull(model, g2) if k2 == "mesh" else jnp.asarray(s1)
     R1, p1 = data.geom_xmat[g1].reshape(3, 3).copy(), data.geom_xpos[g1].copy()
     R2, p2 = data.geom_xmat[g2].reshape(3, 3).copy(), data.geom_xpos[g2].copy()
     out = COLLIDE(k1, k2, jnp.asarray(R1), jnp.asarray(p1), size1, jnp.asarray(R2), jnp.asarray(p2), size2)
@@ -117,7 +119,7 @@ def _compare(k1, k2, penetrating):
     for name2 in MESHES:
         for _ in range(CASES):
             name1 = rng.choice(list(MESHES))
-            s1 = rng.uniform(0.1, 0.3, 3) * SIZE_MASK.get(k1, (0, 0, 0))
+            s1 = rng.uniform(0.1, 0.3, 3) * SIZE_MASK.get(k1 if k2 == "mesh" else k2, (0, 0, 0))  # the primitive's
             q1, q2 = (q / np.linalg.norm(q) for q in rng.normal(size=(2, 4)))
             direction = rng.normal(size=3)
             p1 = rng.normal(size=3) * 0.1
@@ -127,7 +129,7 @@ def _compare(k1, k2, penetrating):
             t = rng.uniform(0.0, 0.25) if penetrating else rng.uniform(0.45, 0.9)
             qpos = np.r_[p1, q1, p1 + t * direction, q2]
             reference, (gap, normal, point), (R1, p1w, z1, R2, p2w, z2) = _mujoco_and_ours(
-                k1, k2, s1, name1, name2, qpos)
+                k1, k2, s1, name1 if k1 == "mesh" else name2, name2, qpos)
             if reference is None:
                 assert gap > MARGIN - 1e-9
                 continue
@@ -152,7 +154,7 @@ def _compare(k1, k2, penetrating):
 def _check(k1, k2, penetrating):
     worst, certificate = _compare(k1, k2, penetrating)
     assert worst[0] < 1e-9, worst
-    assert worst[1] < 1e-6 and worst[2] < 1e-6, worst
+    assert worst[1] < 1e-5 and worst[2] < 1e-5, worst
     assert certificate < 1e-12, certificate
 
 

@@ -341,17 +341,36 @@ def _triangle_barycentric(T, q):
 
 def _snap(shape, u):
     """u with the local components of the geom that lie within :data:`SNAP` of zero set to zero (a box's face or
-    edge normal, a capsule's or cylinder's side, a cylinder's cap axis), renormalised: the kinks of f, where the
+    edge normal, a capsule's or cylinder's side, a cylinder's cap axis; a mesh's face or edge,
+    :func:`_snap_mesh`), renormalised: the kinks of f, where the
     optimal normal of a flat feature lies exactly and GJK's and EPA's approach it only to their tolerance."""
     local = rotate_transpose(shape.R, u)
-    if shape.kind in ("sphere", "ellipsoid", "mesh"):
+    if shape.kind in ("sphere", "ellipsoid"):
         return u
+    if shape.kind == "mesh":
+        return rotate(shape.R, _snap_mesh(shape.size, local))
     mask = {"box": jnp.abs(local) > SNAP, "capsule": jnp.array([True, True, False]) | (jnp.abs(local) > SNAP),
             "cylinder": jnp.where(jnp.sqrt(local[0] ** 2 + local[1] ** 2) > SNAP, True,
                                   jnp.array([False, False, True])) & ((jnp.arange(3) < 2) | (jnp.abs(local) > SNAP))
             }[shape.kind]
     snapped, _ = unit_or(rotate(shape.R, jnp.where(mask, local, 0.0)), u)
     return snapped
+
+
+def _snap_mesh(vertices, u):
+    """A mesh's kinks near the local direction u: the normal of the plane through its three vertices highest
+    along u (a face's normal, where they lie on one face) if it is within :data:`SNAP` of u, else u made
+    perpendicular to the line through the two highest (an edge's normal cone) if that moves it less than SNAP,
+    else u. Padding (copies of the last vertex) is skipped."""
+    padded = jnp.all(vertices == vertices[-1], axis=1) & (jnp.arange(vertices.shape[0]) < vertices.shape[0] - 1)
+    _, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, vertices @ u), 3)
+    a, b, c = vertices[top[0]], vertices[top[1]], vertices[top[2]]
+    face, _ = unit_or(cross(b - a, c - a), u)
+    face = face * jnp.where(dot(face, u) >= 0, 1.0, -1.0)
+    edge, _ = unit_or(b - a, u)
+    across, _ = unit_or(u - dot(u, edge) * edge, u)
+    near = lambda x: dot(x - u, x - u) < SNAP ** 2
+    return jnp.where(near(face), face, jnp.where(near(across), across, u))
 
 
 def refine_direction(A, B, n, steps=8):
