@@ -204,7 +204,7 @@ def _ordered(i, j, geoms):
 # ----------------------------------------------------------------------------- the model
 def unsupported_summary(pairs):
     """One sentence for the left-out geom pairs ((geom, geom) tuples), by kind with counts, each kind with its
-    first pair as an example: "left out, the narrow phase cannot collide them: 240 cylinder–mesh (e.g. 'a' – 'b'),
+    first pair as an example: "left out, the narrow phase cannot collide them: 240 sphere–hfield (e.g. 'a' – 'b'),
     7 plane–plane (e.g. ...)" — not one name per pair."""
     kinds = {}
     for a, b in pairs:
@@ -233,7 +233,7 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_par
     for g in geoms:
         if not isinstance(g, Geom):
             raise CollisionError(f"collision_model: {g!r} is not a Geom (build one with plane, sphere, capsule, "
-                                 "box or cylinder)")
+                                 "box, cylinder, ellipsoid or mesh)")
         if g.name in names:
             raise CollisionError(f"collision_model: two geoms are named {g.name!r}; geom names must be unique")
         names.append(g.name)
