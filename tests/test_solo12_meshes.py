@@ -84,6 +84,7 @@ def mujoco_base_heights():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)   # 112 mesh–mesh pairs by GJK/EPA every step: ~1 s a step on a loaded 2-core CPU
 def test_solo12_lies_down_from_standing_like_mujoco(solo):
     system, mapping, forces, _ = solo
     state = mapping.keyframe_state("standing", system)

@@ -373,7 +373,11 @@ def _snap_mesh(vertices, u):
     return jnp.where(near(face), face, jnp.where(near(across), across, u))
 
 
-def refine_direction(A, B, n, steps=8):
+POLYTOPES = ("box", "mesh")   # kinds whose support functions are piecewise constant
+REFINE_STEPS = 8               # Newton steps of refine_direction on pairs with a curved geom
+
+
+def refine_direction(A, B, n, steps=REFINE_STEPS):
     """Newton's method on the unit sphere for the contact normal, from GJK's or EPA's n: minimise
     f(n) = h_A(n) + h_B(−n) (−f(n) ≤ the gap for every unit n, equal at the optimum, apart or overlapping), whose Euclidean gradient is the
     support point w(n) = s_A(n) − s_B(−n) of D and whose Hessian is ∂w/∂n (forward-mode, exact for the
@@ -480,7 +484,9 @@ def convex_contact(A, B, settings=ConvexSettings()):
     :func:`refine_direction` (from GJK's normal, or from the normals of EPA's nearest faces, the best taken); n the
     unit normal from A to B, point the midpoint of the witness points (:func:`witness_points`),
     gap = −h_A(n) − h_B(−n) at n held constant (module docstring). Both algorithms run (fixed shapes); the overlap
-    decides which one's answer is taken."""
+    decides which one's answer is taken. Two polytopes (boxes, meshes: :data:`POLYTOPES`) skip the Newton steps:
+    their Minkowski difference is a polytope, whose nearest face GJK and EPA reach exactly in finitely many steps
+    (only the snap onto the geoms' faces and edges is tried), the cost that matters for a robot of mesh links."""
     v, lam, simplex = gjk(A, B, settings)
     n_sep, dist = unit_or(-v, jnp.zeros_like(v).at[2].set(1.0))
     scale = A.scale + B.scale
@@ -489,8 +495,14 @@ def convex_contact(A, B, settings=ConvexSettings()):
     # fewer live faces than candidates (a polytope's EPA converges in a few steps): the dead ones' zero normals
     # would win the minimum of f (f(0) = 0 < the depth) — they start from the nearest face's normal instead
     normals = jnp.where(dot(normals, normals)[:, None] > 0.5, normals, normals[0])
-    starts = jax.lax.stop_gradient(jnp.where(apart, n_sep[None], jnp.concatenate([normals, _fixed_directions(A.p)])))
-    refined = jax.vmap(lambda u: refine_direction(A, B, u))(starts)
+    if A.kind in POLYTOPES and B.kind in POLYTOPES:     # D is a polytope: GJK and EPA end on one of its faces
+        starts = jax.lax.stop_gradient(jnp.where(apart, n_sep, normals[0]))[None]
+        steps = 0                                        # only the snap onto the faces' and edges' normals
+    else:
+        starts = jax.lax.stop_gradient(jnp.where(apart, n_sep[None],
+                                                 jnp.concatenate([normals, _fixed_directions(A.p)])))
+        steps = REFINE_STEPS
+    refined = jax.vmap(lambda u: refine_direction(A, B, u, steps))(starts)
     f = jax.vmap(lambda u: A.height(u) + B.height(-u))(jax.lax.stop_gradient(refined))
     n = refined[jnp.argmin(f)]
     fixed = jax.lax.stop_gradient(n)
