@@ -8,7 +8,8 @@ and 17 mesh–floor pairs), against MuJoCo running the same file, float64:
 * full mode: 1 s from its keyframe "standing" on a floor added by ``load_mjcf(..., floor=True)`` (the file has
   none), no torques (it has no actuators): it folds its legs and lies down on its base; finite, no penetration
   beyond 1e-3 m, base height within 2 cm of MuJoCo's run of the same file and floor with stiff contacts
-  (``solref`` time constant 2 ms) at every stored state.
+  (``solref`` time constant 2 ms) at every stored state. Measured: base height 0.0292 m (MuJoCo 0.0296 m), largest
+  difference 0.59 cm, deepest penetration 9.6e-6 m.
 """
 import time
 import warnings
@@ -84,7 +85,8 @@ def mujoco_base_heights():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)   # 112 mesh–mesh pairs by GJK/EPA every step: ~1 s a step on a loaded 2-core CPU
+@pytest.mark.timeout(2400)   # 112 mesh–mesh pairs by GJK/EPA every step: 1590 s for the 500 steps on a 2-core CPU
+                             # at load 8 (MuJoCo: 0.05 s)
 def test_solo12_lies_down_from_standing_like_mujoco(solo):
     system, mapping, forces, _ = solo
     state = mapping.keyframe_state("standing", system)
@@ -98,6 +100,6 @@ def test_solo12_lies_down_from_standing_like_mujoco(solo):
           f"MuJoCo {z_mj[-1]:.4f} m; largest difference {np.abs(z - z_mj).max() * 100:.2f} cm; deepest "
           f"penetration {-gaps.min():.2e} m; converged stored states {np.asarray(tr.converged).mean():.0%}")
     assert int(tr.first_nonfinite) < 0 and np.isfinite(z).all()
-    assert z[0] - z[-1] > 0.1                              # it lay down (MuJoCo: from 0.235 m to 0.035 m)
+    assert z[0] - z[-1] > 0.1                              # it lay down (MuJoCo: from 0.235 m to 0.030 m)
     assert np.abs(z - z_mj).max() <= 0.02
     assert gaps.min() >= -1e-3
