@@ -2,7 +2,7 @@
 contact slots per pair (:mod:`.narrowphase`, on the geometric queries of :mod:`.closest_points`), and the
 filtered pair list with per-slot friction and restitution (:mod:`.model`)."""
 from .geoms import (KINDS, CollisionError, CollisionWarning, Geom, box, capsule, cylinder, ellipsoid, geom_world_pose,
-                    normal_rotation, plane, sphere)
+                    mesh, normal_rotation, plane, sphere)
 from .closest_points import contact_frame
 from .convex import ConvexSettings, convex_contact
 from .narrowphase import SLOTS, ContactSlots, collide, supports

@@ -62,7 +62,17 @@ def _local_support(kind, size, u):
         scaled = size * u
         n, _ = unit_or(scaled, jnp.zeros_like(u).at[..., 0].set(1.0))
         return size * n
+    if kind == "mesh":                           # the hull's vertex farthest along u (size: the (V, 3) vertices)
+        return size[jnp.argmax(u @ size.T, axis=-1)]
     raise ValueError(f"no support function for a {kind!r} geom")
+
+
+def extent(kind, size):
+    """A length of the geom's size (the sum of its size entries; a mesh's: of its bounding box's half extents about
+    its frame's origin): the scale of the algorithms' relative tolerances."""
+    if kind == "mesh":
+        return jnp.sum(jnp.max(jnp.abs(size), axis=0))
+    return jnp.sum(size)
 
 
 def support(kind, R, p, size, u):
@@ -87,6 +97,10 @@ class Shape(NamedTuple):
 
     def height(self, n):
         return support_height(self.kind, self.R, self.p, self.size, n)
+
+    @property
+    def scale(self):
+        return extent(self.kind, self.size)
 
 
 def _difference_support(A, B, u):
@@ -157,7 +171,7 @@ def gjk(A, B, settings=ConvexSettings()):
     w0, a0, b0 = _difference_support(A, B, B.p - A.p + jnp.array([1e-9, 0.0, 0.0], dtype=A.p.dtype))
     start = Simplex(jnp.tile(w0, (4, 1)), jnp.tile(a0, (4, 1)), jnp.tile(b0, (4, 1)),
                     jnp.arange(4) == 0)
-    scale = jnp.sum(A.size) + jnp.sum(B.size) + jnp.sqrt(dot(w0, w0))
+    scale = A.scale + B.scale + jnp.sqrt(dot(w0, w0))
 
     def step(_, carry):
         simplex, done = carry
@@ -221,7 +235,7 @@ def _start_polytope(simplex, A, B, capacity):
     def volume(w):
         return dot(cross(w[1] - w[0], w[2] - w[0]), w[3] - w[0])
 
-    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    scale = A.scale + B.scale
     enclosing = jnp.all(simplex.active) & (jnp.abs(volume(simplex.w)) > 1e-9 * scale ** 3)
     w = jnp.where(enclosing, simplex.w, fill[:, 0])
     a = jnp.where(enclosing, simplex.a, fill[:, 1])
@@ -292,7 +306,7 @@ def epa(simplex, A, B, settings=ConvexSettings()):
     iterations ran out on a curved D before one basin was certain)."""
     capacity = 4 + settings.epa_iterations
     poly = _start_polytope(simplex, A, B, capacity)
-    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    scale = A.scale + B.scale
     tiny = 1e-14 * scale ** 2
 
     def step(_, carry):
@@ -327,11 +341,14 @@ def _triangle_barycentric(T, q):
 
 def _snap(shape, u):
     """u with the local components of the geom that lie within :data:`SNAP` of zero set to zero (a box's face or
-    edge normal, a capsule's or cylinder's side, a cylinder's cap axis), renormalised: the kinks of f, where the
+    edge normal, a capsule's or cylinder's side, a cylinder's cap axis; a mesh's face or edge,
+    :func:`_snap_mesh`), renormalised: the kinks of f, where the
     optimal normal of a flat feature lies exactly and GJK's and EPA's approach it only to their tolerance."""
     local = rotate_transpose(shape.R, u)
     if shape.kind in ("sphere", "ellipsoid"):
         return u
+    if shape.kind == "mesh":
+        return rotate(shape.R, _snap_mesh(shape.size, local))
     mask = {"box": jnp.abs(local) > SNAP, "capsule": jnp.array([True, True, False]) | (jnp.abs(local) > SNAP),
             "cylinder": jnp.where(jnp.sqrt(local[0] ** 2 + local[1] ** 2) > SNAP, True,
                                   jnp.array([False, False, True])) & ((jnp.arange(3) < 2) | (jnp.abs(local) > SNAP))
@@ -340,7 +357,27 @@ def _snap(shape, u):
     return snapped
 
 
-def refine_direction(A, B, n, steps=8):
+def _snap_mesh(vertices, u):
+    """A mesh's kinks near the local direction u: the normal of the plane through its three vertices highest
+    along u (a face's normal, where they lie on one face) if it is within :data:`SNAP` of u, else u made
+    perpendicular to the line through the two highest (an edge's normal cone) if that moves it less than SNAP,
+    else u. Padding (copies of the last vertex) is skipped."""
+    padded = jnp.all(vertices == vertices[-1], axis=1) & (jnp.arange(vertices.shape[0]) < vertices.shape[0] - 1)
+    _, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, vertices @ u), 3)
+    a, b, c = vertices[top[0]], vertices[top[1]], vertices[top[2]]
+    face, _ = unit_or(cross(b - a, c - a), u)
+    face = face * jnp.where(dot(face, u) >= 0, 1.0, -1.0)
+    edge, _ = unit_or(b - a, u)
+    across, _ = unit_or(u - dot(u, edge) * edge, u)
+    near = lambda x: dot(x - u, x - u) < SNAP ** 2
+    return jnp.where(near(face), face, jnp.where(near(across), across, u))
+
+
+POLYTOPES = ("box", "mesh")   # kinds whose support functions are piecewise constant
+REFINE_STEPS = 8               # Newton steps of refine_direction on pairs with a curved geom
+
+
+def refine_direction(A, B, n, steps=REFINE_STEPS):
     """Newton's method on the unit sphere for the contact normal, from GJK's or EPA's n: minimise
     f(n) = h_A(n) + h_B(−n) (−f(n) ≤ the gap for every unit n, equal at the optimum, apart or overlapping), whose Euclidean gradient is the
     support point w(n) = s_A(n) − s_B(−n) of D and whose Hessian is ∂w/∂n (forward-mode, exact for the
@@ -396,6 +433,11 @@ def _support_face_point(kind, size, u, x):
     z_end = jnp.where(u[2] >= 0, size[1], -size[1])
     if kind in ("sphere", "ellipsoid"):
         return _local_support(kind, size, u), jnp.array(True)
+    if kind == "mesh":                          # a vertex, or x moved onto the support plane of an edge or a face
+        heights = size @ u
+        top = jnp.max(heights)
+        single = jnp.sum(heights >= top - FREE * extent(kind, size)) == 1
+        return jnp.where(single, _local_support(kind, size, u), x + (top - dot(u, x)) * u), single
     if kind == "box":
         return jnp.where(free, jnp.clip(x, -size, size), _local_support(kind, size, u)), ~jnp.any(free)
     if kind == "capsule":
@@ -442,14 +484,25 @@ def convex_contact(A, B, settings=ConvexSettings()):
     :func:`refine_direction` (from GJK's normal, or from the normals of EPA's nearest faces, the best taken); n the
     unit normal from A to B, point the midpoint of the witness points (:func:`witness_points`),
     gap = −h_A(n) − h_B(−n) at n held constant (module docstring). Both algorithms run (fixed shapes); the overlap
-    decides which one's answer is taken."""
+    decides which one's answer is taken. Two polytopes (boxes, meshes: :data:`POLYTOPES`) skip the Newton steps:
+    their Minkowski difference is a polytope, whose nearest face GJK and EPA reach exactly in finitely many steps
+    (only the snap onto the geoms' faces and edges is tried), the cost that matters for a robot of mesh links."""
     v, lam, simplex = gjk(A, B, settings)
     n_sep, dist = unit_or(-v, jnp.zeros_like(v).at[2].set(1.0))
-    scale = jnp.sum(A.size) + jnp.sum(B.size)
+    scale = A.scale + B.scale
     apart = dist > 1e-12 * scale
     _, _, y_a, y_b, normals = epa(simplex, A, B, settings)
-    starts = jax.lax.stop_gradient(jnp.where(apart, n_sep[None], jnp.concatenate([normals, _fixed_directions(A.p)])))
-    refined = jax.vmap(lambda u: refine_direction(A, B, u))(starts)
+    # fewer live faces than candidates (a polytope's EPA converges in a few steps): the dead ones' zero normals
+    # would win the minimum of f (f(0) = 0 < the depth) — they start from the nearest face's normal instead
+    normals = jnp.where(dot(normals, normals)[:, None] > 0.5, normals, normals[0])
+    if A.kind in POLYTOPES and B.kind in POLYTOPES:     # D is a polytope: GJK and EPA end on one of its faces
+        starts = jax.lax.stop_gradient(jnp.where(apart, n_sep, normals[0]))[None]
+        steps = 0                                        # only the snap onto the faces' and edges' normals
+    else:
+        starts = jax.lax.stop_gradient(jnp.where(apart, n_sep[None],
+                                                 jnp.concatenate([normals, _fixed_directions(A.p)])))
+        steps = REFINE_STEPS
+    refined = jax.vmap(lambda u: refine_direction(A, B, u, steps))(starts)
     f = jax.vmap(lambda u: A.height(u) + B.height(-u))(jax.lax.stop_gradient(refined))
     n = refined[jnp.argmin(f)]
     fixed = jax.lax.stop_gradient(n)

@@ -4,7 +4,9 @@ A :class:`Geom` is a pytree whose leaves are its pose in its frame, its size, fr
 ``grad`` and ``vmap`` reach the geometry), and whose static fields name it, its kind, its module and frame and
 its collision filter bits. Sizes follow MuJoCo's ``geom_size`` (MJCF reference, ``geom/@size``): sphere
 ``[r, 0, 0]``, capsule and cylinder ``[r, half_length, 0]`` along local z, box half-extents; a plane is the
-infinite half-space below local z through ``position`` (MuJoCo's planes are infinite for collision too).
+infinite half-space below local z through ``position`` (MuJoCo's planes are infinite for collision too). A mesh is
+collided by its convex hull, as MuJoCo collides meshes: its ``size`` is the (V, 3) array of the hull's vertices in
+its frame (any points whose hull it is: a support function only needs the maximum over them).
 """
 from typing import Optional
 
@@ -17,7 +19,8 @@ from ..spatial.transforms import compose
 from ..validation import InputError, ModelError, finite_array, is_traced
 from .closest_points import contact_frame
 
-KINDS = ("plane", "sphere", "capsule", "box", "cylinder", "ellipsoid")
+KINDS = ("plane", "sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh")
+MESH_MIN_VERTICES = 4        # a hull with volume: four points not in one plane
 
 
 class CollisionError(InputError):
@@ -36,7 +39,7 @@ class Geom:
     equal: the larger)."""
     position: jax.Array          # (3,) in the frame
     rotation: jax.Array          # (3, 3) in the frame
-    size: jax.Array              # (3,)
+    size: jax.Array              # (3,); a mesh's (V, 3) hull vertices
     friction: jax.Array          # () Coulomb coefficient, ≥ 0
     restitution: jax.Array       # () in [0, 1]
     name: str = static()
@@ -199,6 +202,35 @@ def ellipsoid(name, module, frame, radii, position=(0.0, 0.0, 0.0), rotation=Non
     size = _three_sizes("ellipsoid", name, "radii", radii)
     return _geom("ellipsoid", name, module, frame, size, position, rotation, friction, restitution, contype,
                  conaffinity, priority)
+
+
+def _hull_vertices(name, vertices):
+    """A mesh's vertices as a (V, 3) float array: finite, at least :data:`MESH_MIN_VERTICES`, spanning a volume
+    (not all in one plane: the support function of a flat set has no interior, GJK and EPA need one)."""
+    where = f"geom {name!r} (mesh)"
+    if is_traced(vertices):
+        if jnp.ndim(vertices) != 2 or jnp.shape(vertices)[1] != 3:
+            raise CollisionError(f"{where}: vertices have shape {jnp.shape(vertices)}, need (V, 3)")
+        return vertices
+    v = np.asarray(vertices, dtype=float) if np.ndim(vertices) else np.zeros(0)
+    if v.ndim != 2 or v.shape[1] != 3 or len(v) < MESH_MIN_VERTICES:
+        raise CollisionError(f"{where}: vertices must be a (V, 3) array with V >= {MESH_MIN_VERTICES}, got shape "
+                             f"{v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise CollisionError(f"{where}: vertices must be finite; row {int(np.argmax(~np.isfinite(v).all(1)))} is "
+                             f"{v[~np.isfinite(v).all(1)][0].tolist()}")
+    spread = np.linalg.svd(v - v.mean(axis=0), compute_uv=False)
+    if not spread[2] > 1e-9 * max(spread[0], 1e-300):
+        raise CollisionError(f"{where}: the vertices lie in one plane (or line); a mesh geom needs a hull with volume")
+    return _float(v)
+
+
+def mesh(name, module, frame, vertices, position=(0.0, 0.0, 0.0), rotation=None, friction=1.0, restitution=0.0,
+         contype=1, conaffinity=1, priority=0):
+    """A convex mesh: the convex hull of ``vertices`` (V, 3) in its frame (MuJoCo collides every mesh geom by its
+    hull; give the hull's vertices, or any points whose hull it is)."""
+    return _geom("mesh", name, module, frame, _hull_vertices(name, vertices), position, rotation, friction,
+                 restitution, contype, conaffinity, priority)
 
 
 def geom_world_pose(geom, frame_R=None, frame_p=None):

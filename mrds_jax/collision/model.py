@@ -204,7 +204,7 @@ def _ordered(i, j, geoms):
 # ----------------------------------------------------------------------------- the model
 def unsupported_summary(pairs):
     """One sentence for the left-out geom pairs ((geom, geom) tuples), by kind with counts, each kind with its
-    first pair as an example: "left out, the narrow phase cannot collide them: 240 cylinder–mesh (e.g. 'a' – 'b'),
+    first pair as an example: "left out, the narrow phase cannot collide them: 240 sphere–hfield (e.g. 'a' – 'b'),
     7 plane–plane (e.g. ...)" — not one name per pair."""
     kinds = {}
     for a, b in pairs:
@@ -233,7 +233,7 @@ def collision_model(geoms, modules, pairs=(), excludes=(), warn=True, filter_par
     for g in geoms:
         if not isinstance(g, Geom):
             raise CollisionError(f"collision_model: {g!r} is not a Geom (build one with plane, sphere, capsule, "
-                                 "box or cylinder)")
+                                 "box, cylinder, ellipsoid or mesh)")
         if g.name in names:
             raise CollisionError(f"collision_model: two geoms are named {g.name!r}; geom names must be unique")
         names.append(g.name)
@@ -333,7 +333,7 @@ def contact_slots(model, geom_poses):
     for (k1, k2), members in groups.items():
         stack = lambda which, field: jnp.stack([jnp.asarray(geom_poses[model.pairs[k][which]][field])
                                                 for k in members])
-        sizes = lambda which: jnp.stack([model.geoms[model.pairs[k][which]].size for k in members])
+        sizes = lambda which: stacked_sizes([model.geoms[model.pairs[k][which]].size for k in members])
         out = jax.vmap(lambda *a: collide(k1, k2, *a))(stack(0, 0), stack(0, 1), sizes(0), stack(1, 0),
                                                         stack(1, 1), sizes(1))
         parts.append(out)
@@ -342,6 +342,15 @@ def contact_slots(model, geom_poses):
               for f in ("gap", "point", "frame", "valid")]
     return SlotSet(*fields, friction=model.friction[slot_pair], restitution=model.restitution[slot_pair],
                    pair=jnp.asarray(slot_pair))
+
+
+def stacked_sizes(sizes):
+    """The sizes of one pair kind's geoms stacked for one ``vmap``: meshes' (V, 3) vertex arrays padded to the
+    group's largest V by repeating their last vertex (which changes no maximum over vertices)."""
+    if jnp.ndim(sizes[0]) < 2:
+        return jnp.stack(sizes)
+    count = max(jnp.shape(s)[0] for s in sizes)
+    return jnp.stack([jnp.concatenate([s, jnp.repeat(s[-1:], count - jnp.shape(s)[0], axis=0)]) for s in sizes])
 
 
 def pair_groups(model):

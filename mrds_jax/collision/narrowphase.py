@@ -8,7 +8,7 @@ signed distance along it (> 0 apart, < 0 penetrating); the point is the midpoint
 (:data:`SLOTS`) whatever the configuration, so shapes never change as contacts come and go; ``valid`` is False
 only for a slot that is structurally absent at this configuration (the solver decides activity from the gap).
 
-Pairs are computed in the order of :data:`~.geoms.KINDS` (plane, sphere, capsule, box, cylinder, ellipsoid); a pair asked
+Pairs are computed in the order of :data:`~.geoms.KINDS` (plane, sphere, capsule, box, cylinder, ellipsoid, mesh); a pair asked
 the other way round is computed swapped and its normal flipped (points and gaps are symmetric).
 
 The slots, kind by kind (pair, slot count: what each slot is):
@@ -33,6 +33,10 @@ The slots, kind by kind (pair, slot count: what each slot is):
   is what MuJoCo uses for these pairs (its mjc_Convex). MuJoCo adds up to 4 more contacts for the cylinder pairs
   by re-running with the geoms turned ±1e-3 rad about the contact (its "multiccd"); that is not done here (one
   slot: a cylinder lying on a face touches at one point per step).
+* plane–mesh, 5: the hull's lowest vertex (exact, MuJoCo's first contact), and its support vertices along four
+  directions leaning 0.2 (tan) off the inward normal, a quarter turn apart, repeated vertices not valid (:func:`plane_mesh`).
+* sphere/capsule/box/cylinder/ellipsoid/mesh–mesh, 1: the general convex route on the hull's vertices (the
+  support function is the maximum over them), MuJoCo's mjc_Convex for meshes.
 * box–box, 17: the 8 corners of box 1 against box 2, the 8 corners of box 2 against box 1 (signed point–box
   distances), and one edge–edge slot: the separating-axis test (Gottschalk et al. 1996; Ericson §4.4.1) over the
   9 edge-cross axes, valid when that axis separates more than every face axis and the two supporting edges'
@@ -305,6 +309,30 @@ def plane_ellipsoid(R1, p1, size1, R2, p2, size2):
     return _swept(x[None], 0.0, d, normal)
 
 
+MESH_TILT = 0.2     # plane–mesh: the side slots' support directions lean this far (tan) off the plane's inward normal,
+MESH_TURN = 0.3     # toward the plane's tangent turned by this (rad) and its quarter turns: never one ties the two
+                    # corners of an edge of a sole square to the plane's axes
+
+
+def plane_mesh(R1, p1, size1, R2, p2, size2):
+    """5 slots: the hull's lowest vertex along the plane's inward normal −n (the mesh's deepest point, exact: MuJoCo's
+    mjc_PlaneConvex), then its support vertices along −n + ``MESH_TILT``·t_k, t_k the plane's tangent t1 turned
+    by ``MESH_TURN`` + k·90° toward t2: a flat sole lying on the plane is held at its outermost vertices in four directions
+    (MuJoCo adds up to two neighbours of the lowest vertex in the hull's graph within the margin instead). A slot
+    whose vertex an earlier slot already holds is not valid (no repeated contact)."""
+    n, t1, t2 = R1[:, 2], R1[:, 0], R1[:, 1]
+    angles = MESH_TURN + 0.5 * jnp.pi * jnp.arange(4)
+    lean = MESH_TILT * (jnp.cos(angles)[:, None] * t1 + jnp.sin(angles)[:, None] * t2)
+    directions = jnp.concatenate([-n[None], -n + lean])
+    local = directions @ R2                                        # (5, 3): Rᵀ u per row
+    index = jnp.argmax(local @ size2.T, axis=-1)
+    x = p2 + size2[index] @ R2.T
+    d, normal = _plane_height(R1, p1, x)
+    repeated = jnp.any((index[:, None] == index[None, :]) & (jnp.arange(5)[:, None] > jnp.arange(5)[None, :]), axis=1)
+    gap, point, normal = _swept(x, 0.0, d, normal)
+    return gap, point, normal, ~repeated
+
+
 def convex_pair(kind1, kind2):
     """1 slot of two convex primitives by GJK and EPA (:func:`~.convex.convex_contact`, MuJoCo's mjc_Convex for
     the pairs it has no analytic routine for)."""
@@ -322,10 +350,11 @@ _PAIRS = {
     ("sphere", "box"): (sphere_box, 1), ("sphere", "cylinder"): (sphere_cylinder, 1),
     ("capsule", "capsule"): (capsule_capsule, 2), ("capsule", "box"): (capsule_box, 4),
     ("box", "box"): (box_box, 17),
-    ("plane", "ellipsoid"): (plane_ellipsoid, 1),
+    ("plane", "ellipsoid"): (plane_ellipsoid, 1), ("plane", "mesh"): (plane_mesh, 5),
     **{pair: (convex_pair(*pair), 1) for pair in (
         ("capsule", "cylinder"), ("box", "cylinder"), ("cylinder", "cylinder"), ("sphere", "ellipsoid"),
-        ("capsule", "ellipsoid"), ("box", "ellipsoid"), ("cylinder", "ellipsoid"), ("ellipsoid", "ellipsoid"))},
+        ("capsule", "ellipsoid"), ("box", "ellipsoid"), ("cylinder", "ellipsoid"), ("ellipsoid", "ellipsoid"),
+        *((kind, "mesh") for kind in ("sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh")))},
 }
 # static slot count of every supported ordered pair (both orders)
 SLOTS = {**{k: n for k, (_, n) in _PAIRS.items()}, **{k[::-1]: n for k, (_, n) in _PAIRS.items()}}

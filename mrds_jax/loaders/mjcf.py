@@ -63,14 +63,15 @@ A joint lock holds the joint's velocity at zero; its position target (``ref + po
   rows each in ``simulate``'s contact step (hard, where MuJoCo's are soft).
 
 * **Collision geometry** (``return_collision=True``: a :class:`~mrds_jax.collision.CollisionModel` comes
-  last): geoms of type plane, sphere, capsule, ellipsoid, cylinder and box (``geom_type``, ``geom_size``; ``geom_pos``/
+  last): geoms of type plane, sphere, capsule, ellipsoid, cylinder, box and mesh (by its convex hull,
+  :func:`mesh_hull_vertices`) (``geom_type``, ``geom_size``; ``geom_pos``/
   ``geom_quat`` relative to their body, whose operational point they ride on; on bodies welded to the world they
   are ground geoms at their world pose), ``geom_contype``/``geom_conaffinity``, sliding friction
   ``geom_friction[0]`` and ``geom_priority`` (MuJoCo's mixing), explicit ``<pair>``s (``pair_geom1/2``,
   ``pair_friction[0]``), ``<exclude>``s (``exclude_signature``: MuJoCo's bodies, so an exclude of a body merged
   into a link excludes only that body's geoms), the ``filterparent`` flag, and ``<option><flag
   contact="disable"/>`` (no pairs). Geoms with contype = conaffinity = 0 that no ``<pair>`` names are visual
-  only and skipped silently; meshes, height fields and SDFs are counted by kind in a
+  only and skipped silently; height fields and SDFs are counted by kind in a
   :class:`~mrds_jax.collision.CollisionWarning` and left out (with the pairs that name them), as are pairs of
   kinds the narrow phase does not collide. MuJoCo's ``margin``/``gap``, ``solref``/``solimp``, torsional and
   rolling friction have no counterpart (the contacts are hard) and are not read. Restitution is 0.
@@ -361,7 +362,22 @@ def _name(model, mujoco, obj, i, fallback):
     return n if n else f"{fallback}{i}"
 
 
-_GEOM_KINDS = {0: "plane", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box"}   # mjtGeom -> kind
+_GEOM_KINDS = {0: "plane", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box", 7: "mesh"}  # mjtGeom
+
+
+def mesh_hull_vertices(model, mesh):
+    """The vertices (V, 3), float64, of mesh ``mesh``'s convex hull in the mesh's frame, as MuJoCo collides it:
+    the hull graph's vertices (``mesh_graph`` at ``mesh_graphadr``: numvert, numface, vert_edgeadr[numvert],
+    vert_globalid[numvert], ...; the ids index ``mesh_vert`` from ``mesh_vertadr``), or every vertex where the mesh
+    has no graph (the maximum over them is the hull's support function either way). ``mesh_vert`` is MuJoCo's
+    float32 array, converted exactly; a geom's ``geom_pos``/``geom_quat`` already hold the mesh's own offset."""
+    start, count = int(model.mesh_vertadr[mesh]), int(model.mesh_vertnum[mesh])
+    vertices = np.asarray(model.mesh_vert[start:start + count], dtype=float)
+    graph = int(model.mesh_graphadr[mesh])
+    if graph < 0:
+        return vertices
+    numvert = int(model.mesh_graph[graph])
+    return vertices[np.asarray(model.mesh_graph[graph + 2 + numvert:graph + 2 + 2 * numvert], dtype=int)]
 
 
 class _Importer:
@@ -571,7 +587,9 @@ class _Importer:
                           priority=int(m.geom_priority[g]))
             size = np.array(m.geom_size[g], dtype=float)
             dims = {"plane": (), "sphere": (size[0],), "capsule": (size[0], size[1]),
-                    "cylinder": (size[0], size[1]), "box": (size,), "ellipsoid": (size,)}[kind]
+                    "cylinder": (size[0], size[1]), "box": (size,), "ellipsoid": (size,)}.get(kind)
+            if kind == "mesh":
+                dims = (mesh_hull_vertices(m, int(m.geom_dataid[g])),)
             kept[g] = getattr(C, kind)(names[g], module, frame, *dims, **common)
         if left_out:
             by_kind = {}

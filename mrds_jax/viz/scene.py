@@ -28,7 +28,8 @@ class Scene:
     forces: np.ndarray
     module_names: tuple
     contact_names: tuple
-    geoms: tuple = ()          # collision geometry: (name, kind, size (3,), poses (n_t, 4, 4) world) per geom
+    geoms: tuple = ()          # collision geometry: (name, kind, size (3,) or a mesh's (V, 3) hull vertices,
+                               # poses (n_t, 4, 4) world) per geom
     touching: np.ndarray = None
 
     def subsampled(self, every):
@@ -48,7 +49,8 @@ class Scene:
         xyz = [self.segments.reshape(-1, 3)]
         for _, kind, size, poses in self.geoms:
             if kind != "plane":
-                reach = float(np.abs(size).sum())
+                size = np.asarray(size)
+                reach = float(np.linalg.norm(size, axis=1).max() if kind == "mesh" else np.abs(size).sum())
                 xyz += [poses[:, :3, 3] + reach, poses[:, :3, 3] - reach]
         xyz = np.concatenate(xyz)
         lo, hi = xyz.min(axis=0), xyz.max(axis=0)
