@@ -268,24 +268,33 @@ def _evaluate_jit(settings):
 class RunSettings(NamedTuple):
     """One optimiser run: ``budget_s`` of wall time from before its first compilation; Adam's ``learning_rate``
     (in the unconstrained coordinates u); CMA-ES's ``population`` and ``sigma`` (σ₀ in the box scaled to [0, 1]);
-    the ``seed`` of CMA-ES's draws."""
+    the ``seed`` of CMA-ES's draws; ``charge_s``: seconds charged to the run's clock at its start — the
+    compilation of its program measured in an earlier run of the same program in this process (the programs are
+    cached per settings: ``gradient_step``, ``population_evaluation``), so that every run's wall time includes a
+    compilation whether or not it paid it itself; ``max_evaluations``: stop after this many evaluations of J (a
+    population counts as its size) even within the budget."""
     budget_s: float = 120.0
     learning_rate: float = 0.2
     population: int = 8
     sigma: float = 0.2
     seed: int = 0
+    charge_s: float = 0.0
+    max_evaluations: int = 10**9
 
 
 class RunResult(NamedTuple):
     """A run's best design ``x`` and its ``metrics`` (as evaluated during the run), the ``evaluations`` of J
-    (designs × misalignments rollouts = evaluations × B), its ``wall_s`` (compilation included), ``compile_s`` (the
-    first call: compilation and one evaluation), and the trace [(wall s, best J so far, evaluations)]."""
+    (each a batch of B insertions), its ``wall_s`` (compilation included: paid or charged, ``RunSettings``),
+    ``first_s`` (the clock at the end of its first call: compilation, charged or paid, and one evaluation), the
+    objective at the start design ``start`` (NaN where the method does not evaluate it) and the trace
+    [(wall s, best J so far, evaluations)]."""
     method: str
     x: np.ndarray
     metrics: DesignMetrics
     evaluations: int
     wall_s: float
-    compile_s: float
+    first_s: float
+    start: float
     trace: list
 
 
@@ -293,71 +302,86 @@ def _host(metrics):
     return DesignMetrics(*(np.asarray(v) for v in metrics))
 
 
+@functools.lru_cache(maxsize=None)
+def gradient_step(settings: ObjectiveSettings, box: DesignBox = BOX):
+    """(problem, u) ↦ ((J, metrics), ∂J/∂u) at the design box(u): one compiled ``jax.value_and_grad`` (reverse mode
+    through the rollouts), cached per (settings, box)."""
+    def f(problem, u):
+        m = evaluate(problem, to_box(u, box), settings)
+        return m.objective, m
+    return jax.jit(jax.value_and_grad(f, argnums=1, has_aux=True))
+
+
+@functools.lru_cache(maxsize=None)
+def population_evaluation(settings: ObjectiveSettings):
+    """(problem, xs (P, 6)) ↦ the metrics of P designs: ``evaluate`` under one compiled ``vmap``, cached per
+    settings."""
+    return jax.jit(jax.vmap(functools.partial(evaluate, settings=settings), in_axes=(None, 0)))
+
+
 def timed_gradient_run(problem: DesignProblem, x0, settings: ObjectiveSettings = ObjectiveSettings(),
                        run: RunSettings = RunSettings(), box: DesignBox = BOX) -> RunResult:
     """Adam (``design.optimizer.make_optimizer``) on J(box(u)) from ``x0`` for ``run.budget_s`` s of wall time,
-    compilation included: each step one compiled ``jax.value_and_grad`` of J (reverse mode through the rollouts);
-    the run stops at the first step that ends past the budget (so it takes at least one)."""
+    compilation included (``gradient_step``); the run stops at the first step that ends past the budget (so it
+    takes at least one) or at a non-finite gradient."""
+    check_box(box)
     check_design(x0, box, "the start design")
     opt = make_optimizer(OptimizerSettings(optimizer="adam", learning_rate=run.learning_rate))
-
-    def f(u):
-        m = evaluate(problem, to_box(u, box), settings)
-        return m.objective, m
-    t0 = time.perf_counter()
-    step = jax.jit(jax.value_and_grad(f, has_aux=True))
+    t0 = time.perf_counter() - run.charge_s
+    step = gradient_step(settings, box)
     update = jax.jit(opt.update)
     u = from_box(jnp.asarray(x0, jnp.result_type(float)), box)
     state = opt.init(u)
-    best, trace, n, compile_s = (np.inf, None, None), [], 0, None
+    best, trace, n, first, start = (np.inf, np.asarray(x0, float), None), [], 0, None, np.nan
     while True:
-        (value, metrics), g = step(u)
+        (value, metrics), g = step(problem, u)
         value = float(value)
         n += 1
-        compile_s = time.perf_counter() - t0 if compile_s is None else compile_s
+        if first is None:
+            first, start = time.perf_counter() - t0, value
         if np.isfinite(value) and value < best[0]:
             best = (value, np.asarray(to_box(u, box)), _host(metrics))
-        if not bool(jnp.all(jnp.isfinite(g))):
+        trace.append((time.perf_counter() - t0, best[0], n))
+        if not bool(jnp.all(jnp.isfinite(g))) or trace[-1][0] >= run.budget_s or n >= run.max_evaluations:
             break
         updates, state = update(g, state, u)
         u = optax.apply_updates(u, updates)
-        trace.append((time.perf_counter() - t0, best[0], n))
-        if trace[-1][0] >= run.budget_s:
-            break
-    return RunResult("gradient (Adam)", best[1], best[2], n, time.perf_counter() - t0, compile_s, trace)
+    return RunResult("gradient (Adam)", best[1], best[2], n, time.perf_counter() - t0, first, start, trace)
 
 
 def timed_cma_es_run(problem: DesignProblem, x0, settings: ObjectiveSettings = ObjectiveSettings(),
                      run: RunSettings = RunSettings(), box: DesignBox = BOX) -> RunResult:
     """CMA-ES (``cmaes.CMA``: population ``run.population``, σ₀ ``run.sigma`` of the box scaled to [0, 1], mean at
-    ``x0``, the box as its bounds) for ``run.budget_s`` s of wall time, compilation of the population's ``vmap``
-    included; stops at the first generation that ends past the budget."""
+    ``x0``, the box as its bounds; as ``experiments/ckcm_design.py``'s baseline) for ``run.budget_s`` s of wall time,
+    compilation included (``population_evaluation``); stops at the first generation that ends past the budget."""
     from cmaes import CMA
+    check_box(box)
     check_design(x0, box, "the start design")
     lo, hi = np.asarray(box.lower, float), np.asarray(box.upper, float)
-    t0 = time.perf_counter()
-    population = jax.jit(jax.vmap(functools.partial(evaluate, problem, settings=settings)))
+    t0 = time.perf_counter() - run.charge_s
+    population = population_evaluation(settings)
     cma = CMA(mean=(np.asarray(x0, float) - lo) / (hi - lo), sigma=run.sigma, bounds=np.tile([0.0, 1.0], (lo.size, 1)),
               seed=run.seed, population_size=run.population)
-    best, trace, n, compile_s = (np.inf, None, None), [], 0, None
+    best, trace, n, first = (np.inf, np.asarray(x0, float), None), [], 0, None
     while True:
         zs = np.array([cma.ask() for _ in range(run.population)])
         xs = lo + (hi - lo) * zs
-        metrics = _host(population(jnp.asarray(xs)))
+        metrics = _host(population(problem, jnp.asarray(xs)))
         n += run.population
-        compile_s = time.perf_counter() - t0 if compile_s is None else compile_s
+        first = time.perf_counter() - t0 if first is None else first
         values = np.where(np.isfinite(metrics.objective), metrics.objective, np.inf)
-        cma.tell(list(zip(zs, np.where(np.isfinite(values), values, 1e30))))
+        cma.tell(list(zip(zs, np.minimum(values, 1e30))))
         k = int(np.argmin(values))
         if values[k] < best[0]:
             best = (float(values[k]), xs[k], DesignMetrics(*(v[k] for v in metrics)))
         trace.append((time.perf_counter() - t0, best[0], n))
-        if trace[-1][0] >= run.budget_s:
+        if trace[-1][0] >= run.budget_s or n >= run.max_evaluations:
             break
-    return RunResult("CMA-ES", best[1], best[2], n, time.perf_counter() - t0, compile_s, trace)
+    return RunResult("CMA-ES", best[1], best[2], n, time.perf_counter() - t0, first, np.nan, trace)
 
 
 __all__ = ["VARIABLES", "UNITS", "AssemblyDesignError", "DesignBox", "BOX", "ObjectiveSettings", "DesignProblem",
            "DesignMetrics", "check_box", "check_design", "design_of", "compliance_of", "params_of", "to_box",
            "from_box", "misalignment_batch", "design_problem", "smooth_norm", "evaluate", "objective",
-           "checked_evaluate", "RunSettings", "RunResult", "timed_gradient_run", "timed_cma_es_run"]
+           "checked_evaluate", "RunSettings", "RunResult", "gradient_step", "population_evaluation", "timed_gradient_run",
+           "timed_cma_es_run"]
