@@ -31,7 +31,9 @@ rollouts' worst loop closure, penetration and whether every contact solve conver
 design package (``design.optimizer.make_optimizer``) on J(box(u)) with the value and gradient of one compiled
 ``jax.value_and_grad``; CMA-ES (Hansen's ``cmaes`` package, as ``experiments/ckcm_design.py``) evaluates each
 generation's population in one compiled ``vmap``. Each run gets the same wall-time budget, counted from before its
-first compilation; both keep the best design they evaluated. ``experiments/ckcm_assembly_design.py`` runs it.
+first compilation (a run that reuses a program compiled earlier in the process is charged that compilation's
+measured time: ``RunSettings.charge_s``); both keep the best design they evaluated.
+``experiments/ckcm_assembly_design.py`` runs it.
 
 Bad input is named before anything compiles (``check_design``, ``design_problem``): a base task that
 ``assembly.check_task`` refuses (an interference fit, a non-positive-definite stiffness, a compliance centre that is
