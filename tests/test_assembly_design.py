@@ -6,12 +6,13 @@
 * bad input is named before anything compiles, through the design path: a non-finite compliance centre and a
   stiffness that is not positive definite in the base task, an interference fit, a design vector with a non-finite
   entry (named by variable) or outside the box, an empty box;
-* (full mode: each of the three programs — value, reverse and forward derivative of the objective over a batch of
-  insertions — takes minutes to compile on two cores) on a window without a mode switch (free motion before
-  contact: every contact slot apart at every stored state of every run, for the design and each of its
-  perturbations) the gradient of the design objective equals central differences to 1e-6 relative; reverse mode
-  (``jax.grad``) equals forward mode (``jax.jacfwd``) there and on a window through contact (the peg lands on the
-  chamfer: slots touching), to 1e-9 relative.
+* (full mode: each of the two programs — the objective over a batch of two insertions with its forward-mode
+  gradient, and its reverse-mode gradient — takes 5 to 15 minutes to compile on the shared two cores) on a window
+  without a mode switch (free descent before contact: every contact slot apart at every stored state of both runs,
+  for the design and each of its perturbations) the gradient of the design objective equals central differences to
+  1e-6 relative; reverse mode (``jax.grad``) equals forward mode (``jvp`` per design variable) there and on a window
+  through contact (the peg lands on the chamfer: slots touching, contact force > 1 N, penetration ≤ 1e-4 m, loop
+  closure ≤ 1e-6 m, every contact solve converged), to 1e-9 relative.
 """
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,7 @@ import pytest
 
 from mrds_jax.ckcm import assembly as A
 from mrds_jax.ckcm import assembly_design as AD
+from mrds_jax.ckcm.design.optimizer import forward_jacobian
 from mrds_jax.ckcm.errors import ComplianceCentreError, StiffnessError
 from mrds_jax.ckcm.peg_hole import PegHoleError
 
@@ -111,15 +113,18 @@ CONTACT = A.Misalignment(jnp.asarray([1e-3, -1e-3]), jnp.asarray([np.radians(0.5
 
 @pytest.fixture(scope="module")
 def compiled():
-    """The objective's value (with its metrics), reverse and forward derivatives, compiled once for a batch of two
-    insertions of 40 ms; the problem (its misalignments) is an argument, so both windows share the programs."""
-    def value(problem, x):
-        return AD.evaluate(problem, x, SETTINGS)
-
+    """Two programs for a batch of two insertions of 40 ms, compiled once (the problem, its misalignments, is an
+    argument, so both windows share them): forward mode with the value and metrics (``design.optimizer``'s
+    ``forward_jacobian``: one directional derivative per design variable, vmapped, the primal once) and reverse
+    mode (``jax.grad``). Each takes minutes to compile on two cores (the full mode's timeout is raised)."""
     def f(problem, x):
-        return AD.objective(problem, x, SETTINGS)
-    return (jax.jit(value), jax.jit(jax.grad(f, argnums=1)),
-            jax.jit(jax.jacfwd(f, argnums=1)))
+        m = AD.evaluate(problem, x, SETTINGS)
+        return m.objective, m
+
+    def forward(problem, x):
+        value, jac, metrics = forward_jacobian(lambda y: f(problem, y), x)
+        return value, jac, metrics
+    return jax.jit(forward), jax.jit(jax.grad(lambda p, x: f(p, x)[0], argnums=1))
 
 
 def _start(misalignment):
@@ -128,33 +133,37 @@ def _start(misalignment):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_gradient_equals_central_differences_on_a_window_without_a_mode_switch(compiled):
-    value, grad, _ = compiled
+    forward, _ = compiled
     problem, x = _start(FREE)
-    g = np.asarray(grad(problem, x))
+    _, g, m0 = forward(problem, x)
+    g = np.asarray(g)
+    assert int(np.max(np.asarray(m0.touching))) == 0 and float(m0.mean_depth) < -4e-3
     h = 1e-5 * np.maximum(np.abs(np.asarray(x)), 1.0)
     fd = np.zeros(6)
     for i in range(6):
-        plus, minus = value(problem, x.at[i].add(h[i])), value(problem, x.at[i].add(-h[i]))
-        for m in (plus, minus):                              # the same contact mode throughout: free motion
+        (plus, _, m_plus), (minus, _, m_minus) = forward(problem, x.at[i].add(h[i])), forward(problem, x.at[i].add(-h[i]))
+        for m in (m_plus, m_minus):                          # the same contact mode throughout: free motion
             assert int(np.max(np.asarray(m.touching))) == 0 and bool(m.converged)
-        fd[i] = (float(plus.objective) - float(minus.objective)) / (2 * h[i])
-    m0 = value(problem, x)
-    assert int(np.max(np.asarray(m0.touching))) == 0 and float(m0.mean_depth) < -4e-3
+        fd[i] = (float(plus) - float(minus)) / (2 * h[i])
+    print("forward-mode gradient", g, "central differences", fd)
     assert np.all(np.abs(g) > 1e-8)                          # every variable moves the objective
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6 * np.linalg.norm(g))
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("window", ["free", "contact"])
 def test_reverse_mode_equals_forward_mode(compiled, window):
-    value, grad, jacfwd = compiled
+    forward, reverse = compiled
     problem, x = _start(FREE if window == "free" else CONTACT)
-    m = value(problem, x)
+    _, g_fwd, m = forward(problem, x)
     touching = int(np.max(np.asarray(m.touching)))
     assert (touching > 0) == (window == "contact") and bool(m.converged)
     if window == "contact":
         assert float(m.peak_contact) > 1.0 and float(m.penetration) <= 1e-4 and float(m.closure) <= 1e-6
-    g_rev, g_fwd = np.asarray(grad(problem, x)), np.asarray(jacfwd(problem, x))
+    g_rev, g_fwd = np.asarray(reverse(problem, x)), np.asarray(g_fwd)
+    print(window, "reverse", g_rev, "forward", g_fwd)
     assert np.all(np.isfinite(g_rev)) and np.linalg.norm(g_rev) > 0
     np.testing.assert_allclose(g_rev, g_fwd, rtol=1e-9, atol=1e-9 * np.linalg.norm(g_rev))
