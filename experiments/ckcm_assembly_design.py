@@ -17,8 +17,19 @@ program's first call. Each method's program (Adam: one ``value_and_grad``; CMA-E
 is compiled once per process, in seed 0's run; seeds 1 and 2 reuse it and are charged the compilation time seed 0
 measured (its first call, compilation plus one evaluation) at the start of their clock (``RunSettings.charge_s``).
 
-Measured (2026-11-27, the shared 2-core CPU at load 5-8, ``--quick``: B = 4, 50 steps of 2 ms, budget 240 s per
-run): see the numbers quoted in the report; quick mode took about 15 min in all.
+Measured (2026-11-27, the shared 2-core CPU at load 7-10, run with the tests' XLA_FLAGS
+"--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"; ``--quick``: B = 4, 50 steps of 2 ms,
+240 s per run; experiments/out/ckcm_assembly_design_quick.md): the quick mode did NOT run in a few minutes — it took
+2859 s, and its comparison is dominated by compilation. Adam's first call (tracing and compiling the reverse-mode
+program through 50 contact steps, one evaluation) took 1024 s, four times the budget, so every Adam run stopped
+after evaluating its start design (seeds 0/1/2: J = −0.598/−0.659/−0.677, half the misalignments inserted by
+T = 0.1 s). CMA-ES's first call (the population's ``vmap``, no derivative) took 767 s; each run got one generation of
+8 designs, whose best was better than the start (J = −0.863/−0.844/−0.852; inserted 0.75/0.50/0.50; mean depth at T
+1.9-2.0 mm against 1.4-1.6 mm; peak contact force 29-33 N against 49-88 N). So at budgets below the gradient's
+compilation time the gradient-free method wins by default; the comparison the issue asks for needs budgets well
+above the ~17 min first call on this machine (the full mode's 900 s is still below it under this load). At the
+designs found the worst penetration was 8.2e-4 m (above the 1e-4 m the other checks allow: not investigated),
+loop closure ≤ 8.4e-8 m, every contact solve converged.
 """
 import argparse
 import time
