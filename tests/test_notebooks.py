@@ -35,6 +35,10 @@ NOTEBOOK_SETUP = {
         images=2,                                   # slide/mass/force scatter, histograms
         files={fast: {"touchdown_monte_carlo.png": 5_000, "touchdown_histograms.png": 5_000, "summary.json": 100}
                for fast in (True, False)}),
+    "ckcm_assembly.ipynb": dict(
+        fast_env="ASM_NOTEBOOK_FAST", out_env="ASM_NOTEBOOK_OUT",
+        images=1,                                   # the insertion (full mode: and the design steps)
+        files={True: {"insertion.png": 5_000}, False: {"insertion.png": 5_000, "design_steps.png": 5_000}}),
     "flexible_links.ipynb": dict(
         fast_env="FLEX_NOTEBOOK_FAST", out_env="FLEX_NOTEBOOK_OUT",
         images=4,                                   # modes, System 2a, System 6a, animation

@@ -140,15 +140,12 @@ class DesignSpace:
         return jnp.stack([jnp.asarray(variable_value(params, name, self.per_leg)) for name in self.free])
 
     def to_box(self, u):
-        """x = lower + (upper − lower) σ(u)."""
-        lo, hi = (jnp.asarray(b, jnp.result_type(u)) for b in self.bounds())
-        return lo + (hi - lo) * jax.nn.sigmoid(u)
+        """x = lower + (upper − lower) σ(u) (``box_of_unconstrained``)."""
+        return box_of_unconstrained(u, *self.bounds())
 
     def from_box(self, x):
         """u = logit((x − lower)/(upper − lower)); x must lie strictly inside the box."""
-        lo, hi = (jnp.asarray(b, jnp.result_type(x)) for b in self.bounds())
-        s = (x - lo) / (hi - lo)
-        return jnp.log(s) - jnp.log1p(-s)
+        return unconstrained_of_box(x, *self.bounds())
 
     # --- checks (eager) --------------------------------------------------------------------------------
     def check_inside(self, x, what="design"):
@@ -166,6 +163,20 @@ class DesignSpace:
     def describe(self, x):
         """{name: value in display units} of a design vector."""
         return {n: display_value(n, v) for n, v in zip(self.free, np.asarray(x, float))}
+
+
+def box_of_unconstrained(u, lower, upper):
+    """x = lower + (upper − lower) σ(u), σ the logistic function: every real u maps strictly inside the box
+    [lower, upper] (module docstring), smoothly."""
+    lo, hi = (jnp.asarray(b, jnp.result_type(u)) for b in (lower, upper))
+    return lo + (hi - lo) * jax.nn.sigmoid(u)
+
+
+def unconstrained_of_box(x, lower, upper):
+    """u = logit((x − lower)/(upper − lower)), the inverse of ``box_of_unconstrained``; x strictly inside."""
+    lo, hi = (jnp.asarray(b, jnp.result_type(x)) for b in (lower, upper))
+    s = (x - lo) / (hi - lo)
+    return jnp.log(s) - jnp.log1p(-s)
 
 
 def _per_leg_target(name):
