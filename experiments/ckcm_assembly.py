@@ -38,6 +38,9 @@ from mrds_jax.montecarlo import Uniform, run_monte_carlo  # noqa: E402
 RANGES = dict(lateral=(-6e-3, 6e-3), angular=(np.radians(-3.0), np.radians(3.0)), friction=(0.1, 0.6),
               clearance=(1e-4, 5e-4), centre=(0.0, 0.4))
 NEAR_TIP, FAR = 0.1, 0.25        # m: compliance centres counted as "at the tip" and "far behind it"
+STANDOFF = 0.011                 # m: the tip above the mouth at t = 0, more than the peg's radius (10 mm): the end
+                                 # sphere starts clear of the mouth and the chamfer whatever the lateral error
+TARGET = 0.025                   # m: the tip's depth below the mouth that counts as inserted (hole 50 mm deep)
 
 
 def spec():
@@ -52,12 +55,19 @@ def make_task(dt, n_steps, decimation, params):
             peg_hole=base.peg_hole._replace(friction=s["friction"], clearance=s["clearance"]),
             compliance=base.compliance._replace(centre=s["centre"], insertion_speed=jnp.asarray(0.1),
                                                 insertion_force=jnp.asarray(30.0)),
-            misalignment=A.Misalignment(s["lateral"], s["angular"], jnp.asarray(0.005)))
+            misalignment=A.Misalignment(s["lateral"], s["angular"], jnp.asarray(STANDOFF)),
+            target_depth=jnp.asarray(TARGET))
         run = A.insertion(params, t, dt, n_steps, decimation)
         o = A.outcome_of(run, t)
+        traj = run.trajectory
         return dict(outcome=o.code.astype(jnp.float64), time=o.time, peak_contact=o.peak_contact,
                     peak_actuator=o.peak_actuator, depth=o.depth, closure=o.closure, penetration=o.penetration,
-                    converged=o.converged.astype(jnp.float64), lateral=s["lateral"], angular=s["angular"],
+                    converged=o.converged.astype(jnp.float64),
+                    unconverged=jnp.sum(~traj.converged).astype(jnp.float64),
+                    overflow=jnp.any(traj.overflow).astype(jnp.float64),
+                    iterations_max=jnp.max(traj.iterations_max).astype(jnp.float64),
+                    iterations_mean=jnp.mean(traj.iterations_mean[1:]),
+                    lateral=s["lateral"], angular=s["angular"],
                     friction=s["friction"], clearance=s["clearance"], centre=s["centre"])
     return task
 
@@ -66,7 +76,8 @@ def traces(params, dt, n_steps, decimation, cases):
     """Insertion records of a few named cases (one vmapped batch)."""
     base = A.default_task()
     tasks = [base._replace(compliance=base.compliance._replace(centre=jnp.asarray(c), insertion_speed=jnp.asarray(0.1)),
-                           misalignment=A.Misalignment(jnp.asarray(lat), jnp.asarray(ang), jnp.asarray(0.005)))
+                           misalignment=A.Misalignment(jnp.asarray(lat), jnp.asarray(ang), jnp.asarray(STANDOFF)),
+                           target_depth=jnp.asarray(TARGET))
              for _, lat, ang, c in cases]
     batch = jax.tree.map(lambda *x: jnp.stack(x), *tasks)
     run = jax.jit(jax.vmap(lambda t: A.insertion(params, t, dt, n_steps, decimation)))(batch)
@@ -93,6 +104,19 @@ def plot_success_map(m, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def design_section(quick):
+    """The design comparison (gradient through the contact rollouts vs CMA-ES at equal wall time) as report lines,
+    from ``experiments/ckcm_assembly_design.py``'s ``design_section(quick)`` (written separately); skipped with a
+    line saying so while that module is missing."""
+    try:
+        from ckcm_assembly_design import design_section as section
+    except ImportError as e:
+        if getattr(e, "name", None) != "ckcm_assembly_design":
+            raise
+        return ["", "Design comparison: not run (experiments/ckcm_assembly_design.py is missing)."]
+    return ["", *section(quick)]
 
 
 def main(argv=None):
@@ -147,9 +171,13 @@ def main(argv=None):
                      f"{m['peak_actuator'][k].mean():.1f} / {m['peak_actuator'][k].max():.1f} |")
     lines += ["", f"Worst over all runs: loop closure {m['closure'].max():.2e} m, penetration "
               f"{m['penetration'].max():.2e} m; contact solve converged at every stored step in "
-              f"{int(m['converged'].sum())} of {m['converged'].size} runs.", "",
+              f"{int(m['converged'].sum())} of {m['converged'].size} runs ({int(m['unconverged'].sum())} stored "
+              f"steps with an unconverged step in all); buffer overflow in {int(m['overflow'].sum())} runs; ADMM "
+              f"iterations per step: mean {m['iterations_mean'].mean():.1f}, most {int(m['iterations_max'].max())} "
+              f"(runs whose worst step took over 1000: {int((m['iterations_max'] > 1000).sum())}).", "",
               f"Plots: {out.stem}_success_map.png (outcome over lateral × angular error, by compliance centre), "
               f"{out.stem}_traces.png (depth, contact force and actuator force of three insertions)."]
+    lines += design_section(args.quick)
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
