@@ -126,18 +126,21 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=None, help="how many insertions (overrides the mode's)")
     ap.add_argument("--chunk", type=int, default=128, help="insertions per compiled batch")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--duration", type=float, default=0.4, help="seconds of each insertion (0.4; 0.6 lets the "
+                    "slow jams stall, see the docstring)")
     ap.add_argument("--checkpoint", default=None, help="folder of the resumable chunks (default: beside --out)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     n = args.n or (1024 if args.quick else 10_000)
-    dt, duration, decimation = 2e-3, 0.4, 10
+    dt, duration, decimation = 2e-3, args.duration, 10
     n_steps = int(round(duration / dt))
     params = ckcm.nominal()
     checkpoint = args.checkpoint or str(out.with_suffix("")) + "_chunks"
     t0 = time.perf_counter()
     result = run_monte_carlo(make_task(dt, n_steps, decimation, params), spec(), n, seed=args.seed,
-                             chunk_size=args.chunk, checkpoint_dir=checkpoint, tag="ckcm_assembly v1")
+                             chunk_size=args.chunk, checkpoint_dir=checkpoint,
+                             tag=f"ckcm_assembly v2 duration={duration}")
     wall = time.perf_counter() - t0
     m = {k: np.asarray(v) for k, v in result.metrics.items()}
     ok = ~result.failed
