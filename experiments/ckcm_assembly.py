@@ -28,7 +28,7 @@ the step's velocity scale, ≤ 5e-7 m/s, at most 8 contact slots per step instea
 Measured (2026-11-27, the shared 2-core CPU at load 8-11 from five sessions; ``/usr/bin/time``):
 ``python experiments/ckcm_assembly.py --quick --out /tmp/asm/quick.md`` ran the 1024 insertions in 2030 s wall
 (34.5 min, 1023 s of CPU time: the process got 49 % of one core's worth of the machine; 8 chunks of 128, the first
-463 s with the compilation, the others 190-330 s) plus the three force traces. Not the ≤ 15 min asked for on this
+463 s with the compilation, the others 144-400 s) plus the three force traces. Not the ≤ 15 min asked for on this
 loaded machine; about 17 min of CPU time in all. Every run converged at every stored step (0 unconverged steps),
 no buffer overflow, worst loop closure 3.0e-7 m, worst penetration 1.2e-7 m; ADMM iterations per step: mean 36.5,
 most 3379 (110 runs had a step over 1000: the jams). The table (seed 0):
