@@ -46,7 +46,7 @@ end (``moving``), so this table does not show Whitney's guideline yet; the RCC t
 needs 0.6 s for its jams to stall. ``--quick --duration 0.6`` (started at load 1-4, stopped at the deadline after 3
 of its 8 chunks, 12.5 min wall, the first chunk 346 s with compilation, then 190-217 s a chunk: about 25 min for the
 1024) gave on its first 384 insertions: inserted 172, jammed 121, wedged 17, blocked 9, moving 65; with the centre
-< 0.1 m behind the tip 47 / 9 / 2 / 9 / 49 of 116, > 0.25 m behind 50 / 62 / 9 / 0 / 3 of 124 (jams 2 % vs 57 %);
+< 0.1 m behind the tip 47 / 9 / 2 / 9 / 49 of 116, > 0.25 m behind 50 / 62 / 9 / 0 / 3 of 124 (jammed or wedged: 9 % vs 57 %);
 all converged, no overflow, closure ≤ 3.1e-7 m, penetration ≤ 1.2e-7 m. Still moving at the tip: 49 of 116. The peak contact forces (kN) are the
 first touch at the reference's 10 cm/s: the mean force of a 2 ms step's impact impulse.
 """
