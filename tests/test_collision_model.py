@@ -224,3 +224,37 @@ def test_slots_grouped_by_pair_kind_keep_pair_order():
         np.testing.assert_allclose(np.asarray(getattr(slots, field), dtype=float),
                                    np.concatenate([np.asarray(getattr(e, field), dtype=float) for e in expected]),
                                    atol=1e-12, err_msg=field)
+
+
+def test_a_contact_on_an_edge_two_boxes_share_is_one_slot():
+    """A chamfered wall made of boxes (the wall below the chamfer, and the chamfer's wedge turned 45° about y, whose
+    lower edge is the wall's top inner edge): a capsule's end sphere r + d from that shared edge, from a direction
+    between the wall's and the chamfer's normals, touches the wall at one point, the edge, at distance d (the
+    union's nearest point: analytic). Each box's narrow phase reports that contact (the raw slots: twice, same
+    point, normal and gap); the model keeps one of them (two equal cones at one point are one cone: the copy
+    only made the Delassus matrix singular)."""
+    R, T, D, w, L = 0.0102, 0.02, 0.05, 0.003, 0.04
+    t = w / np.sqrt(2.0)
+    wall = box("wall", None, None, (T / 2, L, (D - w) / 2), position=(R + T / 2, 0.0, -(D + w) / 2))
+    wedge = box("wedge", None, None, (w / np.sqrt(2.0), L, t / 2),
+                position=(R + w / 2 + t / 2 / np.sqrt(2.0), 0.0, -w / 2 - t / 2 / np.sqrt(2.0)),
+                rotation=np.array([[np.cos(-np.pi / 4), 0, np.sin(-np.pi / 4)], [0, 1, 0],
+                                   [-np.sin(-np.pi / 4), 0, np.cos(-np.pi / 4)]]))
+    r, d = 0.01, 2e-5
+    u = np.array([-1.0, 0.0, 0.2]) / np.linalg.norm([-1.0, 0.0, 0.2])   # between −x and (−1, 0, 1)/√2
+    edge = np.array([R, 0.0, -w])
+    tip = edge + (r + d) * u
+    peg = capsule("peg", "ball", "c", r, 0.03, position=(0.0, 0.0, 0.03))
+    model = collision_model([peg, wall, wedge], MODULES)
+    poses = [geom_world_pose(peg, jnp.eye(3), jnp.asarray(tip)), geom_world_pose(wall), geom_world_pose(wedge)]
+    raw = [collide("capsule", "box", *poses[0], peg.size, *poses[k], model.geoms[k].size) for k in (1, 2)]
+    raw_gap = np.concatenate([np.asarray(s.gap)[np.asarray(s.valid)] for s in raw])
+    assert np.sum(np.abs(raw_gap - d) < 1e-12) >= 2                           # each box reports the edge contact
+    slots = jax.jit(contact_slots)(model, poses)
+    gap, valid = np.asarray(slots.gap), np.asarray(slots.valid)
+    near = valid & (gap < d + 1e-6)
+    assert near.sum() == 1, gap[valid]
+    k = int(np.flatnonzero(near)[0])
+    np.testing.assert_allclose(gap[k], d, atol=1e-12)
+    np.testing.assert_allclose(abs(np.dot(np.asarray(slots.frame[k, 0]), u)), 1.0, atol=1e-12)
+    np.testing.assert_allclose(np.min(gap[valid]), d, atol=1e-12)           # the nearest distance is kept

@@ -338,9 +338,11 @@ def contact_slots(model, geom_poses):
                                                         stack(1, 1), sizes(1))
         parts.append(out)
     order = _slot_order(model, groups)
-    fields = [jnp.concatenate([getattr(p, f).reshape((-1,) + getattr(p, f).shape[2:]) for p in parts])[order]
-              for f in ("gap", "point", "frame", "valid")]
-    return SlotSet(*fields, friction=model.friction[slot_pair], restitution=model.restitution[slot_pair],
+    gap, point, frame, valid = [jnp.concatenate([getattr(p, f).reshape((-1,) + getattr(p, f).shape[2:])
+                                                 for p in parts])[order] for f in ("gap", "point", "frame", "valid")]
+    friction = model.friction[slot_pair]
+    valid = valid & ~coincident_slots(model, gap, point, frame[:, 0], friction, valid)
+    return SlotSet(gap, point, frame, valid, friction=friction, restitution=model.restitution[slot_pair],
                    pair=jnp.asarray(slot_pair))
 
 
@@ -351,6 +353,41 @@ def stacked_sizes(sizes):
         return jnp.stack(sizes)
     count = max(jnp.shape(s)[0] for s in sizes)
     return jnp.stack([jnp.concatenate([s, jnp.repeat(s[-1:], count - jnp.shape(s)[0], axis=0)]) for s in sizes])
+
+
+COINCIDENT_TOL = 1e-9    # slots whose points (m, relative to 1 + their distance from the origin), normals (1 − cos)
+                         # and gaps (m) agree within this (floored at 64 ulp of the dtype) are one contact
+
+
+def _slot_bodies(model):
+    """(n_slots,) static key of the two rigid carriers of every slot: the (module, operational point) of each of its
+    pair's geoms, the ground as None (two geoms on one frame, or both on the ground, move together)."""
+    carrier = lambda g: None if g.is_ground else (g.module, g.frame)
+    keys = {}
+    return np.array([keys.setdefault((carrier(model.geoms[i]), carrier(model.geoms[j])), len(keys))
+                     for (i, j), n in zip(model.pairs, model.slots) for _ in range(n)], dtype=np.int32)
+
+
+def coincident_slots(model, gap, point, normal, friction, valid):
+    """(n_slots,) bool: the slots that repeat an earlier valid slot of the same two carriers (:func:`_slot_bodies`)
+    with the same point, normal, gap and friction (within :data:`COINCIDENT_TOL`). Such a slot is the same physical
+    contact twice — the capsule on the edge shared by two boxes of one fixed part (a chamfered wall's wedge and the
+    wall below it), a capsule–box edge slot whose nearest axis point is an end of the axis (where the end slot is) —
+    and its rows would be exact copies of the first's: a singular Delassus matrix whose split of the impulse between
+    the copies is undetermined, which ADMM resolves only slowly. Dropping the copy changes no motion (two equal
+    Coulomb cones at one point and frame add up to the same cone). Static which slots are compared (same carriers),
+    traced whether they coincide."""
+    bodies = _slot_bodies(model)
+    later, earlier = np.nonzero((bodies[:, None] == bodies[None, :]) & np.tri(len(bodies), k=-1, dtype=bool))
+    if not later.size:
+        return jnp.zeros(len(bodies), bool)
+    tol = jnp.maximum(COINCIDENT_TOL, 64 * jnp.finfo(gap.dtype).eps)
+    scale = 1.0 + jnp.maximum(jnp.max(jnp.abs(point[later]), axis=-1), jnp.max(jnp.abs(point[earlier]), axis=-1))
+    same = (valid[earlier] & (jnp.max(jnp.abs(point[later] - point[earlier]), axis=-1) <= tol * scale)
+            & (1.0 - jnp.sum(normal[later] * normal[earlier], axis=-1) <= tol)
+            & (jnp.abs(gap[later] - gap[earlier]) <= tol * scale)
+            & (jnp.abs(friction[later] - friction[earlier]) <= tol))
+    return jnp.zeros(len(bodies), bool).at[later].max(same)
 
 
 def pair_groups(model):
