@@ -378,7 +378,15 @@ def coincident_slots(model, gap, point, normal, friction, valid):
     Coulomb cones at one point and frame add up to the same cone). Static which slots are compared (same carriers),
     traced whether they coincide."""
     bodies = _slot_bodies(model)
-    later, earlier = np.nonzero((bodies[:, None] == bodies[None, :]) & np.tri(len(bodies), k=-1, dtype=bool))
+    pair = np.repeat(np.arange(len(model.pairs)), model.slots)
+    # across different geom pairs, and within a capsule–box pair (its edge slots clamped to an end repeat the end
+    # slot); not within other pairs: a deep box–box overlap's corner slots can coincide, and dropping them slowed
+    # its position correction (tests/test_contact_hardening.py::test_deep_box_overlaps_separate_without_throwing)
+    kinds = [frozenset((model.geoms[i].kind, model.geoms[j].kind)) for i, j in model.pairs]
+    repeats_itself = np.array([k == frozenset(("capsule", "box")) for k in kinds] or [False])[pair]
+    later, earlier = np.nonzero((bodies[:, None] == bodies[None, :])
+                                & ((pair[:, None] != pair[None, :]) | repeats_itself[:, None])
+                                & np.tri(len(bodies), k=-1, dtype=bool))
     if not later.size:
         return jnp.zeros(len(bodies), bool)
     tol = jnp.maximum(COINCIDENT_TOL, 64 * jnp.finfo(gap.dtype).eps)
