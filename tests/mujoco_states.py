@@ -1,5 +1,6 @@
 """MuJoCo comparison helpers shared by the MJCF tests: states that satisfy MuJoCo's own equality constraints,
-random configurations in MuJoCo's layout, and the maps between its velocities/accelerations and ours."""
+random configurations in MuJoCo's layout, the maps between its velocities/accelerations and ours, the mass matrix
+and bias forces against MuJoCo's, and MuJoCo's base height from a keyframe with stiff contacts."""
 import jax.numpy as jnp
 import mujoco
 import numpy as np
@@ -107,3 +108,42 @@ def qdd_to_mujoco(mapping, state, qdd):
             a[fv:fv + 6] = np.concatenate([R @ (a[fv + 3:fv + 6] + np.cross(w, vb)), a[fv:fv + 3]])
         out[di] = a
     return out
+
+
+def assert_mass_matrix_and_bias_equal_mujoco(module, mapping, model, rng, n_states=3, atol=1e-9):
+    """Our mass matrix and bias forces of ``module`` equal MuJoCo's (``mj_fullM``, ``qfrc_bias``) at ``n_states``
+    random states: ours are in our velocity coordinates v, MuJoCo's in qvel = T v, so M = Tᵀ M_mj T and
+    b = Tᵀ (b_mj + M_mj Ṫv)."""
+    import jax
+    from mrds_jax.dynamics.crba import mass_matrix
+    from mrds_jax.dynamics.rnea import nonlinear_effects
+    data = mujoco.MjData(model)
+    ours = jax.jit(lambda q, v: (mass_matrix(module, q), nonlinear_effects(module, q, v)))
+    for _ in range(n_states):
+        qpos, qvel = random_qpos(model, rng), rng.uniform(-2, 2, model.nv)
+        state = mapping.state(qpos, qvel)
+        data.qpos[:], data.qvel[:] = mapping.to_mujoco(state)
+        mujoco.mj_forward(model, data)
+        M_mj = np.zeros((model.nv, model.nv))
+        mujoco.mj_fullM(model, data, M_mj)
+        T = velocity_map(mapping, state)
+        Tdot_v = np.asarray(qdd_to_mujoco(mapping, state, (jnp.zeros(model.nv),)))
+        M, b = ours(state.q[0], state.v[0])
+        np.testing.assert_allclose(M, T.T @ M_mj @ T, atol=atol, rtol=0)
+        np.testing.assert_allclose(b, T.T @ (data.qfrc_bias + M_mj @ Tdot_v), atol=atol, rtol=0)
+
+
+def mujoco_base_heights(model, keyframe, dt, n_steps, every):
+    """MuJoCo's run of ``model`` from ``keyframe`` with stiff contacts (``solref`` time constant 2 ms, the time
+    constant of a 2 ms step), ``n_steps`` of ``dt``: the free base's height at the start and every ``every`` steps.
+    Changes ``model``'s timestep and solref in place."""
+    model.opt.timestep = dt
+    model.geom_solref[:] = [0.002, 1.0]
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, model.key(keyframe).id)           # its qpos, qvel and ctrl
+    z = [data.qpos[2]]
+    for i in range(n_steps):
+        mujoco.mj_step(model, data)
+        if (i + 1) % every == 0:
+            z.append(data.qpos[2])
+    return np.array(z)

@@ -14,17 +14,13 @@ import warnings
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
-import mujoco
 import numpy as np
 import pytest
 
 from mrds_jax import system as S
-from mrds_jax.dynamics.crba import mass_matrix
-from mrds_jax.dynamics.rnea import nonlinear_effects
 from mrds_jax.loaders.mjcf import compile_mjcf, load_mjcf
 from mrds_jax.system.timestepping import limit_rows
-from mujoco_states import qdd_to_mujoco, random_qpos, velocity_map
+from mujoco_states import assert_mass_matrix_and_bias_equal_mujoco, mujoco_base_heights
 
 jax.config.update("jax_enable_x64", True)
 PATH = Path(__file__).parent / "data" / "go1.xml"
@@ -55,36 +51,13 @@ def test_go1_loads_its_servos_limits_and_cylinder_pairs(go1):
 def test_go1_mass_matrix_and_bias_forces_equal_mujoco(go1):
     system, mapping, _, model, _ = go1
     (module,) = system.modules
-    data = mujoco.MjData(model)
-    ours = jax.jit(lambda q, v: (mass_matrix(module, q), nonlinear_effects(module, q, v)))
-    rng = np.random.default_rng(1)
-    for _ in range(3):
-        qpos, qvel = random_qpos(model, rng), rng.uniform(-2, 2, model.nv)
-        state = mapping.state(qpos, qvel)
-        data.qpos[:], data.qvel[:] = mapping.to_mujoco(state)
-        mujoco.mj_forward(model, data)
-        M_mj = np.zeros((model.nv, model.nv))
-        mujoco.mj_fullM(model, data, M_mj)
-        T = velocity_map(mapping, state)
-        Tdot_v = np.asarray(qdd_to_mujoco(mapping, state, (jnp.zeros(model.nv),)))
-        M, b = ours(state.q[0], state.v[0])
-        np.testing.assert_allclose(M, T.T @ M_mj @ T, atol=1e-9, rtol=0)
-        np.testing.assert_allclose(b, T.T @ (data.qfrc_bias + M_mj @ Tdot_v), atol=1e-9, rtol=0)
+    assert_mass_matrix_and_bias_equal_mujoco(module, mapping, model, np.random.default_rng(1))
 
 
 def mujoco_trunk_heights():
     model, _ = compile_mjcf(str(PATH), True)
-    model.opt.timestep = DT
-    model.geom_solref[:] = [0.002, 1.0]                     # stiff: the time constant of a 2 ms step
     model.dof_frictionloss[:] = 0.0                         # not modelled here (the load warning names it)
-    data = mujoco.MjData(model)
-    mujoco.mj_resetDataKeyframe(model, data, model.key("home").id)
-    z = [data.qpos[2]]
-    for i in range(N):
-        mujoco.mj_step(model, data)
-        if (i + 1) % EVERY == 0:
-            z.append(data.qpos[2])
-    return np.array(z), model.key("home").ctrl.copy()
+    return mujoco_base_heights(model, "home", DT, N, EVERY), model.key("home").ctrl.copy()
 
 
 @pytest.mark.slow

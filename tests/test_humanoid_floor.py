@@ -14,24 +14,11 @@ import pytest
 
 from mrds_jax import system as S
 from mrds_jax.loaders.mjcf import load_mjcf
+from mujoco_states import mujoco_base_heights
 
 jax.config.update("jax_enable_x64", True)
 PATH = Path(__file__).parent / "data" / "humanoid.xml"
 DT, N, EVERY = 2e-3, 500, 25
-
-
-def mujoco_base_heights():
-    model = mujoco.MjModel.from_xml_path(str(PATH))
-    model.opt.timestep = DT
-    model.geom_solref[:] = [0.002, 1.0]                     # stiff: the time constant of a 2 ms step
-    data = mujoco.MjData(model)
-    mujoco.mj_resetDataKeyframe(model, data, model.key("squat").id)
-    z = [data.qpos[2]]
-    for i in range(N):
-        mujoco.mj_step(model, data)
-        if (i + 1) % EVERY == 0:
-            z.append(data.qpos[2])
-    return np.array(z)
 
 
 @pytest.mark.slow
@@ -44,7 +31,7 @@ def test_humanoid_settles_from_its_squat_like_mujoco():
     state = mapping.keyframe_state("squat", system)
     tr = S.simulate(system, state, dt=DT, n_steps=N, decimation=EVERY, forces=forces, check=False)
     z = np.asarray(tr.q[0][:, 2])
-    z_mj = mujoco_base_heights()
+    z_mj = mujoco_base_heights(mujoco.MjModel.from_xml_path(str(PATH)), "squat", DT, N, EVERY)
     gaps = np.asarray(tr.gaps)[:, -system.collision.n_slots:]
     print(f"\nbase height: ours {z[-1]:.4f} m, MuJoCo {z_mj[-1]:.4f} m; largest difference "
           f"{np.abs(z - z_mj).max() * 100:.2f} cm; deepest penetration {-gaps.min():.2e} m; "

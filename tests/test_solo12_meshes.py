@@ -16,16 +16,12 @@ import warnings
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
-import mujoco
 import numpy as np
 import pytest
 
 from mrds_jax import system as S
-from mrds_jax.dynamics.crba import mass_matrix
-from mrds_jax.dynamics.rnea import nonlinear_effects
 from mrds_jax.loaders.mjcf import compile_mjcf, load_mjcf
-from mujoco_states import qdd_to_mujoco, random_qpos, velocity_map
+from mujoco_states import assert_mass_matrix_and_bias_equal_mujoco, mujoco_base_heights
 
 jax.config.update("jax_enable_x64", True)
 PATH = Path(__file__).parent / "data" / "solo12.xml"
@@ -53,35 +49,7 @@ def test_solo12_loads_every_mesh_and_pair(solo):
 def test_solo12_mass_matrix_and_bias_forces_equal_mujoco(solo):
     system, mapping, _, model = solo
     (module,) = system.modules
-    data = mujoco.MjData(model)
-    ours = jax.jit(lambda q, v: (mass_matrix(module, q), nonlinear_effects(module, q, v)))
-    rng = np.random.default_rng(12)
-    for _ in range(3):
-        qpos, qvel = random_qpos(model, rng), rng.uniform(-2, 2, model.nv)
-        state = mapping.state(qpos, qvel)
-        data.qpos[:], data.qvel[:] = mapping.to_mujoco(state)
-        mujoco.mj_forward(model, data)
-        M_mj = np.zeros((model.nv, model.nv))
-        mujoco.mj_fullM(model, data, M_mj)
-        T = velocity_map(mapping, state)
-        Tdot_v = np.asarray(qdd_to_mujoco(mapping, state, (jnp.zeros(model.nv),)))
-        M, b = ours(state.q[0], state.v[0])
-        np.testing.assert_allclose(M, T.T @ M_mj @ T, atol=1e-9, rtol=0)
-        np.testing.assert_allclose(b, T.T @ (data.qfrc_bias + M_mj @ Tdot_v), atol=1e-9, rtol=0)
-
-
-def mujoco_base_heights():
-    model, _ = compile_mjcf(str(PATH), True)
-    model.opt.timestep = DT
-    model.geom_solref[:] = [0.002, 1.0]                     # stiff: the time constant of a 2 ms step
-    data = mujoco.MjData(model)
-    mujoco.mj_resetDataKeyframe(model, data, model.key("standing").id)
-    z = [data.qpos[2]]
-    for i in range(N):
-        mujoco.mj_step(model, data)
-        if (i + 1) % EVERY == 0:
-            z.append(data.qpos[2])
-    return np.array(z)
+    assert_mass_matrix_and_bias_equal_mujoco(module, mapping, model, np.random.default_rng(12))
 
 
 @pytest.mark.slow
@@ -94,7 +62,7 @@ def test_solo12_lies_down_from_standing_like_mujoco(solo):
     tr = S.simulate(system, state, dt=DT, n_steps=N, decimation=EVERY, forces=forces, check=False)
     z = np.asarray(tr.q[0][:, 2])
     elapsed = time.perf_counter() - start
-    z_mj = mujoco_base_heights()
+    z_mj = mujoco_base_heights(compile_mjcf(str(PATH), True)[0], "standing", DT, N, EVERY)
     gaps = np.asarray(tr.gaps)[:, -system.collision.n_slots:]
     print(f"\nSolo-12, 1 s at dt = {DT} s: {elapsed:.1f} s wall (compile included); base height ours {z[-1]:.4f} m, "
           f"MuJoCo {z_mj[-1]:.4f} m; largest difference {np.abs(z - z_mj).max() * 100:.2f} cm; deepest "
