@@ -262,23 +262,25 @@ from mrds_jax.viz.viewer import find_browser  # noqa: E402
 @pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(find_browser() is None, reason="needs a headless Chromium: apt-get install chromium")
-def test_flight_viewer_shows_the_platform_above_the_floor_with_a_title(flight, tmp_path):
-    """A screenshot of the page in headless Chromium: the floor (light grey-beige) is drawn, the payload's sticks
-    (module 7, grey #7f7f7f) lie above most of the floor's pixels, and the title box (dark text on white, top
-    left) is there."""
+def test_flight_viewer_shows_the_platform_on_its_legs_with_a_title_and_no_floor(flight, tmp_path):
+    """A screenshot of the page in headless Chromium: the flight's model has no plane, so no floor is drawn (no
+    collision geom, no other object, no grid, no floor-coloured pixels); the payload's sticks (module 7, grey
+    #7f7f7f) lie above most of the legs' pixels (orange, green, brown: red or green well over blue, unlike the
+    blue sky), and the title box (dark text on white, top left) is there."""
     from PIL import Image
 
-    from mrds_jax.viz.viewer import screenshot
+    from mrds_jax.viz.viewer import render_viewer
     out, _ = flight
-    png = screenshot(out / "viewer.html", tmp_path / "flight.png", size=(800, 600), wait_ms=3000)
+    png, drawn = render_viewer(out / "viewer.html", tmp_path / "flight.png", size=(800, 600), wait_ms=3000)
+    assert drawn["geoms"] == {} and drawn["others"] == [] and not drawn["grid"], drawn
     img = np.asarray(Image.open(png).convert("RGB")).astype(int)
     r, g, b = img[..., 0], img[..., 1], img[..., 2]
     floor = (r > 150) & (abs(r - g) < 12) & (r - b > 3) & (r - b < 30)
     grey = (abs(r - 127) < 25) & (abs(g - 127) < 25) & (abs(b - 127) < 25)
+    legs = (r > b + 40) | (g > b + 40)
     rows = np.arange(img.shape[0])[:, None] * np.ones(img.shape[1], int)
-    assert floor.sum() > 20000 and grey.sum() > 200, (floor.sum(), grey.sum())
-    assert np.median(rows[grey]) < np.median(rows[floor]), (np.median(rows[grey]), np.median(rows[floor]))
+    assert floor.sum() < 50 and grey.sum() > 200 and legs.sum() > 200, (floor.sum(), grey.sum(), legs.sum())
+    assert np.median(rows[grey]) < np.median(rows[legs]), (np.median(rows[grey]), np.median(rows[legs]))
     label = img[5:60, 10:400]
     dark, light = (label.max(axis=-1) < 90).sum(), (label.min(axis=-1) > 200).sum()
     assert dark > 300 and light > 3000, (dark, light)
-    Image.fromarray(img.astype(np.uint8)).save(tmp_path / "checked.png")

@@ -187,3 +187,132 @@ def test_a_subsampled_scene_keeps_its_fields_aligned(incline_scene):
     np.testing.assert_array_equal(half.in_contact(), sc.in_contact()[::2])
     np.testing.assert_array_equal(half.geoms[0][3], sc.geoms[0][3][::2])
     assert scene_commands(half)
+
+
+# --- the contact scenes in a real browser -------------------------------------------------------------------------
+# ``mrds-jax simulate NAME --viewer`` on the ready-made contact scenes, shortened (duration in the copy of the file;
+# no plots), the page rendered in headless Chromium held at one frame: what three.js drew there (the page's own
+# summary, read after its scripts ran) and the screenshot, against the system file and the run's trajectory.npz.
+CONTACT_RUNS = {"box_incline": "0.05 s", "dual_arm_friction_grasp": "0.05 s", "quadruped_ground": "0.03 s"}
+FLOOR_COLOUR = "light grey-beige: r > 150, |r - g| < 12, 3 < r - b < 30"     # the plane's slab, lit (#d8d8d0)
+
+
+def floor_pixels(img):
+    """Where the screenshot shows the plane's colour (:data:`FLOOR_COLOUR`; the sky, the label, the bodies and
+    sticks are not)."""
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    return (r > 150) & (abs(r - g) < 12) & (r - b > 3) & (r - b < 30)
+
+
+@pytest.fixture(scope="module")
+def contact_runs(tmp_path_factory):
+    """name → (output folder): each scene run once, in process, through the command line, on first use."""
+    from mrds_jax.cli import main
+    from mrds_jax.sysfile import example_files
+    folder, done = tmp_path_factory.mktemp("contact_viewer"), {}
+
+    def run(name):
+        if name not in done:
+            text = re.sub(r"^duration = .*$", f'duration = "{CONTACT_RUNS[name]}"', example_files()[name].read_text(),
+                          flags=re.M)
+            short = folder / f"{name}.toml"
+            short.write_text(text.replace("[output]\n", "[output]\nplots = false\n"))
+            args = ["simulate", str(short), "--viewer", "--out", str(folder / name), "--animation", "none",
+                    "--no-progress", "--no-cache"]
+            assert main(args) == 0
+            done[name] = folder / name
+        return done[name]
+    return run
+
+
+def shown_in_browser(out, frame, tmp_path):
+    """The page of a run held at ``frame`` in headless Chromium: (screenshot as an int array, what it drew), and
+    the run's touching slots at that frame (the active set: a normal impulse over the step, hence a force)."""
+    import json
+
+    from PIL import Image
+
+    from mrds_jax.viz.viewer import render_viewer
+    png, drawn = render_viewer(out / "viewer.html", tmp_path / f"{out.name}_{frame}.png", frame=frame)
+    data = np.load(out / "trajectory.npz")
+    assert json.loads((out / "trajectory.json").read_text())["contacts"] == []   # no loop joints: markers = slots
+    active = data["contact/active"]
+    touching = np.flatnonzero(active[frame])
+    # a touching slot carries force, the others none
+    assert (np.linalg.norm(data["contact/forces"][frame], axis=-1) > 0).tolist() == active[frame].tolist()
+    assert drawn["frame"] == frame
+    return np.asarray(Image.open(png).convert("RGB")).astype(int), drawn, touching, active.shape[1]
+
+
+def square_mask(drawn, name, R, size):
+    """The pixels inside the top face of the plane ``name``'s slab (drawn size, drawn centre) turned by R."""
+    from PIL import Image, ImageDraw
+
+    from mrds_jax.viz.viewer import pixel_coordinates
+    lo, hi = drawn["geoms"][name]["box"]
+    centre = drawn["geoms"][name]["pose"][:3, 3]
+    corners = np.array([[x, y, hi[2]] for x, y in [(lo[0], lo[1]), (hi[0], lo[1]), (hi[0], hi[1]), (lo[0], hi[1])]])
+    px = pixel_coordinates(drawn["camera"], corners @ R.T + centre, size)
+    mask = Image.new("1", size)
+    ImageDraw.Draw(mask).polygon([tuple(p) for p in px], fill=1)
+    return np.asarray(mask)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(find_browser() is None, reason="needs a headless Chromium: apt-get install chromium")
+def test_browser_draws_the_incline_at_its_pose_and_only_touching_slots(contact_runs, tmp_path):
+    """``box_incline`` (its file: the plane turned 20° about x) in headless Chromium, at its first frame (no slot
+    has touched yet) and its last (the cube's four corners): the plane three.js drew is turned by exactly
+    R_x(20°), its slab's top face in the plane; the plane's colour fills the projected tilted square in the
+    screenshot (and not a level one: that fit is worse by > 0.1); the contact points and force arrows drawn are
+    the touching slots, none at the first frame; no floor, grid or other object besides the model's geoms."""
+    out = contact_runs("box_incline")
+    theta = np.deg2rad(20.0)
+    R = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(theta), -np.sin(theta)], [0.0, np.sin(theta), np.cos(theta)]])
+    last = round(0.05 / 0.01)                                                  # dt 1 ms, decimation 10
+    for frame in (0, last):
+        img, drawn, touching, n_slots = shown_in_browser(out, frame, tmp_path)
+        assert set(drawn["geoms"]) == {"incline", "cube"} and drawn["others"] == [] and not drawn["grid"]
+        pose, (lo, hi) = drawn["geoms"]["incline"]["pose"], drawn["geoms"]["incline"]["box"]
+        np.testing.assert_allclose(pose[:3, :3], R, atol=1e-6)                 # three.js keys are float32
+        assert abs(np.dot(R[:, 2], pose[:3, :3] @ [0.0, 0.0, hi[2]] + pose[:3, 3])) < 1e-6 * (hi[0] - lo[0])
+        size = (img.shape[1], img.shape[0])
+        floor = floor_pixels(img)
+        iou = {k: (m & floor).sum() / (m | floor).sum()
+               for k, m in (("tilted", square_mask(drawn, "incline", R, size)),
+                            ("level", square_mask(drawn, "incline", np.eye(3), size)))}
+        assert iou["tilted"] > 0.9 and iou["level"] < iou["tilted"] - 0.1, iou
+        assert drawn["contacts"] == drawn["forces"] == touching.tolist(), (drawn, touching)
+        assert len(touching) == (0 if frame == 0 else 4) and n_slots == 4
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(find_browser() is None, reason="needs a headless Chromium: apt-get install chromium")
+def test_browser_draws_the_grasp_without_a_floor_and_only_its_touching_fingertips(contact_runs, tmp_path):
+    """``dual_arm_friction_grasp`` (two arms, a box, four fingertip spheres; no plane) in headless Chromium, at a
+    frame where some but not all of its fingertip slots touch: exactly those contact points and force arrows are
+    drawn; the geoms drawn are the file's five, no floor (no other object, no floor-coloured pixels) and no grid."""
+    out = contact_runs("dual_arm_friction_grasp")
+    active = np.load(out / "trajectory.npz")["contact/active"]
+    some = [k for k, a in enumerate(active) if 0 < a.sum() < a.size]
+    assert some, active
+    img, drawn, touching, n_slots = shown_in_browser(out, some[0], tmp_path)
+    assert drawn["contacts"] == drawn["forces"] == touching.tolist() and 0 < len(touching) < n_slots
+    assert set(drawn["geoms"]) == {"box", "arm1_tip0", "arm1_tip1", "arm2_tip0", "arm2_tip1"}
+    assert drawn["others"] == [] and not drawn["grid"] and floor_pixels(img).sum() < 50, floor_pixels(img).sum()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.skipif(find_browser() is None, reason="needs a headless Chromium: apt-get install chromium")
+def test_browser_draws_the_quadruped_on_its_level_floor(contact_runs, tmp_path):
+    """``quadruped_ground`` (its floor: a level plane) at its last frame: the plane drawn level (identity turn),
+    the floor's colour filling its projected square, its four sphere feet the touching slots drawn."""
+    out = contact_runs("quadruped_ground")
+    img, drawn, touching, n_slots = shown_in_browser(out, 3, tmp_path)
+    np.testing.assert_allclose(drawn["geoms"]["floor"]["pose"][:3, :3], np.eye(3), atol=1e-6)
+    mask = square_mask(drawn, "floor", np.eye(3), (img.shape[1], img.shape[0]))
+    floor = floor_pixels(img)
+    assert (mask & floor).sum() / (mask | floor).sum() > 0.9
+    assert drawn["contacts"] == drawn["forces"] == touching.tolist() == [0, 1, 2, 3] and n_slots == 4
+    assert drawn["others"] == [] and not drawn["grid"]

@@ -180,17 +180,56 @@ def scene_commands(scene, fps=20, scale=None, radius=0.015):
     return cmds + camera_commands(scene)
 
 
+# What the page drew at the frame on show, as three.js has it after the animation moved the objects, written into
+# the page's hidden <pre id="mrds-drawn"> (JSON) for checks in a headless browser (read with drawn_summary):
+# "frame"; "geoms": per geom its "pose", the 4x4 world transform in the model's world (z up; three.js's column-major
+# order), and "box", its shape's bounds in its own frame (min xyz, max xyz);
+# "contacts" and "forces": the indices of the contact points and force arrows drawn at full size; "others": any
+# object drawn outside /mrds_jax besides the viewer's own lights and camera; "grid": whether meshcat's grid shows;
+# "camera": its "view" (the model's world in the camera's frame, 4x4 column-major), vertical "fov" (degrees) and
+# "zoom" (three.js keeps the vertical field of view whatever the window's shape: see pixel_coordinates).
+DRAWN_SUMMARY_JS = """
+function mrdsDrawn(k) {
+  var scene = viewer.scene, camera = viewer.camera, root = viewer.scene_tree.find(["mrds_jax"]);
+  scene.updateMatrixWorld(true);
+  var toModel = scene.matrixWorld.clone().invert(), out = {frame: k, geoms: {}, contacts: [], forces: []};
+  function drawn(o) { return o.visible && Math.min(o.scale.x, o.scale.y, o.scale.z) > 1e-6; }
+  Object.keys(root.children).forEach(function (name) {
+    var o = root.children[name].object, m = /^(contact|force)(\\d+)$/.exec(name);
+    if (name.indexOf("geom_") === 0) {
+      var mesh = null;
+      o.traverse(function (c) { if (c.isMesh && !mesh) mesh = c; });     // meshcat may wrap it in a group
+      mesh.geometry.computeBoundingBox();
+      var b = mesh.geometry.boundingBox;
+      out.geoms[name.slice(5)] = {pose: toModel.clone().multiply(mesh.matrixWorld).toArray(),
+                                  box: [b.min.x, b.min.y, b.min.z, b.max.x, b.max.y, b.max.z]};
+    }
+    else if (m && drawn(o)) out[m[1] === "contact" ? "contacts" : "forces"].push(+m[2]);
+  });
+  out.others = [];
+  scene.traverse(function (o) {
+    var path = [], shown = true;
+    for (var p = o; p && p !== scene; p = p.parent) { path.unshift(p.name); shown = shown && p.visible; }
+    if (o.isMesh && shown && ["mrds_jax", "Lights", "Cameras"].indexOf(path[0]) < 0) out.others.push(path.join("/"));
+  });
+  out.grid = viewer.scene_tree.find(["Grid"]).object.visible;
+  camera.updateMatrixWorld(true);
+  out.camera = {view: camera.matrixWorld.clone().invert().multiply(scene.matrixWorld).toArray(), fov: camera.fov,
+                zoom: camera.zoom};
+  return out;
+}
+"""
+
+
 def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
     """A self-contained HTML page that plays ``scene`` (see the module docstring); written to ``path`` if
     given. Returns the HTML text."""
     meshcat, _, _, umsgpack = _meshcat()
+    summary = DRAWN_SUMMARY_JS
     js = (Path(meshcat.__file__).parent / "viewer" / "dist" / "main.min.js").read_text()
-    calls = "".join(
-        'fetch("data:application/octet-binary;base64,{}").then(r => r.arrayBuffer())'
-        '.then(b => viewer.handle_command_bytearray(new Uint8Array(b)));\n'.format(
-            base64.b64encode(umsgpack.packb(cmd)).decode()) for cmd in scene_commands(scene, fps))
-    import html as html_text
     import json
+    commands = json.dumps([base64.b64encode(umsgpack.packb(cmd)).decode() for cmd in scene_commands(scene, fps)])
+    import html as html_text
     times = json.dumps([round(float(t), 6) for t in scene.t])
     legend = force_legend(force_scale(scene))
     html = f"""<!DOCTYPE html>
@@ -202,16 +241,31 @@ def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
 <body><div id="meshcat-pane"></div>
 <div id="mrds-label"><b>{html_text.escape(title)}</b><br><span id="mrds-time">t = {float(scene.t[0]):.3f} s</span>
 <br><span id="mrds-force-scale">{html_text.escape(legend)}</span></div>
+<pre id="mrds-drawn" hidden></pre>
 <script>{js}</script>
 <script>
 var viewer = new MeshCat.Viewer(document.getElementById("meshcat-pane"));
-{calls}
-// the simulated time of the frame on show (the animation runs at {fps} frames per second of the page)
-var mrdsTimes = {times};
+// the drawing commands, in order (msgpack, base64)
+{commands}.forEach(function (b64) {{
+  viewer.handle_command_bytearray(Uint8Array.from(atob(b64), function (c) {{ return c.charCodeAt(0); }}));
+}});
+// the animation runs at {fps} frames per second of the page; mrdsTimes: the simulated time of each frame
+var mrdsFps = {fps}, mrdsTimes = {times};
+function mrdsFrameOnShow() {{
+  var time = viewer.animator.actions.reduce(function (m, a) {{ return Math.max(m, a.time); }}, 0);
+  return Math.min(Math.max(Math.round(time * mrdsFps), 0), mrdsTimes.length - 1);
+}}
+// a page opened as viewer.html#frame=K holds frame K (paused; the Animations panel plays on)
+var mrdsHeld = /^#frame=(\\d+)$/.exec(window.location.hash);
+if (mrdsHeld) {{
+  viewer.animator.pause();
+  viewer.animator.seek(Math.min(+mrdsHeld[1], mrdsTimes.length - 1) / mrdsFps);
+}}
+{summary}
 function mrdsShowTime() {{
-  var a = viewer.animator, k = a ? Math.round((a.time || 0) * {fps}) : 0;
-  k = Math.min(Math.max(k, 0), mrdsTimes.length - 1);
+  var k = mrdsFrameOnShow();
   document.getElementById("mrds-time").textContent = "t = " + mrdsTimes[k].toFixed(3) + " s";
+  document.getElementById("mrds-drawn").textContent = JSON.stringify(mrdsDrawn(k));
   requestAnimationFrame(mrdsShowTime);
 }}
 requestAnimationFrame(mrdsShowTime);
@@ -255,22 +309,68 @@ def run_browser(args, browser=None, webgl=True, timeout=120):
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def page_uri(page, frame=None):
+    """The ``file://`` address of a page (a path, or an address given as such), held at viewer frame ``frame``
+    (``#frame=K``: :func:`viewer_html`'s page pauses there) when given."""
+    uri = page if isinstance(page, str) and "://" in page else Path(page).resolve().as_uri()
+    return uri if frame is None else f"{uri.split('#')[0]}#frame={int(frame)}"
+
+
 def screenshot(html_path, png_path, size=(900, 700), wait_ms=6000, browser=None, webgl=True):
-    """Render ``html_path`` in a headless Chromium (software WebGL; ``webgl=False`` for plain pages) and save a
-    PNG; returns its path."""
+    """Render ``html_path`` (a path or a :func:`page_uri`) in a headless Chromium (software WebGL; ``webgl=False``
+    for plain pages) and save a PNG; returns its path."""
     png_path = Path(png_path).resolve()
     png_path.parent.mkdir(parents=True, exist_ok=True)
     run = run_browser([f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={wait_ms}",
-                       f"--screenshot={png_path}", Path(html_path).resolve().as_uri()], browser, webgl)
+                       f"--screenshot={png_path}", page_uri(html_path)], browser, webgl)
     if run.returncode != 0 or not png_path.exists():
         raise ViewerError(f"the browser failed (exit {run.returncode}): {run.stderr[-2000:]}")
     return png_path
 
 
 def rendered_dom(html_path, wait_ms=8000, browser=None):
-    """The DOM of ``html_path`` after its scripts ran for ``wait_ms`` of virtual time (e.g. MathJax), as HTML."""
-    run = run_browser([f"--virtual-time-budget={wait_ms}", "--dump-dom", Path(html_path).resolve().as_uri()],
-                      browser, webgl=False)
+    """The DOM of ``html_path`` (a path or a :func:`page_uri`) after its scripts ran for ``wait_ms`` of virtual
+    time (e.g. MathJax), as HTML."""
+    run = run_browser([f"--virtual-time-budget={wait_ms}", "--dump-dom", page_uri(html_path)], browser, webgl=False)
     if run.returncode != 0 or "<html" not in run.stdout:
         raise ViewerError(f"the browser failed (exit {run.returncode}): {run.stderr[-2000:]}")
     return run.stdout
+
+
+def drawn_summary(dom):
+    """What a viewer page drew (see :data:`DRAWN_SUMMARY_JS`), read from its DOM after its scripts ran (as
+    ``--dump-dom`` writes it: :func:`render_viewer`): a dict, its 4x4 matrices as numpy arrays (row-major)."""
+    import html as html_text
+    import json
+    import re
+    found = re.search(r'<pre id="mrds-drawn" hidden="">(.*?)</pre>', dom, re.S)
+    if not found or not found.group(1).strip():
+        raise ViewerError("the page wrote no summary of what it drew (did its scripts run with WebGL?)")
+    out = json.loads(html_text.unescape(found.group(1)))
+    as_matrix = lambda m: np.asarray(m, float).reshape(4, 4).T          # three.js stores columns
+    out["geoms"] = {name: dict(pose=as_matrix(g["pose"]), box=np.reshape(g["box"], (2, 3)))
+                    for name, g in out["geoms"].items()}
+    out["camera"]["view"] = as_matrix(out["camera"]["view"])
+    return out
+
+
+def pixel_coordinates(camera, points, size):
+    """(n, 2) pixel coordinates (column, row from the top left) of world points (n, 3) seen by a viewer page's
+    ``camera`` (:func:`drawn_summary`) in a window ``size`` (width, height): three.js's perspective projection, the
+    vertical field of view fixed and the horizontal one following the window's aspect ratio."""
+    p = np.asarray(points, float) @ camera["view"][:3, :3].T + camera["view"][:3, 3]
+    f = camera["zoom"] / np.tan(np.deg2rad(camera["fov"]) / 2)
+    x, y = f * (size[1] / size[0]) * p[:, 0] / -p[:, 2], f * p[:, 1] / -p[:, 2]
+    return np.stack([(x + 1) / 2 * size[0], (1 - y) / 2 * size[1]], axis=1)
+
+
+def render_viewer(html_path, png_path, frame=None, size=(800, 600), wait_ms=3000, browser=None):
+    """One headless Chromium run of a viewer page held at ``frame`` (:func:`page_uri`): its screenshot (saved at
+    ``png_path``) and what it drew (:func:`drawn_summary`). Returns (png path, summary)."""
+    png_path = Path(png_path).resolve()
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    run = run_browser([f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={wait_ms}",
+                       f"--screenshot={png_path}", "--dump-dom", page_uri(html_path, frame)], browser)
+    if run.returncode != 0 or not png_path.exists() or "<html" not in run.stdout:
+        raise ViewerError(f"the browser failed (exit {run.returncode}): {run.stderr[-2000:]}")
+    return png_path, drawn_summary(run.stdout)
