@@ -86,7 +86,7 @@ def test_viewer_commands_place_each_stick(fourbar_scene):
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(find_browser() is None, reason="needs a headless Chromium: apt-get install chromium-headless-shell")
+@pytest.mark.skipif(find_browser() is None, reason="needs a headless Chromium: apt-get install chromium")
 def test_viewer_screenshot_in_headless_chromium(fourbar_scene, tmp_path):
     """The viewer page renders in a real browser: the screenshot shows the sticks (their colours) over the
     viewer's background."""
@@ -232,7 +232,7 @@ def shown_in_browser(out, frame, tmp_path):
 
     from PIL import Image
 
-    from mrds_jax.viz.viewer import render_viewer
+    from mrds_jax.viz.viewer import pixel_coordinates, render_viewer
     png, drawn = render_viewer(out / "viewer.html", tmp_path / f"{out.name}_{frame}.png", frame=frame)
     data = np.load(out / "trajectory.npz")
     assert json.loads((out / "trajectory.json").read_text())["contacts"] == []   # no loop joints: markers = slots
@@ -241,7 +241,12 @@ def shown_in_browser(out, frame, tmp_path):
     # a touching slot carries force, the others none
     assert (np.linalg.norm(data["contact/forces"][frame], axis=-1) > 0).tolist() == active[frame].tolist()
     assert drawn["frame"] == frame
-    return np.asarray(Image.open(png).convert("RGB")).astype(int), drawn, touching, active.shape[1]
+    img = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    # the camera frames the motion: every geom's centre is in the picture, away from its edges
+    centres = np.array([g["pose"][:3, 3] for g in drawn["geoms"].values()])
+    px = pixel_coordinates(drawn["camera"], centres, (img.shape[1], img.shape[0]))
+    assert ((px > 0.1 * np.array([img.shape[1], img.shape[0]])) & (px < 0.9 * np.array([img.shape[1], img.shape[0]]))).all(), px
+    return img, drawn, touching, active.shape[1]
 
 
 def square_mask(drawn, name, R, size):

@@ -4,7 +4,8 @@ forces drawn as red arrows at the contact points.
 
 No server runs: the scene is lowered to meshcat's drawing commands (msgpack) and embedded next to the viewer's
 JavaScript, which is how meshcat's own ``static_html`` works. :func:`screenshot` renders such a file in a
-headless Chromium (``apt-get install chromium-headless-shell``; software WebGL).
+headless Chromium (``apt-get install chromium``; software WebGL); a page held at a frame
+(``viewer.html#frame=K``) also says what it drew there, for checks in the browser (:func:`render_viewer`).
 """
 import base64
 import shutil
@@ -112,19 +113,24 @@ def force_legend(scale):
     return f"force arrows (red): {100 * rounded * scale:.3g} cm = {rounded:g} N"
 
 
+def camera_target(scene):
+    """The point the camera orbits, the middle of the motion (:meth:`Scene.extent`), in three.js's y-up world:
+    meshcat's scene turns the model's z-up world by -90° about x, so (x, y, z) is seen as (x, z, -y)."""
+    c, _ = scene.extent()
+    return [float(c[0]), float(c[2]), float(-c[1])]
+
+
 def camera_commands(scene):
     """The camera looking down at the middle of the mechanism from above and aside (meshcat's grid hidden; a floor
-    is drawn only where the model has a plane, by :func:`scene_commands`). meshcat's world is z-up; its camera sits
-    in a y-up frame under ``/Cameras/default``, whose placement is the orbit target."""
-    from meshcat.commands import SetProperty, SetTransform
+    is drawn only where the model has a plane, by :func:`scene_commands`). meshcat's camera hangs under
+    ``/Cameras/default/rotated``, whose turn undoes the scene's: its position is in three.js's y-up world, as is
+    the orbit's target, which the page sets (:func:`camera_target`; meshcat has no command for it)."""
+    from meshcat.commands import SetProperty
     from meshcat.path import Path as MPath
-    centre, r = scene.extent()
-    target = np.eye(4)
-    target[:3, 3] = centre
+    _, r = scene.extent()
+    eye = np.asarray(camera_target(scene)) + np.array([1.8, 1.5, 1.8]) * r        # y is up in this frame
     return [SetProperty("visible", False, MPath(("Grid",))).lower(),
-            SetTransform(target, MPath(("Cameras", "default"))).lower(),
-            SetProperty("position", [2.2 * r, 1.8 * r, 2.2 * r],                   # y is up in this frame
-                        MPath(("Cameras", "default", "rotated", "<object>"))).lower()]
+            SetProperty("position", [float(x) for x in eye], MPath(("Cameras", "default", "rotated", "<object>"))).lower()]
 
 
 def scene_commands(scene, fps=20, scale=None, radius=0.015):
@@ -230,6 +236,7 @@ def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
     import json
     commands = json.dumps([base64.b64encode(umsgpack.packb(cmd)).decode() for cmd in scene_commands(scene, fps)])
     import html as html_text
+    target = ", ".join(f"{x:.6g}" for x in camera_target(scene))
     times = json.dumps([round(float(t), 6) for t in scene.t])
     legend = force_legend(force_scale(scene))
     html = f"""<!DOCTYPE html>
@@ -249,6 +256,8 @@ var viewer = new MeshCat.Viewer(document.getElementById("meshcat-pane"));
 {commands}.forEach(function (b64) {{
   viewer.handle_command_bytearray(Uint8Array.from(atob(b64), function (c) {{ return c.charCodeAt(0); }}));
 }});
+viewer.controls.target.set({target});          // the orbit's centre: the middle of the motion
+viewer.controls.update();
 // the animation runs at {fps} frames per second of the page; mrdsTimes: the simulated time of each frame
 var mrdsFps = {fps}, mrdsTimes = {times};
 function mrdsFrameOnShow() {{
