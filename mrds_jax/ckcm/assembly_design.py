@@ -27,12 +27,15 @@ actuator forces; F_c, F_a their scales and w_c, w_a the weights (``ObjectiveSett
 (``DesignMetrics``, not smooth): the inserted fraction (d_i(T) ≥ d*), the mean depth, the true peaks, and the
 rollouts' worst loop closure, penetration and whether every contact solve converged.
 
-**The comparison** (``timed_gradient_run``, ``timed_cma_es_run``): the gradient optimiser is optax's Adam of the
-design package (``design.optimizer.make_optimizer``) on J(box(u)) with the value and gradient of one compiled
-``jax.value_and_grad``; CMA-ES (Hansen's ``cmaes`` package, as ``experiments/ckcm_design.py``) evaluates each
-generation's population in one compiled ``vmap``. Each run gets the same wall-time budget, counted from before its
-first compilation (a run that reuses a program compiled earlier in the process is charged that compilation's
-measured time: ``RunSettings.charge_s``); both keep the best design they evaluated.
+**The comparison** (``timed_gradient_runs``, ``timed_cma_es_runs``; ``timed_gradient_run``, ``timed_cma_es_run``
+for one start): the gradient optimiser is optax's Adam of the design package (``design.optimizer.make_optimizer``)
+on J(box(u)) with the value and gradient of one compiled program (forward mode, ``forward_jacobian``: six
+directional derivatives, vmapped, by default; ``jax.value_and_grad`` with ``RunSettings.derivative="reverse"``);
+CMA-ES (Hansen's ``cmaes`` package, as ``experiments/ckcm_design.py``) evaluates each generation's population in one
+compiled ``vmap``. Several starts advance together, one program call per Adam step or generation for all of them.
+Each run gets the same wall-time budget, counted from before its first compilation (a run that reuses a program
+compiled earlier in the process is charged that compilation's measured time: ``RunSettings.charge_s``); both keep
+the best design they evaluated.
 ``experiments/ckcm_assembly_design.py`` runs it.
 
 Bad input is named before anything compiles (``check_design``, ``design_problem``): a base task that
