@@ -225,7 +225,8 @@ def main(argv=None):
                 "slower; run the study without it." if slow_flags else ""), "",
              "Draws (uniform): " + ", ".join(f"{k} in [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in RANGES.items())
              + " (SI units, radians).", "",
-             "| outcome | all | centre < 0.1 m | centre > 0.25 m | mean time (s) | peak contact force (N, mean / max) | "
+             "| outcome | all | centre < 0.1 m | centre > 0.25 m | mean time (s) | "
+             "peak contact force (N, mean / max) | "
              "peak actuator force (N, mean / max) |", "|---|---|---|---|---|---|---|"]
     near, far = m["centre"] < NEAR_TIP, m["centre"] > FAR
     for code, name in enumerate(A.OUTCOMES):
@@ -255,8 +256,9 @@ def main(argv=None):
               f"Plots: {out.stem}_success_map.png (outcome over lateral × angular error, by compliance centre), "
               f"{out.stem}_traces.png (depth, contact force and actuator force of three insertions)."]
     lines += (["", "Design comparison: left out (--no-design)."] if args.no_design else design_section(args.quick))
-    lines += ["", f"Whole study: {time.perf_counter() - t_start:.0f} s of wall time, {time.process_time() - cpu_start:.0f} s "
-              f"of CPU time (this process), load average {os.getloadavg()[0]:.1f} at the end."]
+    lines += ["", f"Whole study: {time.perf_counter() - t_start:.0f} s of wall time, "
+              f"{time.process_time() - cpu_start:.0f} s of CPU time (this process), load average "
+              f"{os.getloadavg()[0]:.1f} at the end."]
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
