@@ -28,15 +28,15 @@ at least ``budget_s`` (``config``), so that both methods get time after compilin
 Quick mode: B = 4 misalignments, 50 steps of 2 ms, at least 180 s per method, work_s = 90 s.
 
 Measured (2026-11-27, inside ``experiments/ckcm_assembly.py --quick``, the shared 2-core CPU at load 4-5, no
-XLA_FLAGS; experiments/out/ckcm_assembly_quick.md): first calls (tracing, compilation, one evaluation) 176 s for
-the gradient's program (forward mode) and 120 s for CMA-ES's, so each method had 265 s; Adam took 136 steps,
-CMA-ES 85 generations (680 evaluations per seed). From J = −0.598 / −0.659 / −0.677 (seeds 0/1/2; half the misalignments inserted by T) both reached J ≈ −0.920 with every misalignment
-inserted (Adam −0.9201/−0.9203/−0.9202, CMA-ES −0.9208 in all three: CMA-ES slightly lower), at nearly the same
-design (the box's corner: k_θ ≈ 22 N m/rad, k_lat ≈ 2e3-2.6e3 N/m, the centre 0.38-0.40 m behind the tip, θA ≈ 15°,
-θB ≈ 107-109°). In the 0.1 s window the peg only enters the chamfer, so the objective does not see jamming; a
-window long enough to reach two-point contact is the full mode's job. The comparison: 532 s wall, 391 s CPU. At the
-designs found the worst penetration was 8.2e-4 m (above the 1e-4 m the other checks allow; not investigated), loop
-closure ≤ 8.4e-8 m, every contact solve converged.
+XLA_FLAGS; experiments/out/ckcm_assembly_quick.md): first calls (tracing, compilation, one evaluation) 176 s for the
+gradient's program (forward mode) and 120 s for CMA-ES's, so each method had 265 s; Adam took 136 steps, CMA-ES 85
+generations (680 evaluations per seed). From J = −0.598 / −0.659 / −0.677 (seeds 0/1/2; half the misalignments
+inserted by T) both reached J ≈ −0.920 with every misalignment inserted (Adam −0.9201/−0.9203/−0.9202, CMA-ES
+−0.9208 in all three: CMA-ES slightly lower), at nearly the same design (the box's corner: k_θ ≈ 22 N m/rad, k_lat ≈
+2e3-2.6e3 N/m, the centre 0.38-0.40 m behind the tip, θA ≈ 15°, θB ≈ 107-109°). In the 0.1 s window the peg only
+enters the chamfer, so the objective does not see jamming; a window long enough to reach two-point contact is the
+full mode's job. The comparison: 532 s wall, 391 s CPU. At the designs found the worst penetration was 8.2e-4 m
+(above the 1e-4 m the other checks allow; not investigated), loop closure ≤ 8.4e-8 m, every contact solve converged.
 """
 import argparse
 import os
