@@ -105,10 +105,10 @@ def test_reverse_pullback_is_the_forward_jacobians_and_central_differences():
         (f, g), _ = fn(u)
         return ct[0] * f + ct[1] @ g
 
-    def everything(u):             # one compilation: both pull-backs and the two central-difference points
-        return (Opt.reverse_pullback(fn, u)[1](ct), Opt.forward_pullback(fn, u)[1](ct), inner(u + h * d),
-                inner(u - h * d))
-    rev, fwd, plus, minus = (np.asarray(v) for v in jax.jit(everything)(u))
+    def everything(u):             # one compilation: both pull-backs and the two central-difference points (vmapped:
+        return (Opt.reverse_pullback(fn, u)[1](ct), Opt.forward_pullback(fn, u)[1](ct),     # one copy of the model)
+                jax.vmap(inner)(jnp.stack([u + h * d, u - h * d])))
+    rev, fwd, (plus, minus) = (np.asarray(v) for v in jax.jit(everything)(u))
     assert np.max(np.abs(rev - fwd)) < 1e-10 * np.max(np.abs(fwd)), np.max(np.abs(rev - fwd))
     fd = (float(plus) - float(minus)) / (2 * h)
     assert abs(rev @ d - fd) < 1e-6 * max(abs(fd), 1.0), (rev @ d, fd)
