@@ -14,10 +14,11 @@ applied only on the jaxlib versions checked to have it (an unknown flag in ``XLA
   fusion nor the flag.
 * **The older loop emitters** (``--xla_cpu_use_fusion_emitters=false``, jaxlib 0.9 and 0.10). XLA:CPU generates
   fused loops with its MLIR "fusion emitters" by default; for the large programs of a closed chain the older
-  emitters compile a quarter faster and run as fast or faster (measured on the 2-core machine, process CPU
-  seconds, both jaxlibs, ``experiments/out/backend_flags.md``: the four-loop biped's rollout 12.0 s to compile
-  instead of 14.4-15.3 s on 0.10.2, 14.6 s instead of 17.5 s on 0.9.2; Cassie 12.5-13.0 s instead of 16.7-17.0 s;
-  per scenario-step 3-10 % less). The flag concerns XLA:CPU only (a GPU backend ignores it).
+  emitters compile faster and run about as fast (measured on a shared 2-core machine, process CPU seconds, two
+  rounds each, ``experiments/out/backend_flags.md``: the four-loop biped's rollout compiles in 11.8-12.7 s instead
+  of 14.5-17.7 s on jax 0.10.2 and 14.9-15.3 s instead of 16.9-17.4 s on 0.9.2, Cassie's in 14.1-15.2 s instead
+  of 17.8-19.1 s and 16.7-16.8 s instead of 19.1-22.2 s, the contact quadruped's the same within noise; per
+  scenario-step 5-10 % less on 0.10.2, within ±5 % on 0.9.2). The flag concerns XLA:CPU only (a GPU backend ignores it).
 
 What :func:`apply` does:
 
