@@ -411,9 +411,13 @@ def timed_cma_es_runs(problem: DesignProblem, x0s, settings: ObjectiveSettings =
     designs ``x0s`` (S, 6) (start k draws with seed ``run.seed + k``), every generation of all S in one call of
     ``population_evaluation`` (S × population designs), for ``run.budget_s`` s of wall time, compilation
     included; stops at the first generation that ends past the budget. One ``RunResult`` per start."""
-    from cmaes import CMA
     check_box(box)
     x0s = _starts(x0s, box, "timed_cma_es_runs")
+    try:
+        from cmaes import CMA
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError("timed_cma_es_runs needs the cmaes package: pip install 'mrds_jax[experiments]' "
+                                  "(or pip install cmaes)") from err
     lo, hi = np.asarray(box.lower, float), np.asarray(box.upper, float)
     t0 = time.perf_counter() - run.charge_s
     population = population_evaluation(settings)
