@@ -55,14 +55,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import validation
-from ..spatial.dense import lu_factor, lu_solve, solve as lu_solve_dense
+from ..spatial.dense import solve as lu_solve_dense
 from ..spatial.linalg import cho_solve, cholesky, matmul
 
 POLISH_STEPS = 2  # range-restricted Newton steps of polish_modes
-CONE_BOUNDARY = 1e-9  # polish_modes: a contact slides when ‖λ_t‖ ≥ (1 − this) μ λ_n (ADMM's projection puts a
-                      # sliding contact's impulse on the boundary to rounding)
-DIRECTION_SWEEPS = 3  # polish_modes: solves of the mode system, each with the sliding contacts' friction
-                      # direction −ŝ of the slip before it (the first: the guess's)
 MIN_STAGE = 10   # iterations before a stage may end because the primal and dual residuals drifted 10× apart (fewer
                  # spend the stages' budget of factorisations too soon: tests/test_contact_ncp.py's problem 12)
 
@@ -228,83 +224,25 @@ def _carrying(lam, layout):
     return _join(jnp.zeros(layout.n_bilateral, lam.dtype), (lu > 0).astype(lam.dtype), on_c)
 
 
-def polish_modes(Gm, gm, layout, guess, active, eta, mu):
+def polish_modes(Gm, gm, layout, guess, active, eta):
     """Solution polishing (Stellato et al., "OSQP", Math. Prog. Comp. 2020, §5.2) for the NCP: take the modes of
-    ``guess`` — bilateral rows and one-sided rows with λ > 0 closed (σ = 0), contacts with λ_n > 0 sticking when λ
-    lies inside the cone (σ = 0 on all three rows) and sliding when it lies on the cone's boundary, the rest open
-    (λ = 0) — and solve the modes' linear system. A sliding contact's friction direction is fixed, t̂ = −ŝ with ŝ
-    the slip direction σ_t/‖σ_t‖ of the guess (its λ_t/‖λ_t‖ where it does not slip): λ_t = μ λ_n t̂ (Coulomb's
-    law on the boundary) and σ_n = 0, so its one unknown
-    is λ_n and the system stays linear: M y = −g_c over the closed rows c, M = G_cc + U Vᵀ with U = μ G_{c,t} t̂
-    (one column per sliding contact, into its normal row: V), y the closed rows' impulses. Solved by Newton steps
-    from the guess restricted to M's range, δ = B⁻¹ M B⁻¹ r (B = M + ηI, r = −g_c − M y): each step removes the
-    residual within the range to O(η/s)² and adds nothing along G_cc's null space, so a redundant set (four feet,
-    a grasped object, a wedged peg) keeps the guess's split of its internal forces instead of −g_null/η. B⁻¹ by
-    the Cholesky factor of A = G_cc + ηI and the Sherman–Morrison–Woodbury identity B⁻¹ = A⁻¹ − A⁻¹U (I +
-    VᵀA⁻¹U)⁻¹ VᵀA⁻¹ (Golub & Van Loan, Matrix Computations, 4th ed., eq. 2.1.4; a k × k LU for k contacts); with
-    no contact sliding, U = 0 and B = A. Then t̂ ← −ŝ of that solve's slip and the system is solved again from
-    its result (``DIRECTION_SWEEPS`` solves: a fixed-point iteration on the directions, A's factor kept, only U
-    changes). The result is an NCP solution when it lies in the cones, the open rows separate
-    and each sliding contact slips against t̂; the caller checks that with the residuals and the natural map
-    (:func:`natural_map_residual`: the residuals alone miss a direction error to first order) and otherwise
-    iterates."""
+    ``guess`` — bilateral rows, one-sided rows with λ > 0 and contacts with λ_n > 0 closed (sticking: σ = 0 on all
+    three rows), the rest open (λ = 0) — and solve the linear system of the closed rows, G_cc λ_c = −g_c, by Newton
+    steps from the guess restricted to G_cc's range, δ = A⁻¹ G_cc A⁻¹ r (A = G_cc + ηI, r = −g_c − G_cc λ): each
+    step removes the residual within the range to O(η/s)² and adds nothing along the null space, so a redundant set
+    (four feet, a grasped object) keeps the guess's split of its internal forces instead of −g_null/η. The result
+    is an NCP solution when it lies in the cones and the open rows separate; the caller checks that with the
+    residuals and otherwise iterates. Sliding contacts have no linear mode system and are left to ADMM."""
     _, lu, lc = _split(guess, layout)
-    _, _, ac = _split(active, layout)
-    k, start = layout.n_contacts, layout.contact_start
-    on = (lc[:, 0] > 0) & ac[:, 0]
-    rt = _safe_norm(lc[:, 1:])
-    sliding = on & (mu > 0) & (rt >= (1.0 - CONE_BOUNDARY) * mu * lc[:, 0])
-    sticking = on & ~sliding
-    closed = _join(jnp.ones(layout.n_bilateral, bool), lu > 0,
-                   jnp.stack([on, sticking, sticking], axis=-1)) & active
+    closed = _join(jnp.ones(layout.n_bilateral, bool), lu > 0, jnp.repeat(lc[:, 0] > 0, 3)) & active
     c = closed.astype(Gm.dtype)
     Gc = Gm * c[:, None] * c[None, :]
-    idx_n = start + 3 * jnp.arange(k)
-    idx_t = idx_n[:, None] + jnp.array([1, 2])[None]
     L = cholesky(Gc + jnp.diag((1.0 - c) * _scale(Gm) + eta))
-
-    def with_friction(y, that):                     # λ of the closed rows' impulses y: λ_t = μ λ_n t̂ when sliding
-        return y.at[idx_t].add(jnp.where(sliding[:, None], mu[:, None] * y[idx_n][:, None] * that, 0.0))
-
-    def newton(y, that):
-        if k == 0:                                  # no contact: B = A = M
-            M, solve = Gc, lambda b: cho_solve(L, b)
-        else:
-            U = jnp.einsum("mkj,kj->mk", Gm[:, idx_t], that * (mu * sliding)[:, None]) * c[:, None]   # (m, k)
-            M = Gc.at[:, idx_n].add(U)
-            AinvU = cho_solve(L, U)
-            capacitance = lu_factor(jnp.eye(k, dtype=Gm.dtype) + AinvU[idx_n])
-
-            def solve(b):                           # B⁻¹ b (Woodbury)
-                x = cho_solve(L, b)
-                return x - matmul(AinvU, lu_solve(capacitance, x[idx_n]))
-        for _ in range(POLISH_STEPS):
-            r = -(gm + matmul(M, y)) * c
-            y = y + solve(matmul(M, solve(r)))
-        return y
-
-    def sweep(_, carry):                            # t̂ ← −ŝ, the slip direction of (y, t̂); then the solve
-        y, that = carry
-        st = (matmul(Gm, with_friction(y, that)) + gm)[idx_t]
-        rs = _safe_norm(st)
-        that = jnp.where((rs > 0)[:, None], -st / jnp.where(rs > 0, rs, 1.0)[:, None], that)
-        return newton(y, that), that
-    # from the guess (its friction λ_t/‖λ_t‖ where it does not slip): the first sweep takes the guess's own slip
-    friction = lc[:, 1:] / jnp.where(rt > 0, rt, 1.0)[:, None]
-    y, that = jax.lax.fori_loop(0, DIRECTION_SWEEPS, sweep, (guess * c, friction))
-    return with_friction(y, that)
-
-
-def natural_map_residual(G, g, lam, layout, mu, active, scale):
-    """‖s λ − Π_K(s λ − σ̃)‖∞ in velocity units (s the impulse-to-velocity ``scale``, σ̃ = Gλ + g + De Saxcé shift):
-    the natural map of the complementarity problem (Facchinei & Pang, "Finite-Dimensional Variational
-    Inequalities and Complementarity Problems", 2003, §1.5.3), zero exactly at its solutions and first order in
-    every violation — unlike λᵀσ̃, which is second order in the angle between a sliding contact's friction and
-    its slip (what :func:`polish_modes` fixes from a guess)."""
-    sigma = matmul(G, lam) + g
-    w = scale * lam
-    r = (w - project_impulses(w - sigma - _shift(sigma, layout, mu), layout, mu)) * active.astype(g.dtype)
-    return jnp.max(jnp.abs(r), initial=0.0)
+    lam = guess * c
+    for _ in range(POLISH_STEPS):
+        r = -(gm + matmul(Gc, lam)) * c
+        lam = lam + cho_solve(L, matmul(Gc, cho_solve(L, r)))
+    return lam
 
 
 def _admm(G, g, layout, mu, active, lam0, settings):
@@ -387,9 +325,8 @@ def _admm(G, g, layout, mu, active, lam0, settings):
     rho0 = jnp.asarray(settings.rho, dtype) * scale
 
     def polished(z):
-        zp = polish_modes(Gm, gm, layout, z, active, jnp.maximum(eta, 64 * jnp.finfo(dtype).eps * scale), mu)
-        return zp, jnp.maximum(residual(zp, zp, zp, rho0)[0],
-                               natural_map_residual(Gm, gm, zp, layout, mu, active, scale))
+        zp = polish_modes(Gm, gm, layout, z, active, jnp.maximum(eta, 64 * jnp.finfo(dtype).eps * scale))
+        return zp, residual(zp, zp, zp, rho0)[0]
 
     # the warm start's modes polished into an exact solution (polish_modes) where that is one: a step whose
     # contacts keep their modes (standing, holding, resting, nothing near) needs no iteration
