@@ -29,16 +29,19 @@ Quick mode: B = 4 misalignments, 70 steps of 2 ms (0.14 s: the peg starts 3 mm a
 the target depth 1.5 mm in it with half the misalignments at the scene's design), at least 180 s per method,
 work_s = 90 s.
 
-Measured (2026-11-27, inside ``experiments/ckcm_assembly.py --quick``, the shared 2-core CPU at load 4-5, no
-XLA_FLAGS; experiments/out/ckcm_assembly_quick.md): first calls (tracing, compilation, one evaluation) 176 s for the
-gradient's program (forward mode) and 120 s for CMA-ES's, so each method had 265 s; Adam took 136 steps, CMA-ES 85
-generations (680 evaluations per seed). From J = −0.598 / −0.659 / −0.677 (seeds 0/1/2; half the misalignments
-inserted by T) both reached J ≈ −0.920 with every misalignment inserted (Adam −0.9201/−0.9203/−0.9202, CMA-ES
-−0.9208 in all three: CMA-ES slightly lower), at nearly the same design (the box's corner: k_θ ≈ 22 N m/rad, k_lat ≈
-2e3-2.6e3 N/m, the centre 0.38-0.40 m behind the tip, θA ≈ 15°, θB ≈ 107-109°). In the 0.1 s window the peg only
-enters the chamfer, so the objective does not see jamming; a window long enough to reach two-point contact is the
-full mode's job. The comparison: 532 s wall, 391 s CPU. At the designs found the worst penetration was 8.2e-4 m
-(above the 1e-4 m the other checks allow; not investigated), loop closure ≤ 8.4e-8 m, every contact solve converged.
+Measured (2026-11-27 20:25-20:34 UTC, inside ``experiments/ckcm_assembly.py --quick``, the shared 2-core CPU at
+load 4-5, no XLA_FLAGS; experiments/out/ckcm_assembly_quick.md): first calls (tracing, compilation, one evaluation)
+184 s for the gradient's program (forward mode) and 132 s for CMA-ES's, so each method had 274 s; Adam took 95
+steps, CMA-ES 73 generations (584 evaluations per seed). From J = −0.199 / −0.365 / −0.406 (seeds 0/1/2) both
+reached every misalignment inserted at T in every seed: Adam −0.9043 / −0.7689 / −0.9041, CMA-ES −0.8976 / −0.9001
+/ −0.9085 (the gradient lower in 1 of 3 seeds; Adam's seed 1 stopped at a softer axial spring, k_ax 551 N/m, with a
+peak contact force of 175 N against about 50 N). The designs found share the compliance centre near the box's far
+end (0.30-0.40 m behind the tip), k_lat ≈ 2.0e3-2.3e3 N/m and k_θ 20-53 N m/rad, and differ in θA, θB. In the
+0.14 s window the peg only enters the chamfer, so the objective does not see jamming; a window long enough to reach
+two-point contact is the full mode's job. The comparison: 550 s wall, 447 s CPU. At the designs found: penetration
+0 (the peg starts clear of the hole: ``misalignment_batch``; the earlier runs from 1 mm above the mouth reported
+8.2e-4 m, the end sphere's overlap with the chamfer at t = 0), loop closure ≤ 7.3e-8 m, every contact solve
+converged.
 """
 import argparse
 import os
