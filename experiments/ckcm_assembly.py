@@ -52,7 +52,16 @@ while loop's body once, 3e6 flops for a batch of 8 insertions of 200 steps):
   ADMM iterations per step fell from 23.6 to 18.6 (ordinary sliding insertions from 6-14 to under 1), but the
   worst step of each jam hardly moved (1422 → 1332, 429 → 693, 376 → 414) and a vmapped batch waits for its
   slowest insertion: 4.1 s of CPU per batch of 16 with main's polish, 4.4 s with the extension, and the program's
-  first call (compilation) 61 s → 90 s of CPU.
+  first call (compilation) 61 s → 90 s of CPU. Why, at the worst step of scenario 9 (step 137, 1332 iterations;
+  the step's problem rebuilt as contact_step builds it): three slots of the peg active, two touching and both on the
+  cone's boundary slipping at 4e-5 m/s (impending slip), the scaled
+  Delassus block of rank 6 (one rigid peg) with eigenvalues from 9.8e-4 to 3.0 in its range (condition 3e3: the
+  two-point contact's rocking and squeeze), and the normal impulse falling from 22.9 to 0.42 since the previous
+  step (the warm start is far). ADMM's iterates stay far from the final modes for hundreds of iterations
+  (residual 0.17 after 100, 0.03 after 200, against a tolerance of 3.7e-6), so no polish of them can be a
+  solution; and even from the converged solution the slip so slow that its direction is not accurate enough:
+  the polished λ misses the natural map by 1.0e-5 against the tolerance 3.7e-6 (further direction sweeps
+  diverge: 1.1e-3, 0.1). The cost of the jams is ADMM's conditioning there, not the polish.
 
 Measured (2026-11-27 20:17-20:34 UTC, the shared 2-core CPU at load 3-5 from other sessions, no XLA_FLAGS;
 experiments/out/ckcm_assembly_quick.md): ``/usr/bin/time -v python experiments/ckcm_assembly.py --quick --out

@@ -6,9 +6,9 @@ through the peg-in-hole contact rollouts, against CMA-ES at equal wall time, com
 
 ``design_section(quick)`` returns the Markdown section (``experiments/ckcm_assembly.py`` can append it to its study).
 The objective (``assembly_design`` module docstring): over a batch of B initial misalignments (lateral error
-uniform in ±2 mm, angular in ±1°, 3 mm above the mouth (clear of the chamfer), the scene's chamfered slot, μ = 0.3), minus the mean depth
-reached by the window's end T (saturating at the window's target depth), plus smooth peaks of the total contact
-force and of the actuator forces. Three seeds: seed 0 starts from the scene's design (its RCC: k_θ = 200 N m/rad,
+uniform in ±2 mm, angular in ±1°, 3 mm above the mouth: clear of the chamfer; the scene's chamfered slot, μ = 0.3),
+minus the mean depth reached by the window's end T (saturating at the window's target depth), plus smooth peaks of
+the total contact force and of the actuator forces. Three seeds: seed 0 starts from the scene's design (its RCC: k_θ = 200 N m/rad,
 k_lat = 2e4 N/m, k_ax = 1e3 N/m, the compliance centre at the tip; the paper's θA = 30°, θB = 94°), seed s from that
 design moved by uniform ±10 % of the box per variable; both methods start each seed from the same design.
 
