@@ -108,11 +108,12 @@ def check_task(task: AssemblyTask, layout=LAYOUT, where="peg_in_hole") -> Assemb
         if not np.all(np.isfinite(m)):
             raise CKCMInputError(f"{where}: the misalignment (lateral, angular, standoff) must be finite, got {m}")
         if not is_traced(task.peg_hole):
-            gap = float(start_clearance(task.peg_hole, m[0], m[2], layout))
+            gap = float(np.min(start_clearance(task.peg_hole, m[0], m[2], layout)))
             if gap < 0:
+                lateral, standoff = np.round(1e3 * m[0], 4), np.round(1e3 * m[2], 4)
                 raise CKCMInputError(f"{where}: the peg starts inside the hole's walls: its end sphere (the tip "
-                                     f"{1e3 * m[0]:g} mm from the axis, {1e3 * m[2]:g} mm above the mouth) overlaps "
-                                     f"them by {1e3 * -gap:.3g} mm (peg_hole.start_clearance); raise the standoff")
+                                     f"{lateral} mm from the axis, {standoff} mm above the mouth) overlaps them by "
+                                     f"{1e3 * -gap:.3g} mm (peg_hole.start_clearance); raise the standoff")
     if not is_traced((task.target_depth, task.peg_hole.hole_depth)):
         if not 0 < float(task.target_depth) < float(task.peg_hole.hole_depth):
             raise CKCMInputError(f"{where}: target_depth = {float(task.target_depth):g} m must lie inside the hole "

@@ -203,10 +203,8 @@ def _distance_to_wall(x, z, R, w):
     facing −x in the x–z plane (the hole's frame, mouth at z = 0): its top face z = 0 (x ≥ R + w), the 45° chamfer
     from (R + w, 0) to (R, −w) (w = 0: the sharp mouth edge) and its face x = R below (z ≤ −w)."""
     top = np.hypot(np.maximum(R + w - x, 0.0), np.where(x >= R + w, np.maximum(z, 0.0), z))
-    a, b = np.array([R, -w]), np.array([R + w, 0.0])
-    d = b - a
-    s = np.clip(((x - a[0]) * d[0] + (z - a[1]) * d[1]) / max(float(d @ d), 1e-300), 0.0, 1.0)
-    chamfer = np.hypot(x - a[0] - s * d[0], z - a[1] - s * d[1])
+    s = np.clip(((x - R) + (z + w)) * w / np.maximum(2 * w * w, 1e-300), 0.0, 1.0)   # along (R, −w) → (R + w, 0)
+    chamfer = np.hypot(x - R - s * w, z + w - s * w)
     face = np.hypot(np.maximum(R - x, 0.0), np.maximum(z + w, 0.0))
     return np.minimum(np.minimum(top, chamfer), face)
 
@@ -216,9 +214,9 @@ def start_clearance(p, lateral, standoff, layout=HoleLayout()):
     sphere's centre, is ``lateral`` from the hole's axis along x and ``standoff`` above the mouth: the distance from
     the tip to the nearest wall's profile (:func:`_distance_to_wall`: top face, chamfer, face) minus r. The end
     sphere is the peg's lowest part while the tip is above the mouth and the tilt small (the straight part rises
-    from it), so this is the peg's gap at the start of an insertion; concrete numbers only."""
-    r, R, w = (float(np.asarray(v, float)) for v in (p.peg_radius, hole_half_width(p), p.chamfer))
-    w = w if layout.chamfer else 0.0
+    from it), so this is the peg's gap at the start of an insertion; concrete numbers (arrays broadcast)."""
+    r, R, w = (np.asarray(v, float) for v in (p.peg_radius, hole_half_width(p), p.chamfer))
+    w = w if layout.chamfer else 0.0 * w
     x, z = np.asarray(lateral, float), np.asarray(standoff, float)
     d = np.minimum(_distance_to_wall(x, z, R, w), _distance_to_wall(-x, z, R, w))
     if layout.shape == "square":                      # the walls facing ±y, the tip on the x–z plane (y = 0)
