@@ -45,19 +45,42 @@ while loop's body once, 3e6 flops for a batch of 8 insertions of 200 steps):
   show Whitney's guideline; the RCC test (tests/test_assembly_rcc.py) uses 0.6 s too. 200 steps of 3 ms cost what
   200 of 2 ms did.
 * One program: the traces used to be a second vmapped program (decimation 1) compiled after the Monte Carlo.
+* Polishing sliding contacts does not pay here (tried 2026-11-27, branch asmfast, commit da54c8d, reverted):
+  ``ncp.polish_modes`` extended to contacts on the cone's boundary (the friction direction fixed from the guess's
+  slip, the mode system G_cc + U Vᵀ solved by Woodbury on G_cc's factor, three direction sweeps, accepted by the
+  residuals and the natural map). On scenarios 0-15 of this study (5 jams; the shared CPU at load 6-7) the mean
+  ADMM iterations per step fell from 23.6 to 18.6 (ordinary sliding insertions from 6-14 to under 1), but the
+  worst step of each jam hardly moved (1422 → 1332, 429 → 693, 376 → 414) and a vmapped batch waits for its
+  slowest insertion: 4.1 s of CPU per batch of 16 with main's polish, 4.4 s with the extension, and the program's
+  first call (compilation) 61 s → 90 s of CPU. Why, at the worst step of scenario 9 (step 137, 1332 iterations;
+  the step's problem rebuilt as contact_step builds it): three slots of the peg active, two touching and both on the
+  cone's boundary slipping at 4e-5 m/s (impending slip), the scaled
+  Delassus block of rank 6 (one rigid peg) with eigenvalues from 9.8e-4 to 3.0 in its range (condition 3e3: the
+  two-point contact's rocking and squeeze), and the normal impulse falling from 22.9 to 0.42 since the previous
+  step (the warm start is far). ADMM's iterates stay far from the final modes for hundreds of iterations
+  (residual 0.17 after 100, 0.03 after 200, against a tolerance of 3.7e-6), so no polish of them can be a
+  solution; and even from the converged solution the slip so slow that its direction is not accurate enough:
+  the polished λ misses the natural map by 1.0e-5 against the tolerance 3.7e-6 (further direction sweeps
+  diverge: 1.1e-3, 0.1). The cost of the jams is ADMM's conditioning there, not the polish.
 
-Measured (2026-11-27 16:37-16:57 UTC, the shared 2-core CPU at load 3-5 from other sessions, no XLA_FLAGS;
-experiments/out/ckcm_assembly_quick.md): ``/usr/bin/time python experiments/ckcm_assembly.py --quick --out FILE``
-took 1158 s of wall time (19.3 min) and 736 s of CPU time (12.3 min; the process got 63 % of one core): the Monte
-Carlo 625 s wall / 344 s CPU (its first batch, with the compilation, 64 s; then about 6 s per 16 insertions), the
-design comparison 532 s wall / 391 s CPU (the gradient's first call 176 s, CMA-ES's 120 s, each method's budget
-265 s). Not the few minutes the issue asks for: on an idle machine the CPU time, about 12 min, is what to expect;
-about 270 s of it is tracing and compiling three programs (the Monte Carlo's, the gradient's, CMA-ES's population)
-and 280 s the 1024 insertions. All 1024 converged at every stored step, no buffer overflow, loop closure ≤ 6.9e-7 m,
-penetration ≤ 2.2e-7 m. Outcomes: inserted 483, jammed 323, wedged 57, blocked 24, moving 137; jammed or wedged
-33 of 274 (12 %) with the compliance centre < 0.1 m behind the tip against 196 of 380 (52 %) > 0.25 m behind it
-(Whitney's guideline); 97 of the 274 near the tip were still descending at 0.6 s (the soft axial spring, 1e3 N/m
-against about 60 kg, lags the reference by about 0.25 s).
+Measured (2026-11-27 20:17-20:34 UTC, the shared 2-core CPU at load 3-5 from other sessions, no XLA_FLAGS;
+experiments/out/ckcm_assembly_quick.md): ``/usr/bin/time -v python experiments/ckcm_assembly.py --quick --out
+FILE`` took 1012 s of wall time (16.9 min) and 794 s of CPU time (user 783 s + system 11 s; the process got 78 % of
+one core): the Monte Carlo 459 s wall / 344 s CPU (its first batch, with the compilation, 72 s; then 6-8 s wall and
+about 4.5 s of CPU per 16 insertions), the design comparison 550 s wall / 447 s CPU (the gradient's first call 184
+s, CMA-ES's 132 s, each method's budget 274 s). Not the few minutes the issue asks for: on an idle machine the CPU
+time, about 13 min, is what to expect: three programs traced and compiled (the Monte Carlo's, about 60 s of CPU
+with its first batch; the gradient's and CMA-ES's population's first calls, 184 s and 132 s of wall time), about
+285 s of CPU for the 1024 insertions, and the design comparison's wall time is its budget (twice the slower first
+call + 90 s). All 1024 converged at every stored step, no buffer overflow,
+loop closure ≤ 6.9e-7 m, penetration ≤ 2.2e-7 m. Outcomes (the same as the run of 16:37, the contact solve
+unchanged): inserted 483, jammed 323, wedged 57, blocked 24, moving 137; jammed or wedged 33 of 274 (12 %) with
+the compliance centre < 0.1 m behind the tip against 196 of 380 (52 %) > 0.25 m behind it (Whitney's guideline);
+97 of the 274 near the tip were still descending at 0.6 s (the soft axial spring, 1e3 N/m against about 60 kg,
+lags the reference by about 0.25 s: starting the payload at the reference's speed, ``states.state_from_pose``'s
+``pose_rate``, would remove that lag and let a shorter run decide them; not done). Full mode, projected from
+these figures: 625 batches of 16 at about 4.5 s of CPU each, 47 min of CPU for the Monte Carlo (about 1 h of wall
+time at this load), plus the full design comparison's budgets (at least 2 × 900 s): about 1.5 h on this CPU.
 """
 import argparse
 import os

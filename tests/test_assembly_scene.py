@@ -20,7 +20,7 @@ from mrds_jax import ckcm
 from mrds_jax import system as S
 from mrds_jax.ckcm import assembly as A
 from mrds_jax.ckcm import compliance as CC
-from mrds_jax.ckcm.peg_hole import PegHoleError
+from mrds_jax.ckcm.peg_hole import PegHoleError, start_clearance
 from mrds_jax.sysfile import example_files, load_system_file
 from mrds_jax.system.timestepping import contact_gaps
 
@@ -77,11 +77,29 @@ def test_ready_made_file_builds_the_scene():
     (lambda t: t._replace(compliance=t.compliance._replace(centre=jnp.asarray(np.nan))), CC.ComplianceCentreError,
      "finite"),
     (lambda t: t._replace(target_depth=jnp.asarray(0.2)), ckcm.CKCMInputError, "inside the hole"),
+    # the end sphere (r = 10 mm) 1.9 mm off the axis, 1 mm above the mouth: 8.3 mm across and 4 mm above the
+    # chamfer's lower corner (R = 10.2 mm, w = 3 mm), √(8.3² + 4²) = 9.2136 mm from it: 0.786 mm inside
+    (lambda t: t._replace(misalignment=A.Misalignment(*jnp.asarray([-1.9e-3, 0.0, 1e-3]))), ckcm.CKCMInputError,
+     "overlaps them by 0.786 mm"),
 ])
 def test_bad_input_is_named_before_anything_compiles(change, error, words):
     with pytest.raises(error) as info:
         A.peg_in_hole(P, change(TASK))
     assert words in str(info.value)
+
+
+@pytest.mark.parametrize("lateral, standoff", [(2e-3, 3e-3), (-3e-3, 5e-3)])   # nearest: the chamfer's corner, its face
+def test_start_clearance_is_the_narrow_phase_gap(lateral, standoff):
+    """peg_hole.start_clearance (the end sphere against the walls' profile in the slot's plane, by hand) equals the
+    smallest gap the capsule–box narrow phase finds at the scene's initial state (tilted 0.5°: the straight part
+    rises away from the walls). By hand: √(8.2² + 6²) − 10 = 0.161 mm from the chamfer's lower corner (R = 10.2 mm,
+    w = 3 mm), (13.2 − 3 + 5)/√2 − 10 = 0.748 mm from its face."""
+    task = TASK._replace(misalignment=A.Misalignment(*jnp.asarray([lateral, np.radians(0.5), standoff])))
+    scene = A.peg_in_hole(P, task)
+    gaps = contact_gaps(scene.system, scene.state)
+    expected = float(start_clearance(task.peg_hole, lateral, standoff, A.LAYOUT))
+    assert expected == pytest.approx({2e-3: 1.60709e-4, -3e-3: 7.48023e-4}[lateral], abs=1e-9)
+    np.testing.assert_allclose(min(gaps.values()), expected, atol=1e-9)
 
 
 @pytest.mark.slow

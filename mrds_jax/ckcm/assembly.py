@@ -40,7 +40,7 @@ from .errors import CKCMInputError
 from .legs import leg_model
 from .mechanism import MODULE_NAMES, PAYLOAD, PAYLOAD_TOPOLOGY, ball_joints, build_ckcm_system
 from .params import CKCMParams, nominal
-from .peg_hole import HoleLayout, PegHole, peg_hole_geoms, validate_peg_hole, with_peg_hole
+from .peg_hole import HoleLayout, PegHole, peg_hole_geoms, start_clearance, validate_peg_hole, with_peg_hole
 from .states import euler_from_rotation, state_from_pose
 from .whitney import Contact as WhitneyContact, TwoPoint, wedged as whitney_wedged
 
@@ -96,7 +96,9 @@ def as_arrays(task: AssemblyTask) -> AssemblyTask:
 def check_task(task: AssemblyTask, layout=LAYOUT, where="peg_in_hole") -> AssemblyTask:
     """Named errors before anything compiles: the peg and hole (``validate_peg_hole``: an interference fit, a peg
     wider than the mouth, ...), the controller (``check_compliance``), finite errors and a target depth within the
-    hole (``CKCMInputError``). Traced fields pass unchecked."""
+    hole and a peg that starts clear of the hole's walls (``peg_hole.start_clearance`` ≥ 0: a start inside them is
+    pushed out by the position correction over the first steps, an initial penetration of the rollout)
+    (``CKCMInputError``). Traced fields pass unchecked."""
     if not isinstance(task, AssemblyTask):
         raise CKCMInputError(f"{where}: expected an AssemblyTask, got {type(task).__name__}")
     validate_peg_hole(PegHole(*task.peg_hole), layout, where)
@@ -105,6 +107,13 @@ def check_task(task: AssemblyTask, layout=LAYOUT, where="peg_in_hole") -> Assemb
         m = np.asarray(task.misalignment, float)
         if not np.all(np.isfinite(m)):
             raise CKCMInputError(f"{where}: the misalignment (lateral, angular, standoff) must be finite, got {m}")
+        if not is_traced(task.peg_hole):
+            gap = float(np.min(start_clearance(task.peg_hole, m[0], m[2], layout)))
+            if gap < 0:
+                lateral, standoff = np.round(1e3 * m[0], 4), np.round(1e3 * m[2], 4)
+                raise CKCMInputError(f"{where}: the peg starts inside the hole's walls: its end sphere (the tip "
+                                     f"{lateral} mm from the axis, {standoff} mm above the mouth) overlaps them by "
+                                     f"{1e3 * -gap:.3g} mm (peg_hole.start_clearance); raise the standoff")
     if not is_traced((task.target_depth, task.peg_hole.hole_depth)):
         if not 0 < float(task.target_depth) < float(task.peg_hole.hole_depth):
             raise CKCMInputError(f"{where}: target_depth = {float(task.target_depth):g} m must lie inside the hole "

@@ -198,6 +198,32 @@ def hole_boxes(p, layout=HoleLayout()):
     return out
 
 
+def _distance_to_wall(x, z, R, w):
+    """Distance (numpy) from the point (x, z) inside the hole's half-plane x < R + w to the profile of the wall
+    facing −x in the x–z plane (the hole's frame, mouth at z = 0): its top face z = 0 (x ≥ R + w), the 45° chamfer
+    from (R + w, 0) to (R, −w) (w = 0: the sharp mouth edge) and its face x = R below (z ≤ −w)."""
+    top = np.hypot(np.maximum(R + w - x, 0.0), np.where(x >= R + w, np.maximum(z, 0.0), z))
+    s = np.clip(((x - R) + (z + w)) * w / np.maximum(2 * w * w, 1e-300), 0.0, 1.0)   # along (R, −w) → (R + w, 0)
+    chamfer = np.hypot(x - R - s * w, z + w - s * w)
+    face = np.hypot(np.maximum(R - x, 0.0), np.maximum(z + w, 0.0))
+    return np.minimum(np.minimum(top, chamfer), face)
+
+
+def start_clearance(p, lateral, standoff, layout=HoleLayout()):
+    """The gap (m, numpy; < 0: an overlap) between the peg's end sphere and the hole's walls when the tip, the
+    sphere's centre, is ``lateral`` from the hole's axis along x and ``standoff`` above the mouth: the distance from
+    the tip to the nearest wall's profile (:func:`_distance_to_wall`: top face, chamfer, face) minus r. The end
+    sphere is the peg's lowest part while the tip is above the mouth and the tilt small (the straight part rises
+    from it), so this is the peg's gap at the start of an insertion; concrete numbers (arrays broadcast)."""
+    r, R, w = (np.asarray(v, float) for v in (p.peg_radius, hole_half_width(p), p.chamfer))
+    w = w if layout.chamfer else 0.0 * w
+    x, z = np.asarray(lateral, float), np.asarray(standoff, float)
+    d = np.minimum(_distance_to_wall(x, z, R, w), _distance_to_wall(-x, z, R, w))
+    if layout.shape == "square":                      # the walls facing ±y, the tip on the x–z plane (y = 0)
+        d = np.minimum(d, _distance_to_wall(np.zeros_like(x), z, R, w))
+    return d - r
+
+
 def _placed(position, rotation, where, names=("position", "rotation")):
     """(p (3,), R (3, 3)) of a placement; R must be a rotation and p finite (checked when concrete)."""
     R = np.eye(3) if rotation is None else rotation
