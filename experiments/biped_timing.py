@@ -25,9 +25,9 @@ static XLA kernel count stage by stage (ABA, CRBA, Step 2, Steps 2-3, the whole 
 ``--runtime`` measures ours under ways of running one scenario per call, each in a fresh interpreter (both must be
 chosen before jax starts its CPU client): ``default``; ``sync`` (``jax_cpu_enable_async_dispatch`` off: the call
 runs in the calling thread instead of being handed to a dispatch thread); ``one-core`` (the process pinned to one
-core, ``os.sched_setaffinity``, before jax is imported: XLA's runtime then has one worker thread and no other core to
-wake, where on a virtual machine an idle core is a halted vCPU that takes tens of µs to wake); ``one-core+sync``
-(both: the library's ``backend_flags.one_scenario_runtime``).
+core before the first computation, the library's ``backend_flags.one_scenario_runtime``: XLA's runtime then has no
+other core to wake, where on a virtual machine an idle core is a halted vCPU that takes tens of µs to wake);
+``one-core+sync`` (both).
 XLA:CPU's runtime runs independent kernels of one program on its thread pool (its ``ThunkExecutor`` goes sequential
 only where every buffer is ≤ 512 bytes or the program has ≤ 8 kernels), which for one scenario's ~440 small
 kernels is handoffs, not parallel work. Pinocchio is single-threaded, so ``one-core`` is its own setting too.
@@ -56,14 +56,12 @@ RUNTIMES = ("default", "sync", "one-core", "one-core+sync")
 
 
 def apply_runtime(name):
-    """Put this process in ``--runtime`` ``name``'s setting before any computation (module docstring):
-    ``one-core+sync`` is the library's ``backend_flags.one_scenario_runtime``, the others its two halves alone."""
+    """Put this process in ``--runtime`` ``name``'s setting before any computation (module docstring): ``one-core``
+    is the library's ``backend_flags.one_scenario_runtime``."""
     from mrds_jax import backend_flags
-    if name == "one-core+sync":
+    if "one-core" in name:
         backend_flags.one_scenario_runtime()
-    elif name == "one-core":
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    elif name == "sync":
+    if "sync" in name:
         jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 
@@ -212,7 +210,7 @@ def main(argv=None):
     ap.add_argument("--profile", action="store_true", help="also compile the stages one by one (slow)")
     ap.add_argument("--solver", nargs="+", default=["pinv", "cholesky"], choices=["pinv", "cholesky"])
     ap.add_argument("--recursion", nargs="+", default=["unrolled", "level_scan"], choices=["auto", "unrolled", "level_scan"])
-    ap.add_argument("--runtime", nargs="+", default=["default"], choices=RUNTIMES,
+    ap.add_argument("--runtime", nargs="+", default=["default", "one-core"], choices=RUNTIMES,
                     help="ways of running one scenario per call (module docstring), each in a fresh interpreter")
     ap.add_argument("--child-runtime", choices=RUNTIMES, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

@@ -34,10 +34,14 @@ and matrix products (which XLA:CPU then runs with its own emitters and Eigen) th
 kernels on its thread pool; it goes sequential only where every buffer is at most 512 bytes or the program has at
 most 8 kernels (``ThunkExecutor``). One scenario's forward dynamics is ~440 small kernels, so the pool brings
 thread handoffs, not parallel work, and on a virtual machine an idle core is a halted vCPU that takes tens of µs to
-wake; JAX also hands each call to a dispatch thread. A process that runs one scenario at a time (model-predictive
-control, a notebook stepping a robot, a comparison with Pinocchio, which is single-threaded) runs faster pinned to
-one core with dispatch in the calling thread: :func:`one_scenario_runtime`, called before the first computation.
-Batched work (``vmap``) wants every core: do not use it there. ``experiments/biped_timing.py --runtime`` measures it.
+wake. A process that runs one scenario at a time (model-predictive control, a notebook stepping a robot, a
+comparison with Pinocchio, which is single-threaded) runs faster pinned to one core: :func:`one_scenario_runtime`,
+called before the first computation. Measured on an idle 2-core virtual machine (``python
+experiments/biped_timing.py --recursion level_scan --solver pinv --runtime one-core+sync one-core sync default``,
+the four-loop biped's ``forward_dynamics``, float64, jax 0.10.2; 2026-11-27): 504-511 µs a call by default,
+228-229 µs pinned to one core, 278-280 µs with JAX's asynchronous dispatch off instead, 285-292 µs with both
+(Pinocchio's ``constraintDynamics`` 29-30 µs); XLA's compile takes 4.6-4.9 s pinned against 3.0 s (it compiles
+on the pool too). Batched work (``vmap``) wants every core: do not use it there.
 """
 import importlib.metadata
 import os
@@ -120,11 +124,10 @@ class RuntimeStartedError(RuntimeError):
 
 
 def one_scenario_runtime(core=None):
-    """Run this process's XLA:CPU work on one core, each call in the calling thread (module docstring): pins the
-    process (its threads, and so every thread started after, XLA's pool included) to ``core`` (default: the
-    lowest core it may run on) and turns JAX's asynchronous CPU dispatch off. Call it before the first JAX
-    computation, e.g. right after ``import mrds_jax``; returns the core. For processes that run one scenario per
-    call: a batch (``vmap``) runs on that one core only."""
+    """Run this process's XLA:CPU work on one core (module docstring): pins the process (its threads, and so every
+    thread started after, XLA's pool included) to ``core`` (default: the lowest core it may run on). Call it
+    before the first JAX computation, e.g. right after ``import mrds_jax``; returns the core. For processes that
+    run one scenario per call: a batch (``vmap``) runs on that one core only, and compiling takes longer."""
     allowed = os.sched_getaffinity(0)
     core = min(allowed) if core is None else core
     if core not in allowed:
@@ -132,12 +135,10 @@ def one_scenario_runtime(core=None):
                          f"({sorted(allowed)})")
     if _backends_started():
         raise RuntimeStartedError("one_scenario_runtime: JAX's CPU backend has already started (a computation ran "
-                                  "before it), so its thread pool and dispatch are fixed; call it before the first "
-                                  "JAX computation of the process")
-    import jax
+                                  "before it), so its thread pool is fixed; call it before the first JAX "
+                                  "computation of the process")
     for thread in _thread_ids():
         os.sched_setaffinity(thread, {core})
-    jax.config.update("jax_cpu_enable_async_dispatch", False)
     return core
 
 

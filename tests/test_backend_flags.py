@@ -82,20 +82,20 @@ except ValueError as e:
     errors.append(str(e))
 print(json.dumps(dict(core=core, allowed=allowed, now=sorted(os.sched_getaffinity(0)), threads=sorted(
     {tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir("/proc/self/task")}),
-    sync=not jax.config.values["jax_cpu_enable_async_dispatch"], y=y.tolist(), errors=errors)))
+    y=y.tolist(), errors=errors)))
 """
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
-def test_one_scenario_runtime_pins_every_thread_to_one_core_and_dispatches_inline():
+def test_one_scenario_runtime_pins_every_thread_to_one_core():
     """one_scenario_runtime pins the process (XLA's pool threads started after it included: /proc/self/task) to one
-    allowed core and turns asynchronous dispatch off; results are those of the default runtime; called after a
-    computation it names the started backend, and a core outside the allowed set is named."""
+    allowed core; results are those of the default runtime; called after a computation it names the started
+    backend, and a core outside the allowed set is named."""
     pinned, _ = run(ONE_SCENARIO, "pin")
     plain, _ = run(ONE_SCENARIO, "plain")
     assert pinned["core"] == min(pinned["allowed"]) and pinned["now"] == [pinned["core"]]
-    assert pinned["threads"] == [[pinned["core"]]] and pinned["sync"]
-    assert not plain["sync"] and plain["now"] == plain["allowed"]
+    assert pinned["threads"] == [[pinned["core"]]]
+    assert plain["now"] == plain["allowed"]
     assert pinned["y"] == plain["y"]
     for out in (pinned, plain):
         assert "already started" in out["errors"][0] and "before the first JAX computation" in out["errors"][0]
