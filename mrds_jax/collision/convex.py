@@ -397,7 +397,7 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
         return A.support(u) - B.support(-u)
 
     def better(u, trial):
-        snapped = _snap(B, -_snap(A, trial))
+        snapped = -_snap(B, -_snap(A, trial))
         u = jnp.where(f(trial) < f(u), trial, u)
         return jnp.where(f(snapped) <= f(u), snapped, u)
 
@@ -406,16 +406,67 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
         T = contact_frame(u)[1:]                                   # (2, 3) tangents
         H = T @ jax.jacfwd(w_of)(u) @ T.T
         H2 = 0.5 * (H + H.T) - dot(u, w) * jnp.eye(2, dtype=u.dtype)
-        lam, V = jnp.linalg.eigh(H2)
-        g = V.T @ (T @ w)
-        curved = lam > 1e-6 * jnp.abs(dot(u, w)) + 1e-12
-        delta = T.T @ (V @ jnp.where(curved, -g / jnp.where(curved, lam, 1.0), 0.0))
-        for fraction in (1.0, 0.5, 0.25):
-            u = better(u, unit_or(u + fraction * delta, u)[0])
+        along = _kink_tangents(jnp.concatenate([_kink_normals(A, u), _kink_normals(B, -u)]) @ T.T)
+        floor = 1e-6 * jnp.abs(dot(u, w)) + 1e-12                # curvature below this counts as flat
+        for delta in (_newton_step(H2, T @ w, T, jnp.eye(2, dtype=u.dtype), floor),
+                      _newton_step(H2, T @ w, T, along, floor)):
+            for fraction in (1.0, 0.5, 0.25):
+                u = better(u, unit_or(u + fraction * delta, u)[0])
         return u
 
     n = better(n, n)
     return jax.lax.fori_loop(0, steps, step, n)
+
+
+def _newton_step(H, g, T, P, floor):
+    """The Newton step (world, in the tangent plane T (2, 3)) of the tangent Hessian H (2, 2) and gradient g (2,)
+    restricted to the subspace of the tangent plane that the projector P (2, 2) keeps, along its directions of
+    curvature above ``floor`` only (zero along the others)."""
+    lam, V = jnp.linalg.eigh(P @ H @ P)
+    gv = V.T @ (P @ g)
+    curved = lam > floor
+    return T.T @ (V @ jnp.where(curved, -gv / jnp.where(curved, lam, 1.0), 0.0))
+
+
+def _kink_tangents(C):
+    """The projector (2, 2) onto the directions of the tangent plane orthogonal to every row of C (k, 2) (the
+    tangent-plane components of the kinks' normals, :func:`_kink_normals`): the directions along which the
+    normal stays on every kink it lies on."""
+    lam, V = jnp.linalg.eigh(C.T @ C)
+    free = lam <= 1e-12 * (jnp.trace(C.T @ C) + 1e-300)
+    return V @ jnp.diag(jnp.where(free, 1.0, 0.0).astype(C.dtype)) @ V.T
+
+
+def _kink_normals(shape, u):
+    """(2, 3) world vectors c with c · u = 0 exactly on the kinks of the geom's support function that the direction
+    u lies on (zero rows for none): a box's local axes along which u has no component (an edge or a face), a
+    capsule's or cylinder's axis at its side, a cylinder's two cross axes at its cap, a mesh's edges from its
+    highest vertex along u to the next two where they tie with it (an edge, or a face). Moving u while keeping
+    c · u = 0 keeps the same support feature, on which the support function is smooth: the second-order model
+    of :func:`refine_direction` on a kink."""
+    local = rotate_transpose(shape.R, u)
+    axes = jnp.eye(3, dtype=u.dtype)
+    none = jnp.zeros((2, 3), u.dtype)
+    if shape.kind in ("sphere", "ellipsoid"):
+        return none
+    if shape.kind == "mesh":
+        v = shape.size
+        padded = jnp.all(v == v[-1], axis=1) & (jnp.arange(v.shape[0]) < v.shape[0] - 1)
+        heights, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, v @ local), 3)
+        tie = heights[0] - heights[1:] <= FREE * extent(shape.kind, v)
+        c = jnp.where(tie[:, None], v[top[1:]] - v[top[0]], 0.0)
+    elif shape.kind == "box":
+        order = jnp.argsort(jnp.abs(local))[:2]
+        c = jnp.where((jnp.abs(local[order]) <= FREE)[:, None], axes[order], 0.0)
+    elif shape.kind == "capsule":
+        c = none.at[0].set(jnp.where(jnp.abs(local[2]) <= FREE, axes[2], 0.0))
+    elif shape.kind == "cylinder":
+        cap = jnp.sqrt(local[0] ** 2 + local[1] ** 2) <= FREE
+        side = jnp.where(jnp.abs(local[2]) <= FREE, axes[2], 0.0)
+        c = jnp.where(cap, axes[:2], jnp.stack([side, jnp.zeros(3, u.dtype)]))
+    else:
+        raise ValueError(f"no kinks known for a {shape.kind!r} geom")
+    return rotate(shape.R, c)
 
 
 # ----------------------------------------------------------------------------- the contact
