@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from ..spatial import cross
 from ..spatial.transforms import rotate, rotate_transpose
-from .closest_points import contact_frame, dot, unit_or
+from .closest_points import contact_frame, dot, segment_segment, unit_or
 
 
 EPA_CANDIDATES = 8        # EPA: the nearest faces whose normals are refined (the best is taken)
@@ -396,17 +396,31 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
     def w_of(u):
         return A.support(u) - B.support(-u)
 
+    round_off = 16 * jnp.finfo(n.dtype).eps * (A.scale + B.scale)
+
+    def along_kinks(u, T):
+        return _kink_tangents(jnp.concatenate([_kink_normals(A, u), _kink_normals(B, -u)]) @ T.T)
+
+    def stationarity(u):                    # |the gradient of f along the kinks u lies on|
+        T = contact_frame(u)[1:]
+        g = along_kinks(u, T) @ (T @ w_of(u))
+        return dot(g, g)
+
+    def lower(u, trial):                    # f lower, or equal to round-off and nearer stationary
+        fu, ft = f(u), f(trial)
+        return (ft < fu - round_off) | ((ft <= fu + round_off) & (stationarity(trial) < stationarity(u)))
+
     def better(u, trial):
         snapped = -_snap(B, -_snap(A, trial))
-        u = jnp.where(f(trial) < f(u), trial, u)
-        return jnp.where(f(snapped) <= f(u), snapped, u)
+        u = jnp.where(lower(u, trial), trial, u)
+        return jnp.where(lower(u, snapped) | (f(snapped) <= f(u)), snapped, u)
 
     def step(_, u):
         w = w_of(u)
         T = contact_frame(u)[1:]                                   # (2, 3) tangents
         H = T @ jax.jacfwd(w_of)(u) @ T.T
         H2 = 0.5 * (H + H.T) - dot(u, w) * jnp.eye(2, dtype=u.dtype)
-        along = _kink_tangents(jnp.concatenate([_kink_normals(A, u), _kink_normals(B, -u)]) @ T.T)
+        along = along_kinks(u, T)
         floor = 1e-6 * jnp.abs(dot(u, w)) + 1e-12                # curvature below this counts as flat
         for delta in (_newton_step(H2, T @ w, T, jnp.eye(2, dtype=u.dtype), floor),
                       _newton_step(H2, T @ w, T, along, floor)):
@@ -506,6 +520,45 @@ def _support_face_point(kind, size, u, x):
     raise ValueError(f"no support face for a {kind!r} geom")
 
 
+def _support_segment(kind, size, u):
+    """The geom's support feature along the local direction u where it is a segment: (centre, unit axis, half
+    length, whether it is one), local. A box's edge (one component of u within :data:`FREE` of zero), a capsule's
+    or cylinder's side line (u across the axis), a mesh's edge (exactly two vertices highest, to FREE)."""
+    axes = jnp.eye(3, dtype=u.dtype)
+    free = jnp.abs(u) <= FREE
+    radial, length = unit_or(u * jnp.array([1.0, 1.0, 0.0], dtype=u.dtype), axes[0])
+    if kind == "box":
+        k = jnp.argmin(jnp.abs(u))
+        centre = jnp.where(axes[k] > 0, 0.0, _local_support(kind, size, u))
+        return centre, axes[k], size[k], jnp.sum(free) == 1
+    if kind in ("capsule", "cylinder"):
+        return size[0] * radial, axes[2], size[1], free[2] & (length > FREE)
+    if kind == "mesh":
+        padded = jnp.all(size == size[-1], axis=1) & (jnp.arange(size.shape[0]) < size.shape[0] - 1)
+        heights, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, size @ u), 3)
+        tie = heights[0] - heights[1:] <= FREE * extent(kind, size)
+        a, b = size[top[0]], size[top[1]]
+        axis, span = unit_or(b - a, axes[0])
+        return 0.5 * (a + b), axis, 0.5 * span, tie[0] & ~tie[1]
+    zero = jnp.zeros(3, u.dtype)
+    return zero, axes[0], jnp.zeros((), u.dtype), jnp.array(False)
+
+
+def _edge_edge_witnesses(A, B, n):
+    """Where the support features of A along n and of B along −n are both segments (:func:`_support_segment`) and
+    not parallel: their closest points (Ericson §5.1.9, :func:`~.closest_points.segment_segment`), which are the
+    unique witness points of such a contact (two crossing edges, a box's edge across a cylinder's side); and
+    whether they are."""
+    def world_segment(shape, u):
+        centre, axis, half, is_segment = _support_segment(shape.kind, shape.size, rotate_transpose(shape.R, u))
+        return shape.p + rotate(shape.R, centre), rotate(shape.R, axis), half, is_segment
+
+    c_a, e_a, h_a, seg_a = world_segment(A, n)
+    c_b, e_b, h_b, seg_b = world_segment(B, -n)
+    s, t, parallel, _, _ = segment_segment(c_a, e_a, h_a, c_b, e_b, h_b, 1e-10)
+    return c_a + s * e_a, c_b + t * e_b, seg_a & seg_b & ~parallel
+
+
 def witness_points(A, B, n, gap, x_a, x_b):
     """The points of A and B that realise the gap along n (x_b − x_a = gap·n), from the algorithm's approximate
     witnesses x_a, x_b: each moved to the nearest point of its geom's support face along ±n
@@ -518,8 +571,9 @@ def witness_points(A, B, n, gap, x_a, x_b):
 
     y_a, single_a = face(A, n, x_a)
     y_b, single_b = face(B, -n, x_b)
-    return (jnp.where(single_a | ~single_b, y_a, y_b - gap * n),
-            jnp.where(single_b | ~single_a, y_b, y_a + gap * n))
+    e_a, e_b, crossing = _edge_edge_witnesses(A, B, n)
+    return (jnp.where(crossing, e_a, jnp.where(single_a | ~single_b, y_a, y_b - gap * n)),
+            jnp.where(crossing, e_b, jnp.where(single_b | ~single_a, y_b, y_a + gap * n)))
 
 
 def _fixed_directions(like):
