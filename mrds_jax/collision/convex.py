@@ -413,7 +413,8 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
     def better(u, trial):
         snapped = -_snap(B, -_snap(A, trial))
         u = jnp.where(lower(u, trial), trial, u)
-        return jnp.where(lower(u, snapped) | (f(snapped) <= f(u)), snapped, u)
+        moved = jnp.any(snapped != trial)  # onto a kink: taken at an equal f too (the kink's exact normal)
+        return jnp.where(lower(u, snapped) | (moved & (f(snapped) <= f(u))), snapped, u)
 
     def step(_, u):
         w = w_of(u)
