@@ -34,8 +34,9 @@ FLOOD_STEPS = 24          # EPA: steps of the flood fill of the faces a new vert
 class ConvexSettings(NamedTuple):
     """Iteration counts and the relative stopping tolerance of :func:`gjk` and :func:`epa` (the loops run their
     full count; a converged state is held). The defaults bring the gap to round-off (1e-13 m on geoms of 0.1-0.5
-    m) on the checked pairs; the normal and point of an overlap of curved surfaces to about √tolerance (EPA's
-    faces are secants of the surface: MuJoCo's EPA has the same limit)."""
+    m) on the checked pairs; GJK's and EPA's normals on curved surfaces are good to about √tolerance only (EPA's
+    faces are secants: MuJoCo's has the same limit), which :func:`refine_direction` and :func:`witness_points`
+    then bring to round-off (tests/test_collision_convex.py, test_collision_mesh.py)."""
     gjk_iterations: int = 48
     epa_iterations: int = 40
     tolerance: float = 1e-14
@@ -389,7 +390,12 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
     curvature only (halved twice if it does not lower f): across a kink of f (a face or an edge of D, where the
     support point jumps and ∂w/∂n = 0) it is not. Each trial is also tried snapped onto the kinks near it
     (:func:`_snap`; taken where f is not larger), which puts the normal of a face or edge exactly and keeps the
-    Newton steps of a normal with one kink (a capsule's side against an ellipsoid) on that kink."""
+    Newton steps of a normal with one kink (a capsule's side against an ellipsoid) on that kink. Each step is also
+    tried restricted to the kinks the normal lies on (:func:`_kink_normals`: there f is smooth, and the Newton
+    step of its restriction converges quadratically where the unrestricted one, seeing a jumping gradient, does
+    not). Near the optimum f changes by less than its round-off (it is quadratic in the normal's error, so a
+    normal 1e-8 off changes it by 1e-16): there a trial is taken where f is equal to round-off and the gradient
+    along the kinks (the stationarity) is smaller, which brings the normal itself to round-off."""
     def f(u):
         return A.height(u) + B.height(-u)
 
@@ -564,7 +570,9 @@ def witness_points(A, B, n, gap, x_a, x_b):
     """The points of A and B that realise the gap along n (x_b − x_a = gap·n), from the algorithm's approximate
     witnesses x_a, x_b: each moved to the nearest point of its geom's support face along ±n
     (:func:`_support_face_point`); where one face is a single point (a curved surface, a corner, a rim point) it is
-    exact for the refined n and the other side's is that point ± gap·n."""
+    exact for the refined n and the other side's is that point ± gap·n; where both are segments that cross (two
+    edges, an edge across a capsule's or cylinder's side) their closest points in closed form
+    (:func:`_edge_edge_witnesses`), unique and exact for the refined n."""
     def face(shape, u, x):
         local, single = _support_face_point(shape.kind, shape.size, rotate_transpose(shape.R, u),
                                             rotate_transpose(shape.R, x - shape.p))
