@@ -8,7 +8,7 @@ is the GJK/EPA one; a 0.3 margin so separated pairs are reported). Checked, apar
 * the gap to 1e-9 against MuJoCo's (measured ≤ 5e-11);
 * normal and point to 1e-9 against a second, independent reference: the first-order optimality conditions of the
   contact on the geoms' own descriptions, written out here in NumPy/SciPy (:func:`_optimality`: the witness
-  points point ∓ gap/2·n lie on the two surfaces and ±n is in each geom's normal cone there; measured ≤ 1e-14),
+  points point ∓ gap/2·n lie on the two surfaces and ±n is in each geom's normal cone there; measured ≤ 2e-14),
   and the gap equals the separating-axis value −h_A(n) − h_B(−n) of our normal with no direction near it better
   (to 1e-12). At random poses the contact is unique (a smooth surface, a rim or a corner against anything, two
   crossing edges or side lines), so these pin normal and point; where it is a patch (a face on a face) they say

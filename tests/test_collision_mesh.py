@@ -12,7 +12,7 @@ margin 0.3 so separated pairs are reported).
 Checked: the gap to 1e-9 against MuJoCo's (measured ≤ 2e-12); normal and point to 1e-9 against an independent
 reference, the first-order optimality conditions on the geoms' own descriptions (the hull's faces from scipy's
 Qhull; ``_optimality`` of tests/test_collision_convex.py: the witness points lie on both surfaces, ±n in each
-normal cone there; measured ≤ 1e-14), with the gap equal to the separating-axis value −h_A(n) − h_B(−n) of our
+normal cone there; measured ≤ 2e-14), with the gap equal to the separating-axis value −h_A(n) − h_B(−n) of our
 normal (support functions in NumPy, written out here) to 1e-12 and no direction 1e-3 or 1e-5 off ours separating
 more. At random poses the contact is unique (a vertex on a face, crossing edges, a curved surface against
 anything): these conditions then pin normal and point; where two faces overlap (a patch) they say our point lies
@@ -43,10 +43,7 @@ SLOW = [("capsule", "mesh"), ("cylinder", "mesh"), ("ellipsoid", "mesh"), ("mesh
 
 
 OPTIMAL = 1e-9            # the optimality residual (normal and point, m)
-# not yet at 1e-9 (under the tests' XLA flags): a sphere or ellipsoid apart from a hull vertex, where our normal
-# stops 1.4e-8 from the exact one (the vertex's direction to the sphere's centre) in one sphere–lumpy case,
-# although the refinement alone, compiled the same way from GJK's normal, converges to 6e-15 (not found why)
-KNOWN_SHORT = {("sphere", "mesh", False): 1e-7, ("ellipsoid", "mesh", False): 1e-7}
+
 
 
 def _meshes():
@@ -170,7 +167,7 @@ def _check(k1, k2, penetrating, optimal=OPTIMAL):
     assert worst[0] < 1e-9, worst
     assert worst[1] < 1e-5 and worst[2] < 1e-5, worst
     assert certificate < 1e-12, certificate
-    assert optimality < KNOWN_SHORT.get((k1, k2, penetrating), optimal), optimality
+    assert optimality < optimal, optimality
 
 
 @pytest.mark.parametrize("penetrating", [False, True], ids=["separated", "penetrating"])
@@ -184,14 +181,6 @@ def test_mesh_pairs_match_mujoco(k1, k2, penetrating):
 @pytest.mark.parametrize("k1,k2", SLOW, ids=[f"{a}-{b}" for a, b in SLOW])
 def test_mesh_pairs_with_curved_geoms_match_mujoco(k1, k2, penetrating):
     _check(k1, k2, penetrating)
-
-
-@pytest.mark.slow          # full mode: documents the shortfall (strict: it fails once the pairs pass)
-@pytest.mark.xfail(strict=True, reason="known shortfall, see KNOWN_SHORT")
-@pytest.mark.parametrize("k1,k2,penetrating", sorted(KNOWN_SHORT), ids=["ellipsoid-mesh", "sphere-mesh"])
-def test_mesh_pairs_not_yet_optimal_to_1e_9(k1, k2, penetrating):
-    worst, certificate, optimality = _compare(k1, k2, penetrating)
-    assert optimality < OPTIMAL, optimality
 
 
 def test_plane_mesh_slots_hold_a_flat_face_at_its_corners():

@@ -402,7 +402,7 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
     def w_of(u):
         return A.support(u) - B.support(-u)
 
-    round_off = 16 * jnp.finfo(n.dtype).eps * (A.scale + B.scale)
+    round_off = 64 * jnp.finfo(n.dtype).eps * (A.scale + B.scale + jnp.sqrt(dot(A.p, A.p)) + jnp.sqrt(dot(B.p, B.p)))
 
     def along_kinks(u, T):
         return _kink_tangents(jnp.concatenate([_kink_normals(A, u), _kink_normals(B, -u)]) @ T.T)
@@ -419,7 +419,8 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
     def better(u, trial):
         snapped = -_snap(B, -_snap(A, trial))
         u = jnp.where(lower(u, trial), trial, u)
-        moved = jnp.any(snapped != trial)  # onto a kink: taken at an equal f too (the kink's exact normal)
+        moved = dot(snapped - trial, snapped - trial) > 1e-24   # onto a kink (not a rotation's round-off): taken
+        #                                                            at an equal f too (the kink's exact normal)
         return jnp.where(lower(u, snapped) | (moved & (f(snapped) <= f(u))), snapped, u)
 
     def step(_, u):
