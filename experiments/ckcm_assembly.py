@@ -1,6 +1,7 @@
 """Monte Carlo of peg-in-hole insertions with the CKCM end-effector under RCC force control (mrds_jax.ckcm.assembly).
 
-    python experiments/ckcm_assembly.py [--quick] --out FILE.md [--n N] [--duration S] [--checkpoint DIR] [--no-design]
+    python experiments/ckcm_assembly.py [--quick] --out FILE.md [--n N] [--duration S] [--dt S] [--chunk N]
+                                        [--checkpoint DIR] [--no-design]
 
 Each scenario draws the initial lateral error (the tip's offset from the hole's axis), the angular error (the peg's
 tilt), Coulomb's μ, the clearance and the compliance centre's distance behind the tip, and runs one insertion of the
@@ -11,46 +12,55 @@ key fold_in(seed, i)), chunks are checkpointed (``--checkpoint``) and a rerun re
 success map over lateral × angular error, split by the compliance centre (at the tip vs far behind it: Whitney's
 RCC guideline), and the force traces of a few insertions.
 
-Quick mode: 1024 insertions of 0.4 s (``--duration``) at dt = 2 ms, the tip starting 11 mm above the mouth (clear of
-the chamfer whatever the lateral error), inserted at 25 mm; full mode: 10⁴ (more with --n on a GPU). The design
-comparison (gradient through the contact rollouts vs CMA-ES) is ``design_section(quick)`` of
-``experiments/ckcm_assembly_design.py``, written separately; the report says so while that file is missing.
+Quick mode: 1024 insertions of 0.6 s (``--duration``) at dt = 3 ms (``--dt``), 16 per compiled batch on a CPU
+(``--chunk``), the tip starting 11 mm above the mouth (clear of the chamfer whatever the lateral error), inserted at
+25 mm; full mode: 10⁴ (more with --n on a GPU). The contact solve is the scene's (``assembly.CONTACT``) at a
+tolerance of 1e-4 of the step's velocity scale (``CONTACT`` here). The force traces are three of the Monte Carlo's
+own insertions (kept trajectories, stored every 30 ms: no second program to compile). The design comparison
+(gradient through the contact rollouts vs CMA-ES, three seeds, equal wall time with compilation) is
+``design_section(quick)`` of ``experiments/ckcm_assembly_design.py``.
 
-Why the quick mode used not to finish, and what changed (issue 42): the chamfered wall is three boxes, and the
-chamfer's wedge shares its lower edge with the wall below it; a capsule on that edge was reported by both boxes (end
-sphere and edge slots: up to 6 coincident slots, the same point, normal and gap), exact copies of one contact's rows.
-``mrds_jax.collision.model.coincident_slots`` now keeps one of them (the most touching slots in a run fell from 6 to
-2). What remained slow is Whitney's two-point contact itself: the rigid peg's impulses have a null direction (the
-squeeze along the line between the two points) and one contact sits on its cone's boundary, where over-relaxed ADMM
-(α = 1.6) cycled for the whole 40 × 200 budget; plain ADMM converges (``assembly.CONTACT``: α = 1, tolerance 1e-5 of
-the step's velocity scale, ≤ 5e-7 m/s, at most 8 contact slots per step instead of 28).
+Why the quick mode took 34 min and what changed (profiled 2026-11-27 with ``jax.jit(...).lower(...).compile()`` on
+batches of 8 and 16 insertions, the shared 2-core CPU at load 3-7; ``cost_analysis`` is no guide here: it counts a
+while loop's body once, 3e6 flops for a batch of 8 insertions of 200 steps):
 
-Measured (2026-11-27, the shared 2-core CPU at load 8-11 from five sessions; ``/usr/bin/time``):
-``python experiments/ckcm_assembly.py --quick --out /tmp/asm/quick.md`` ran the 1024 insertions in 2030 s wall
-(34.5 min, 1023 s of CPU time: the process got 49 % of one core's worth of the machine; 8 chunks of 128, the first
-463 s with the compilation, the others 144-400 s) plus the three force traces. Not the ≤ 15 min asked for on this
-loaded machine; about 17 min of CPU time in all. Every run converged at every stored step (0 unconverged steps),
-no buffer overflow, worst loop closure 3.0e-7 m, worst penetration 1.2e-7 m; ADMM iterations per step: mean 36.5,
-most 3379 (110 runs had a step over 1000: the jams). The table (seed 0):
+* The tests' XLA_FLAGS (backend optimisation level 0, no fusion emitters: tests/conftest.py) make the rollouts 4-10
+  times slower: 8 insertions of 200 steps of 2 ms ran in 8.4 s with them and 2.1 s without (solver capped at one
+  iteration: 2.0 s and 0.2 s); they halve the compilation (20-25 s against 43-56 s; the tracing, ``lower``, 20 s in
+  both). The study runs without them, and its report says when they are set.
+* Per step, everything but the contact solve's ADMM iterations (dynamics, loops, collision, controller) costs 0.15 ms
+  per insertion; the iterations are 90 % of the run. A vmapped batch runs each step's ``while_loop`` until its
+  slowest insertion has converged: 8 insertions needed 4748 iterations each on average over 200 steps, and the batch
+  ran 19774 (4.2 times the work); the jams (Whitney's two-point contact, a contact on its cone's boundary, where
+  the warm start's polish cannot solve it: it handles sticking contacts) take 500-3000 a step. Hence batches of
+  16 instead of 128: the first 128 insertions of the quick mode took 96 s of CPU time in batches of 8 and 130 s in
+  batches of 32 (compilation included, about 55 s; load 5-8), the 1024 in batches of 16 0.29 s of CPU each.
+* Tolerance 1e-4 instead of 1e-5 of max|g| (≤ 5e-6 m/s of velocity error, 400 times below the 2 mm/s that
+  ``outcome_of`` calls stuck) halves the iterations (21.9 against 42.7 per insertion and step on 16 draws) with the
+  same outcome, final depth (to 0.1 mm) and insertion time for each of the 16.
+* dt = 3 ms instead of 2 ms: the same outcome for each of the 16 draws, insertion times equal on the stored grid,
+  final depths equal for the stuck runs; loop closure ≤ 6.5e-7 m (dt = 4 ms: the same outcomes, but closure
+  1.2e-6 m, above the 1e-6 m the issue allows).
+* 0.6 s instead of 0.4 s: at 0.4 s, 608 of the 1024 runs were still descending (``moving``) and the table could not
+  show Whitney's guideline; the RCC test (tests/test_assembly_rcc.py) uses 0.6 s too. 200 steps of 3 ms cost what
+  200 of 2 ms did.
+* One program: the traces used to be a second vmapped program (decimation 1) compiled after the Monte Carlo.
 
-| outcome | all | centre < 0.1 m | centre > 0.25 m | mean time (s) | peak contact force (N, mean / max) | peak actuator force (N, mean / max) |
-|---|---|---|---|---|---|---|
-| inserted | 262 | 37 of 274 | 119 of 380 | 0.366 | 267.9 / 3462.3 | 229.4 / 269.0 |
-| jammed | 104 | 7 of 274 | 58 of 380 | – | 521.7 / 3380.4 | 231.9 / 260.0 |
-| wedged | 25 | 5 of 274 | 10 of 380 | – | 550.5 / 2824.5 | 226.8 / 251.8 |
-| blocked | 25 | 25 of 274 | 0 of 380 | – | 206.5 / 1130.8 | 212.4 / 241.9 |
-| moving | 608 | 200 of 274 | 193 of 380 | – | 404.2 / 3813.5 | 227.0 / 268.4 |
-
-0.4 s is too short: 608 of the 1024 runs (200 of the 274 with the centre near the tip) were still going down at the
-end (``moving``), so this table does not show Whitney's guideline yet; the RCC test (tests/test_assembly_rcc.py)
-needs 0.6 s for its jams to stall. ``--quick --duration 0.6`` (started at load 1-4, stopped at the deadline after 3
-of its 8 chunks, 12.5 min wall, the first chunk 346 s with compilation, then 190-217 s a chunk: about 25 min for the
-1024) gave on its first 384 insertions: inserted 172, jammed 121, wedged 17, blocked 9, moving 65; with the centre
-< 0.1 m behind the tip 47 / 9 / 2 / 9 / 49 of 116, > 0.25 m behind 50 / 62 / 9 / 0 / 3 of 124 (jammed or wedged: 9 % vs 57 %);
-all converged, no overflow, closure ≤ 3.1e-7 m, penetration ≤ 1.2e-7 m. Still moving at the tip: 49 of 116. The peak contact forces (kN) are the
-first touch at the reference's 10 cm/s: the mean force of a 2 ms step's impact impulse.
+Measured (2026-11-27 16:37-16:57 UTC, the shared 2-core CPU at load 3-5 from other sessions, no XLA_FLAGS;
+experiments/out/ckcm_assembly_quick.md): ``/usr/bin/time python experiments/ckcm_assembly.py --quick --out FILE``
+took 1158 s of wall time (19.3 min) and 736 s of CPU time (12.3 min; the process got 63 % of one core): the Monte
+Carlo 625 s wall / 344 s CPU (its first batch, with the compilation, 64 s; then about 6 s per 16 insertions), the
+design comparison 532 s wall / 391 s CPU (the gradient's first call 176 s, CMA-ES's 120 s, each method's budget
+265 s). Not the few minutes the issue asks for: on an idle machine the CPU time, about 12 min, is what to expect;
+about 270 s of it is tracing and compiling three programs (the Monte Carlo's, the gradient's, CMA-ES's population)
+and 280 s the 1024 insertions. All 1024 converged at every stored step, no buffer overflow, loop closure ≤ 6.9e-7 m,
+penetration ≤ 2.2e-7 m. Outcomes: inserted 483, jammed 323, wedged 57, blocked 24, moving 137; jammed or wedged
+33 of 274 (12 %) with the compliance centre < 0.1 m behind the tip against 196 of 380 (52 %) > 0.25 m behind it
+(Whitney's guideline); 97 of the 274 near the tip were still descending at 0.6 s (the soft axial spring, 1e3 N/m
+against about 60 kg, lags the reference by about 0.25 s).
 """
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -71,6 +81,9 @@ NEAR_TIP, FAR = 0.1, 0.25        # m: compliance centres counted as "at the tip"
 STANDOFF = 0.011                 # m: the tip above the mouth at t = 0, more than the peg's radius (10 mm): the end
                                  # sphere starts clear of the mouth and the chamfer whatever the lateral error
 TARGET = 0.025                   # m: the tip's depth below the mouth that counts as inserted (hole 50 mm deep)
+DT, DURATION, DECIMATION = 3e-3, 0.6, 10   # s, s, steps per stored state: see the docstring
+CONTACT = A.CONTACT._replace(ncp=A.CONTACT.ncp._replace(tolerance=1e-4))   # the scene's solver, 1e-4 of max|g|
+                                 # (≤ 5e-6 m/s of velocity error, 400 times below the 2 mm/s of a stall)
 
 
 def spec():
@@ -87,7 +100,7 @@ def make_task(dt, n_steps, decimation, params):
                                                 insertion_force=jnp.asarray(30.0)),
             misalignment=A.Misalignment(s["lateral"], s["angular"], jnp.asarray(STANDOFF)),
             target_depth=jnp.asarray(TARGET))
-        run = A.insertion(params, t, dt, n_steps, decimation)
+        run = A.insertion(params, t, dt, n_steps, decimation, settings=CONTACT)
         o = A.outcome_of(run, t)
         traj = run.trajectory
         return dict(outcome=o.code.astype(jnp.float64), time=o.time, peak_contact=o.peak_contact,
@@ -98,20 +111,35 @@ def make_task(dt, n_steps, decimation, params):
                     iterations_max=jnp.max(traj.iterations_max).astype(jnp.float64),
                     iterations_mean=jnp.mean(traj.iterations_mean[1:]),
                     lateral=s["lateral"], angular=s["angular"],
-                    friction=s["friction"], clearance=s["clearance"], centre=s["centre"])
+                    friction=s["friction"], clearance=s["clearance"], centre=s["centre"],
+                    # the force traces' plot (kept trajectories: no second program to compile)
+                    trace_depth=run.depth, trace_contact=jnp.linalg.norm(run.contact_force, axis=-1),
+                    trace_actuator=jnp.max(jnp.abs(run.forces), axis=-1))
     return task
 
 
-def traces(params, dt, n_steps, decimation, cases):
-    """Insertion records of a few named cases (one vmapped batch)."""
-    base = A.default_task()
-    tasks = [base._replace(compliance=base.compliance._replace(centre=jnp.asarray(c), insertion_speed=jnp.asarray(0.1)),
-                           misalignment=A.Misalignment(jnp.asarray(lat), jnp.asarray(ang), jnp.asarray(STANDOFF)),
-                           target_depth=jnp.asarray(TARGET))
-             for _, lat, ang, c in cases]
-    batch = jax.tree.map(lambda *x: jnp.stack(x), *tasks)
-    run = jax.jit(jax.vmap(lambda t: A.insertion(params, t, dt, n_steps, decimation)))(batch)
-    return jax.tree.map(np.asarray, run)
+def trace_cases(m):
+    """Three insertions of the Monte Carlo for the force traces' plot (their indices and labels): the first one
+    inserted with the compliance centre near the tip, the first one jammed and the first one wedged far behind it
+    (or the first still moving there)."""
+    near, far = m["centre"] < NEAR_TIP, m["centre"] > FAR
+    picks = []
+    for name, sel in (("inserted", near), ("jammed", far), ("wedged", far), ("moving", far)):
+        k = np.flatnonzero(sel & (m["outcome"] == A.OUTCOMES.index(name)))
+        if k.size and len(picks) < 3:
+            i = int(k[0])
+            picks.append((i, f"{name}: {1e3 * m['lateral'][i]:.1f} mm, {np.degrees(m['angular'][i]):.1f} deg, "
+                             f"centre {1e3 * m['centre'][i]:.0f} mm behind the tip, mu {m['friction'][i]:.2f}"))
+    return picks
+
+
+def traces_as_insertions(trajectories, t, picks):
+    """The picked insertions' kept traces as an ``assembly.Insertion`` batch for ``assembly.plot_insertion``
+    (the force norms as one-component vectors; the fields the plot does not read left empty)."""
+    idx = [i for i, _ in picks]
+    return A.Insertion(np.broadcast_to(t, (len(idx), t.size)), trajectories["trace_depth"][idx], *([None] * 2),
+                       trajectories["trace_contact"][idx][..., None], None,
+                       trajectories["trace_actuator"][idx][..., None], *([None] * 4))
 
 
 def plot_success_map(m, path):
@@ -146,51 +174,59 @@ def design_section(quick):
         if getattr(e, "name", None) != "ckcm_assembly_design":
             raise
         return ["", "Design comparison: not run (experiments/ckcm_assembly_design.py is missing)."]
-    return ["", *section(quick)]
+    return ["", section(quick).rstrip("\n")]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1024 insertions of 0.4 s (the default: 1e4)")
+    ap.add_argument("--quick", action="store_true", help="1024 insertions (the default: 1e4)")
     ap.add_argument("--out", required=True, help="the report (Markdown); plots go beside it")
     ap.add_argument("--n", type=int, default=None, help="how many insertions (overrides the mode's)")
-    ap.add_argument("--chunk", type=int, default=128, help="insertions per compiled batch")
+    ap.add_argument("--chunk", type=int, default=None, help="insertions per compiled batch (16 on a CPU: a vmapped "
+                    "batch runs each step's contact solve until its slowest insertion has converged, see the "
+                    "docstring; 1024 on an accelerator, whose lanes run in parallel)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--duration", type=float, default=0.4, help="seconds of each insertion (0.4; 0.6 lets the "
-                    "slow jams stall, see the docstring)")
+    ap.add_argument("--duration", type=float, default=DURATION, help=f"seconds of each insertion ({DURATION:g}: "
+                    "the slow jams stall within it, see the docstring)")
+    ap.add_argument("--dt", type=float, default=DT, help=f"time step (s; {DT:g}, see the docstring)")
     ap.add_argument("--checkpoint", default=None, help="folder of the resumable chunks (default: beside --out)")
     ap.add_argument("--no-design", action="store_true", help="leave out the design comparison (the Monte Carlo only)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     n = args.n or (1024 if args.quick else 10_000)
-    dt, duration, decimation = 2e-3, args.duration, 10
+    args.chunk = args.chunk or (16 if jax.default_backend() == "cpu" else 1024)
+    dt, duration, decimation = args.dt, args.duration, DECIMATION
     n_steps = int(round(duration / dt))
     params = ckcm.nominal()
     checkpoint = args.checkpoint or str(out.with_suffix("")) + "_chunks"
-    t0 = time.perf_counter()
+    slow_flags = "--xla_backend_optimization_level=0" in os.environ.get("XLA_FLAGS", "")
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     result = run_monte_carlo(make_task(dt, n_steps, decimation, params), spec(), n, seed=args.seed,
-                             chunk_size=args.chunk, checkpoint_dir=checkpoint,
-                             tag=f"ckcm_assembly v2 duration={duration}")
-    wall = time.perf_counter() - t0
-    m = {k: np.asarray(v) for k, v in result.metrics.items()}
+                             chunk_size=args.chunk, checkpoint_dir=checkpoint, keep_trajectories=True,
+                             tag=f"ckcm_assembly v3 duration={duration} dt={dt}")
+    wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
     ok = ~result.failed
-    m = {k: v[ok] for k, v in m.items()}
+    m = {k: np.asarray(v)[ok] for k, v in result.metrics.items()}
+    kept = {k: np.asarray(v)[ok] for k, v in result.trajectories.items()}
     plot_success_map(m, out.with_name(out.stem + "_success_map.png"))
-    cases = [("2 mm, 1 deg, RCC at the tip", 2e-3, np.radians(1.0), 0.0),
-             ("2 mm, 1 deg, RCC 0.3 m behind", 2e-3, np.radians(1.0), 0.3),
-             ("5 mm, 0 deg, RCC at the tip", 5e-3, 0.0, 0.0)]
-    run = traces(params, dt, n_steps, 1, cases)
-    A.plot_insertion(run, [c[0] for c in cases], out.with_name(out.stem + "_traces.png"))
+    picks = trace_cases(m)
+    t_out = dt * decimation * np.arange(n_steps // decimation + 1)
+    A.plot_insertion(traces_as_insertions(kept, t_out, picks), [p[1] for p in picks],
+                     out.with_name(out.stem + "_traces.png"))
     lines = [f"# CKCM peg-in-hole Monte Carlo ({'quick' if args.quick else 'full'} mode)", "",
              f"`python experiments/ckcm_assembly.py {'--quick ' if args.quick else ''}--out {args.out}`: {n} "
              f"insertions of {duration} s at dt = {dt * 1e3:g} ms (hard contact, exact closed-chain plant at the "
-             f"paper's design), seed {args.seed}; wall time {wall:.0f} s including compilation (this machine: "
-             f"{jax.devices()[0].device_kind}, {jax.device_count()} device(s)); "
-             f"{int(result.failed.sum())} scenario(s) failed (non-finite output).", "",
+             f"paper's design), seed {args.seed}, {args.chunk} insertions per compiled batch; wall time {wall:.0f} s "
+             f"including compilation, {cpu:.0f} s of CPU time (this machine: {jax.devices()[0].device_kind}, "
+             f"{jax.device_count()} device(s), {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the "
+             f"end); {int(result.failed.sum())} scenario(s) failed (non-finite output)."
+             + (" XLA_FLAGS chose backend optimisation level 0 (the tests' setting): the rollouts run several times "
+                "slower; run the study without it." if slow_flags else ""), "",
              "Draws (uniform): " + ", ".join(f"{k} in [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in RANGES.items())
              + " (SI units, radians).", "",
-             "| outcome | all | centre < 0.1 m | centre > 0.25 m | mean time (s) | peak contact force (N, mean / max) | "
+             "| outcome | all | centre < 0.1 m | centre > 0.25 m | mean time (s) | "
+             "peak contact force (N, mean / max) | "
              "peak actuator force (N, mean / max) |", "|---|---|---|---|---|---|---|"]
     near, far = m["centre"] < NEAR_TIP, m["centre"] > FAR
     for code, name in enumerate(A.OUTCOMES):
@@ -200,9 +236,17 @@ def main(argv=None):
             continue
         tm = m["time"][k & (m["time"] >= 0)]
         lines.append(f"| {name} | {int(k.sum())} | {int((k & near).sum())} of {int(near.sum())} | "
-                     f"{int((k & far).sum())} of {int(far.sum())} | {tm.mean() if tm.size else float('nan'):.3f} | "
+                     f"{int((k & far).sum())} of {int(far.sum())} | {f'{tm.mean():.3f}' if tm.size else '–'} | "
                      f"{m['peak_contact'][k].mean():.1f} / {m['peak_contact'][k].max():.1f} | "
                      f"{m['peak_actuator'][k].mean():.1f} / {m['peak_actuator'][k].max():.1f} |")
+    stuck = np.isin(m["outcome"], [A.OUTCOMES.index("jammed"), A.OUTCOMES.index("wedged")])
+    frac = lambda k, sel: k[sel].mean() if sel.any() else float("nan")          # noqa: E731
+    holds = frac(stuck, near) < frac(stuck, far)
+    lines += ["", f"Whitney's RCC guideline: jammed or wedged in {int((stuck & near).sum())} of {int(near.sum())} "
+              f"({100 * frac(stuck, near):.0f} %) with the compliance centre < {NEAR_TIP:g} m behind the tip against "
+              f"{int((stuck & far).sum())} of {int(far.sum())} ({100 * frac(stuck, far):.0f} %) with it > {FAR:g} m "
+              f"behind: fewer jams at the tip — {'holds' if holds else 'does NOT hold'}; still moving at the end: "
+              f"{int((m['outcome'] == A.OUTCOMES.index('moving')).sum())} of {m['outcome'].size}."]
     lines += ["", f"Worst over all runs: loop closure {m['closure'].max():.2e} m, penetration "
               f"{m['penetration'].max():.2e} m; contact solve converged at every stored step in "
               f"{int(m['converged'].sum())} of {m['converged'].size} runs ({int(m['unconverged'].sum())} stored "
@@ -212,6 +256,9 @@ def main(argv=None):
               f"Plots: {out.stem}_success_map.png (outcome over lateral × angular error, by compliance centre), "
               f"{out.stem}_traces.png (depth, contact force and actuator force of three insertions)."]
     lines += (["", "Design comparison: left out (--no-design)."] if args.no_design else design_section(args.quick))
+    lines += ["", f"Whole study: {time.perf_counter() - t_start:.0f} s of wall time, "
+              f"{time.process_time() - cpu_start:.0f} s of CPU time (this process), load average "
+              f"{os.getloadavg()[0]:.1f} at the end."]
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -1,34 +1,56 @@
-"""XLA:CPU settings the engine's speed depends on, applied when ``mrds_jax`` is imported.
+"""XLA:CPU settings the engine's speed and compile time depend on, applied when ``mrds_jax`` is imported.
 
-From jaxlib 0.10, XLA:CPU sends ``reduce`` operations (and some elementwise ones) through its YNNPACK
-"library fusions" by default. For the tiny reduced axes of a closed-chain step (sums over 3 to 36 elements,
-batched by ``vmap``) those fusions are very slow: a vmapped 6x6 mat-vec takes 634 µs at a batch of 4096
-against 47 µs without them, and the Stewart platform's Euler step runs at 27k steps/s on jaxlib 0.10.2 against
-425k with them off (the project's Stewart speed benchmark on a 2-core machine; upstream openxla/xla#40677,
-jax-ml/jax#37465). XLA reads ``XLA_FLAGS`` once, when JAX starts its CPU backend, so the setting has to be in
-place before the first computation of the process — which is why it is applied on import, process-wide, and
-why it reaches a user's own ``jax.jit(jax.vmap(mrds_jax.simulate))`` as well as the library's own jits.
+XLA reads ``XLA_FLAGS`` once, when JAX starts its CPU backend, so the settings have to be in place before the first
+computation of the process — which is why they are applied on import, process-wide, and why they reach a user's own
+``jax.jit(jax.vmap(mrds_jax.simulate))`` as well as the library's own jits. The settings (:data:`FLAGS`), each
+applied only on the jaxlib versions checked to have it (an unknown flag in ``XLA_FLAGS`` makes XLA abort):
+
+* **No YNNPACK fusions** (``--xla_cpu_experimental_ynn_fusion_type=``, jaxlib 0.10). From jaxlib 0.10, XLA:CPU
+  sends ``reduce`` operations (and some elementwise ones) through its YNNPACK "library fusions" by default. For
+  the tiny reduced axes of a closed-chain step (sums over 3 to 36 elements, batched by ``vmap``) those fusions are
+  very slow: a vmapped 6x6 mat-vec takes 634 µs at a batch of 4096 against 47 µs without them, and the Stewart
+  platform's Euler step runs at 27k steps/s on jaxlib 0.10.2 against 425k with them off (the project's Stewart
+  speed benchmark on a 2-core machine; upstream openxla/xla#40677, jax-ml/jax#37465). jaxlib 0.9.2 has neither the
+  fusion nor the flag.
+* **The older loop emitters** (``--xla_cpu_use_fusion_emitters=false``, jaxlib 0.9 and 0.10). XLA:CPU generates
+  fused loops with its MLIR "fusion emitters" by default; for the large programs of a closed chain the older
+  emitters compile faster and run about as fast (measured on a shared 2-core machine, process CPU seconds, two
+  rounds each, ``experiments/out/backend_flags.md``: the four-loop biped's rollout compiles in 11.8-12.7 s instead
+  of 14.5-17.7 s on jax 0.10.2 and 14.9-15.3 s instead of 16.9-17.4 s on 0.9.2, Cassie's in 14.1-15.2 s instead
+  of 17.8-19.1 s and 16.7-16.8 s instead of 19.1-22.2 s, the contact quadruped's the same within noise; per
+  scenario-step 5-10 % less on 0.10.2, within ±5 % on 0.9.2). The flag concerns XLA:CPU only (a GPU backend ignores it).
 
 What :func:`apply` does:
 
-* on a jaxlib whose XLA:CPU has the flag (the versions in ``HAS_YNN_FLAG``; jaxlib 0.9.2 has neither the
-  fusion nor the flag, and an unknown flag in ``XLA_FLAGS`` makes XLA abort, so other versions are left
-  alone), appends ``--xla_cpu_experimental_ynn_fusion_type=`` (no YNNPACK fusions) to ``XLA_FLAGS``;
-* leaves ``XLA_FLAGS`` as it is when it already sets that flag (the user's choice wins) or when
-  ``MRDS_JAX_XLA_FLAGS=0``;
+* appends each setting of :data:`FLAGS` that this jaxlib has to ``XLA_FLAGS``, unless ``XLA_FLAGS`` already sets
+  that flag (the user's choice wins), or ``MRDS_JAX_XLA_FLAGS=0`` (nothing is set);
 * warns :class:`BackendFlagWarning` when JAX's backends were started before ``mrds_jax`` was imported (too
-  late for the flag: import ``mrds_jax`` first, or set the flag yourself).
+  late for the flags: import ``mrds_jax`` first, or set the flags yourself).
 
-Other libraries' XLA:CPU computations in the same process run without YNNPACK fusions too; for large reductions
+Other libraries' XLA:CPU computations in the same process run with these settings too; for large reductions
 and matrix products (which XLA:CPU then runs with its own emitters and Eigen) that is the jaxlib 0.9 behaviour.
 """
 import importlib.metadata
 import os
 import warnings
+from typing import NamedTuple
 
-FLAG_NAME = "xla_cpu_experimental_ynn_fusion_type"
-FLAG = f"--{FLAG_NAME}="
-HAS_YNN_FLAG = ((0, 10),)      # jaxlib (major, minor) versions checked to have the flag
+class BackendFlag(NamedTuple):
+    """One XLA:CPU setting: ``--name=value``, set on the jaxlib (major, minor) versions ``jaxlibs``."""
+    name: str
+    value: str
+    jaxlibs: tuple
+
+    @property
+    def text(self):
+        return f"--{self.name}={self.value}"
+
+
+NO_YNN_FUSIONS = BackendFlag("xla_cpu_experimental_ynn_fusion_type", "", ((0, 10),))
+LOOP_EMITTERS = BackendFlag("xla_cpu_use_fusion_emitters", "false", ((0, 9), (0, 10)))
+FLAGS = (NO_YNN_FUSIONS, LOOP_EMITTERS)
+# the YNNPACK setting under its former names (tests and users read these)
+FLAG_NAME, FLAG, HAS_YNN_FLAG = NO_YNN_FUSIONS.name, NO_YNN_FUSIONS.text, NO_YNN_FUSIONS.jaxlibs
 
 
 class BackendFlagWarning(UserWarning):
@@ -52,24 +74,33 @@ def _backends_started():
         return False
 
 
+def due_flags(version, flags):
+    """The settings of :data:`FLAGS` that jaxlib ``version`` has and the ``XLA_FLAGS`` string ``flags`` does not
+    already set (the user's choice wins)."""
+    return [f for f in FLAGS if version in f.jaxlibs and f"--{f.name}=" not in flags]
+
+
 def apply(environ=None):
-    """Set the XLA:CPU flag if this jaxlib needs it (module docstring). Returns what was done: "set",
-    "kept" (the user's XLA_FLAGS already choose), "off" (MRDS_JAX_XLA_FLAGS=0), "not needed" (a jaxlib
-    without the fusion or the flag) or "late" (backends already started: warned)."""
+    """Set the XLA:CPU flags this jaxlib has (module docstring). Returns what was done: "set" (at least one
+    added), "kept" (the user's XLA_FLAGS already choose every one), "off" (MRDS_JAX_XLA_FLAGS=0), "not needed" (a
+    jaxlib with none of them) or "late" (backends already started: warned where the YNNPACK setting was due)."""
     environ = os.environ if environ is None else environ
     if environ.get("MRDS_JAX_XLA_FLAGS", "1") == "0":
         return "off"
     version = jaxlib_version()
-    if version not in HAS_YNN_FLAG:
+    if not any(version in f.jaxlibs for f in FLAGS):
         return "not needed"
     flags = environ.get("XLA_FLAGS", "")
-    if FLAG_NAME in flags:
+    due = due_flags(version, flags)
+    if not due:
         return "kept"
     if _backends_started():
-        warnings.warn(f"mrds_jax was imported after JAX started its backends, so XLA:CPU keeps its YNNPACK "
-                      f"fusion of small reductions, which makes closed-chain steps ~10x slower on jaxlib "
-                      f"{'.'.join(map(str, version))}. Import mrds_jax before running any JAX "
-                      f"computation, or start Python with XLA_FLAGS={FLAG}", BackendFlagWarning, stacklevel=3)
+        if NO_YNN_FUSIONS in due:
+            warnings.warn(f"mrds_jax was imported after JAX started its backends, so XLA:CPU keeps its YNNPACK "
+                          f"fusion of small reductions, which makes closed-chain steps ~10x slower on jaxlib "
+                          f"{'.'.join(map(str, version))}. Import mrds_jax before running any JAX computation, or "
+                          f"start Python with XLA_FLAGS=\"{' '.join(f.text for f in due)}\"", BackendFlagWarning,
+                          stacklevel=3)
         return "late"
-    environ["XLA_FLAGS"] = f"{flags} {FLAG}".strip()
+    environ["XLA_FLAGS"] = " ".join([flags] + [f.text for f in due]).strip()
     return "set"

@@ -89,6 +89,23 @@ def test_bad_design_vector_is_named_before_anything_compiles(entry, value, words
         AD.timed_gradient_run(problem, x, SETTINGS)
 
 
+def test_batched_runs_name_bad_starts_and_derivative_before_anything_compiles(monkeypatch):
+    """The runs of several starts together (the study's three seeds) take an (S, 6) array, name a bad start by its
+    index and variable, and ``gradient_step`` names an unknown derivative mode, all before anything compiles."""
+    problem = AD.design_problem(AD.misalignment_batch(2))
+    x = np.asarray(AD.design_of(problem.base, problem.params))
+    bad = np.stack([x, x])
+    bad[1, 3] = np.nan
+    monkeypatch.setattr(jax, "jit", _no_compile)
+    for runs in (AD.timed_gradient_runs, AD.timed_cma_es_runs):
+        with pytest.raises(AD.AssemblyDesignError, match=r"\(S, 6\) array, got shape \(6,\)"):
+            runs(problem, x, SETTINGS)
+        with pytest.raises(AD.AssemblyDesignError, match="start design 1: not finite: centre = nan"):
+            runs(problem, bad, SETTINGS)
+    with pytest.raises(AD.AssemblyDesignError, match="derivative must be one of"):
+        AD.gradient_step(SETTINGS, AD.BOX, "backward")
+
+
 def test_empty_box_and_bad_misalignments_are_named():
     problem = AD.design_problem(AD.misalignment_batch(2))
     box = AD.DesignBox(AD.BOX.lower, AD.BOX.lower)

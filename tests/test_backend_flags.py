@@ -1,6 +1,7 @@
-"""backend_flags: on a jaxlib with XLA:CPU's YNNPACK fusion of reductions, importing mrds_jax turns it off before
-the backend starts (the Stewart step is ~10x slower with it), keeps a user's own choice, can be switched off,
-and warns when it comes too late; the compiled Stewart step then holds no YNNPACK fusion, no custom call (no
+"""backend_flags: importing mrds_jax sets, before the backend starts, each XLA:CPU setting of backend_flags.FLAGS
+that the installed jaxlib has (on 0.10: no YNNPACK fusion of reductions, the Stewart step is ~10x slower with it;
+on 0.9 and 0.10: the older loop emitters, a quarter less compile time), keeps a user's own choice per flag, can be
+switched off, and warns when it comes too late; the compiled Stewart step then holds no YNNPACK fusion, no custom call (no
 LAPACK), and no more kernels than stated. Each case runs in a fresh interpreter (XLA reads XLA_FLAGS once)."""
 import json
 import os
@@ -12,6 +13,7 @@ import pytest
 from mrds_jax import backend_flags
 
 NEEDS_FLAG = backend_flags.jaxlib_version() in backend_flags.HAS_YNN_FLAG
+DUE = [f for f in backend_flags.FLAGS if backend_flags.jaxlib_version() in f.jaxlibs]
 # Ceilings on experiments/bench_gpu.count_kernels of a 20-step Euler rollout, float32, batch 64 (measured on
 # jaxlib 0.10.2 / 0.9.2): Stewart on Lilly & Orin's path 241 / 232 (279 with YNNPACK on); Stewart on the
 # general path 492 / 483; the dual-arm grasp (general path) 675 / 648.
@@ -30,18 +32,26 @@ def run(code, **env):
 REPORT = "import json, os, mrds_jax; print(json.dumps([mrds_jax.BACKEND_FLAGS, os.environ.get('XLA_FLAGS', '')]))"
 
 
-def test_import_sets_the_flag_where_the_jaxlib_has_it():
+def test_import_sets_the_flags_where_the_jaxlib_has_them():
     (what, flags), _ = run(REPORT)
-    if NEEDS_FLAG:
-        assert what == "set" and backend_flags.FLAG in flags.split()
-    else:
-        assert what == "not needed" and backend_flags.FLAG_NAME not in flags
+    assert what == ("set" if DUE else "not needed")
+    assert sorted(flags.split()) == sorted(f.text for f in DUE)
+    assert (backend_flags.FLAG in flags.split()) == NEEDS_FLAG
+    assert (backend_flags.jaxlib_version() in backend_flags.LOOP_EMITTERS.jaxlibs) == (
+        "--xla_cpu_use_fusion_emitters=false" in flags.split())
 
 
 def test_a_users_choice_and_the_off_switch_are_kept():
-    (what, flags), _ = run(REPORT, XLA_FLAGS="--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE")
-    assert flags == "--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE"
-    assert what == ("kept" if NEEDS_FLAG else "not needed")
+    """A flag the user's XLA_FLAGS sets is left as the user wrote it; the others are still added."""
+    users = "--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE"
+    (what, flags), _ = run(REPORT, XLA_FLAGS=users)
+    others = [f.text for f in DUE if f is not backend_flags.NO_YNN_FUSIONS]
+    assert flags.split() == [users] + others
+    assert what == ("set" if others else "kept" if NEEDS_FLAG else "not needed")
+    choices = {backend_flags.NO_YNN_FUSIONS: users, backend_flags.LOOP_EMITTERS: "--xla_cpu_use_fusion_emitters=true"}
+    every = " ".join(choices[f] for f in DUE)
+    (what, flags), _ = run(REPORT, XLA_FLAGS=every)
+    assert flags == every and what == ("kept" if DUE else "not needed")
     (what, flags), _ = run(REPORT, MRDS_JAX_XLA_FLAGS="0")
     assert what == "off" and flags == ""
 

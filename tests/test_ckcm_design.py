@@ -28,7 +28,11 @@ def _measures(problem, data, x):
     """Every differentiable quantity the optimiser sees: the three demand measures and a fixed random
     combination of all constraint values."""
     params = D.design_params(problem, data, x)
-    tau, speed = forces_and_speeds(problem, params, data.samples)
+    return _measures_of_forces(problem, data, params, *forces_and_speeds(problem, params, data.samples))
+
+
+def _measures_of_forces(problem, data, params, tau, speed):
+    """``_measures`` from the forces and leg speeds at ``data.samples``."""
     w = data.samples.weight
     g = constraint_values(params, data.samples, jnp.max(jnp.abs(tau)), data.limits)
     flat = jnp.concatenate([v.ravel() for v in g.values()])
@@ -41,7 +45,14 @@ def _measures(problem, data, x):
 def gradient_case(request):
     problem, data = D.make_problem(TASK, free=ALL, model=request.param)
     x = np.asarray(problem.space.from_params(data.base))
-    f = jax.jit(lambda x: _measures(problem, data, x))
+    # the values through the force kernel the problem's set-up compiled (the optimiser's), the rest compiled apart
+    forces = O.jitted_forces_and_speeds(problem.model, problem.legs, problem.batch_size)
+    params_of = jax.jit(lambda x: D.design_params(problem, data, x))
+    rest = jax.jit(lambda p, tau, speed: _measures_of_forces(problem, data, p, tau, speed))
+
+    def f(x):
+        params = params_of(x)
+        return rest(params, *forces(params, data.samples))
     J = np.asarray(jax.jit(jax.jacrev(lambda x: _measures(problem, data, x)))(jnp.asarray(x)))
     return request.param, problem, x, f, J
 

@@ -65,7 +65,8 @@ def test_pendulum_started_past_its_limit_returns_to_it_slowly(past):
     """Held by gravity against its lower limit −0.6 rad and started ``past`` beyond it: back on the limit,
     |q̇| ≤ 1 rad/s throughout; the joint is named at the start."""
     with pytest.warns(PenetrationWarning, match=r"joint p\.arm_joint 0\.[16] past its limit"):
-        tr = S.simulate(pendulum(), S.SystemState((jnp.array([-0.6 - past]),), (jnp.zeros(1),)), 1e-3, 1000)
+        # 1500 steps: the compiled program of test_contact_step.py's pendulum stopped by its limit, from the cache
+        tr = S.simulate(pendulum(), S.SystemState((jnp.array([-0.6 - past]),), (jnp.zeros(1),)), 1e-3, 1500)
     q, qd = np.asarray(tr.q[0][:, 0]), np.asarray(tr.v[0][:, 0])
     print(f"past {past}: max |qd| {np.abs(qd).max():.3g} rad/s, final q {q[-1]:.12g}")
     assert np.abs(qd).max() <= 1.0
@@ -130,7 +131,8 @@ def test_ball_sliding_with_huge_friction_keeps_its_contact(rho):
     from mrds_jax.system.ncp import NCPSettings
     from mrds_jax.system.timestepping import ContactSettings
     q0, v0 = body_state([0.0, 0.0, R_BALL], (3.0, 0.0, 0.0))
-    tr = S.simulate(ball_on_floor(friction=1e8), S.SystemState((q0,), (v0,)), 1e-3, 200, check=False,
+    # 500 steps, as the pushed-out ball's run: at the default ρ the same compiled program (steps and settings are static)
+    tr = S.simulate(ball_on_floor(friction=1e8), S.SystemState((q0,), (v0,)), 1e-3, 500, check=False,
                     contact_settings=ContactSettings(ncp=NCPSettings(rho=rho)))
     z = np.asarray(tr.q[0][:, 2]) - R_BALL
     print(f"rho {rho}: height {z.min():.3g}..{z.max():.3g} m")

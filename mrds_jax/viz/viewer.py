@@ -271,10 +271,16 @@ if (mrdsHeld) {{
   viewer.animator.seek(Math.min(+mrdsHeld[1], mrdsTimes.length - 1) / mrdsFps);
 }}
 {summary}
+// the summary of what was drawn is a scene traversal: redone on a held page and when the frame on show changes,
+// not at every repaint of a playing one
+var mrdsSummarised = -1;
 function mrdsShowTime() {{
   var k = mrdsFrameOnShow();
   document.getElementById("mrds-time").textContent = "t = " + mrdsTimes[k].toFixed(3) + " s";
-  document.getElementById("mrds-drawn").textContent = JSON.stringify(mrdsDrawn(k));
+  if (mrdsHeld || k !== mrdsSummarised) {{
+    document.getElementById("mrds-drawn").textContent = JSON.stringify(mrdsDrawn(k));
+    mrdsSummarised = k;
+  }}
   requestAnimationFrame(mrdsShowTime);
 }}
 requestAnimationFrame(mrdsShowTime);
