@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..spatial import cross
+from ..spatial import cross, dense
 from ..spatial.transforms import rotate, rotate_transpose
 from .closest_points import contact_frame, dot, segment_segment, unit_or
 
@@ -122,7 +122,8 @@ def _subset_masks():
 def _affine_projection(P, mask):
     """Barycentric λ (4,) of the point of the affine hull of the masked points of P (4, 3) nearest to the origin
     (λ = 0 off the mask), and whether that hull is non-degenerate. Normal equations of min |P₀ + Σ μ_j (P_j − P₀)|
-    over the masked j ≠ first, solved by Cramer's rule on the 3×3 Gram matrix padded with the identity."""
+    over the masked j ≠ first, on the Gram matrix padded with the identity, solved by LU with partial pivoting
+    (:func:`~mrds_jax.spatial.dense.solve`, no LAPACK call: docs/known_traps.md), its determinant Π|U_kk|."""
     first = jnp.argmax(mask)
     others = mask & (jnp.arange(4) != first)
     P0 = P[first]
@@ -130,10 +131,10 @@ def _affine_projection(P, mask):
     G = E @ E.T + jnp.diag(jnp.where(others, 0.0, 1.0))
     rhs = -E @ P0
     scale = jnp.max(jnp.where(others, dot(E, E), 0.0)) + jnp.finfo(P.dtype).tiny
-    det = jnp.linalg.det(G)
+    det = jnp.prod(jnp.abs(jnp.diagonal(dense.lu_factor(G)[0])))    # NaN where G is singular (then not ok)
     count = jnp.sum(others)
-    ok = jnp.abs(det) > 1e-20 * scale ** count
-    mu = jnp.linalg.solve(jnp.where(ok, G, jnp.eye(4, dtype=P.dtype)), rhs)
+    ok = det > 1e-20 * scale ** count
+    mu = dense.solve(jnp.where(ok, G, jnp.eye(4, dtype=P.dtype)), rhs)
     mu = jnp.where(others, mu, 0.0)
     lam = mu.at[first].add(1.0 - jnp.sum(mu))
     return jnp.where(mask, lam, 0.0), ok
@@ -376,75 +377,111 @@ def _snap_mesh(vertices, u):
 
 POLYTOPES = ("box", "mesh")   # kinds whose support functions are piecewise constant
 REFINE_STEPS = 8               # Newton steps of refine_direction on pairs with a curved geom
+STEP_FRACTIONS = (1.0, 0.5, 0.25)   # refine_direction: the fractions of a Newton step tried, in turn
+
+
+class _Candidate(NamedTuple):
+    """A normal u of :func:`refine_direction` with what its acceptance test and its Newton step need: the support
+    point w(u) of D, f(u) = u · w(u), the projector P (2, 2) of u's contact-frame tangents onto the directions
+    along the kinks u lies on (:func:`_kink_tangents`), and the stationarity |P T w|² (the squared gradient of
+    f along those kinks)."""
+    u: jax.Array
+    w: jax.Array
+    f: jax.Array
+    P: jax.Array
+    stationarity: jax.Array
 
 
 def refine_direction(A, B, n, steps=REFINE_STEPS):
     """Newton's method on the unit sphere for the contact normal, from GJK's or EPA's n: minimise
-    f(n) = h_A(n) + h_B(−n) (−f(n) ≤ the gap for every unit n, equal at the optimum, apart or overlapping), whose Euclidean gradient is the
-    support point w(n) = s_A(n) − s_B(−n) of D and whose Hessian is ∂w/∂n (forward-mode, exact for the
-    primitives). On the sphere (Absil, Mahony, Sepulchre, "Optimization Algorithms on Matrix Manifolds", 2008,
-    §4.9/§6.2): gradient P w, Hessian P (∂w/∂n) P − (n·w) P in the tangent plane. A step is taken only where it
-    lowers f, so the result is never worse than GJK's or EPA's; where D is curved at the optimum (spheres, capsules,
-    cylinder sides, ellipsoids) it converges quadratically, which EPA's secant faces do not (their normal is
-    good to √tolerance only). The step is taken along the eigendirections of the tangent Hessian with positive
-    curvature only (halved twice if it does not lower f): across a kink of f (a face or an edge of D, where the
-    support point jumps and ∂w/∂n = 0) it is not. Each trial is also tried snapped onto the kinks near it
-    (:func:`_snap`; taken where f is not larger), which puts the normal of a face or edge exactly and keeps the
-    Newton steps of a normal with one kink (a capsule's side against an ellipsoid) on that kink. Each step is also
-    tried restricted to the kinks the normal lies on (:func:`_kink_normals`: there f is smooth, and the Newton
-    step of its restriction converges quadratically where the unrestricted one, seeing a jumping gradient, does
-    not). Near the optimum f changes by less than its round-off (it is quadratic in the normal's error, so a
-    normal 1e-8 off changes it by 1e-16): there a trial is taken where f is equal to round-off and the gradient
-    along the kinks (the stationarity) is smaller, which brings the normal itself to round-off."""
-    def f(u):
-        return A.height(u) + B.height(-u)
-
+    f(n) = h_A(n) + h_B(−n) (−f(n) ≤ the gap for every unit n, equal at the optimum, apart or overlapping), whose
+    Euclidean gradient is the support point w(n) = s_A(n) − s_B(−n) of D and whose Hessian is ∂w/∂n (forward-mode,
+    exact for the primitives). On the sphere (Absil, Mahony, Sepulchre, "Optimization Algorithms on Matrix
+    Manifolds", 2008, §4.9/§6.2): gradient P w, Hessian P (∂w/∂n) P − (n·w) P in the tangent plane. A step is
+    taken only where it lowers f, so the result is never worse than GJK's or EPA's; where D is curved at the
+    optimum (spheres, capsules, cylinder sides, ellipsoids) it converges quadratically, which EPA's secant faces do
+    not (their normal is good to √tolerance only). The step is taken along the eigendirections of the tangent
+    Hessian with positive curvature only (tried at the :data:`STEP_FRACTIONS` of it in turn): across a kink of f
+    (a face or an edge of D, where the support point jumps and ∂w/∂n = 0) it is not. The same step is also tried
+    restricted to the kinks the normal lies on (:func:`_kink_normals`: there f is smooth, and the Newton step of
+    its restriction converges quadratically where the unrestricted one, seeing a jumping gradient, does not); one
+    body (:func:`_newton_step`) serves both, the unrestricted one being the restriction to no kink. Each trial is
+    also tried snapped onto the kinks near it (:func:`_snap`; taken where f is not larger), which puts the normal
+    of a face or edge exactly and keeps the Newton steps of a normal with one kink (a capsule's side against an
+    ellipsoid) on that kink. Near the optimum f changes by less than its round-off (it is quadratic in the
+    normal's error, so a normal 1e-8 off changes it by 1e-16): there a trial is taken where f is equal to
+    round-off and the gradient along the kinks (the stationarity) is smaller, which brings the normal itself to
+    round-off. ``steps`` Newton steps of len(STEP_FRACTIONS) × 2 trials each, in loops of fixed length (one
+    traced body each), with 2×2 eigenproblems in closed form (:func:`_symmetric_eigen_2x2`: no LAPACK call)."""
     def w_of(u):
         return A.support(u) - B.support(-u)
 
     round_off = 64 * jnp.finfo(n.dtype).eps * (A.scale + B.scale + jnp.sqrt(dot(A.p, A.p)) + jnp.sqrt(dot(B.p, B.p)))
 
-    def along_kinks(u, T):
-        return _kink_tangents(jnp.concatenate([_kink_normals(A, u), _kink_normals(B, -u)]) @ T.T)
-
-    def stationarity(u):                    # |the gradient of f along the kinks u lies on|
-        T = contact_frame(u)[1:]
-        g = along_kinks(u, T) @ (T @ w_of(u))
-        return dot(g, g)
-
-    def lower(u, trial):                    # f lower, or equal to round-off and nearer stationary
-        fu, ft = f(u), f(trial)
-        return (ft < fu - round_off) | ((ft <= fu + round_off) & (stationarity(trial) < stationarity(u)))
-
-    def better(u, trial):
-        snapped = -_snap(B, -_snap(A, trial))
-        u = jnp.where(lower(u, trial), trial, u)
-        moved = dot(snapped - trial, snapped - trial) > 1e-24   # onto a kink (not a rotation's round-off): taken
-        #                                                            at an equal f too (the kink's exact normal)
-        return jnp.where(lower(u, snapped) | (moved & (f(snapped) <= f(u))), snapped, u)
-
-    def step(_, u):
+    def candidate(u):
         w = w_of(u)
         T = contact_frame(u)[1:]                                   # (2, 3) tangents
-        H = T @ jax.jacfwd(w_of)(u) @ T.T
-        H2 = 0.5 * (H + H.T) - dot(u, w) * jnp.eye(2, dtype=u.dtype)
-        along = along_kinks(u, T)
-        floor = 1e-6 * jnp.abs(dot(u, w)) + 1e-12                # curvature below this counts as flat
-        for delta in (_newton_step(H2, T @ w, T, jnp.eye(2, dtype=u.dtype), floor),
-                      _newton_step(H2, T @ w, T, along, floor)):
-            for fraction in (1.0, 0.5, 0.25):
-                u = better(u, unit_or(u + fraction * delta, u)[0])
-        return u
+        P = _kink_tangents(jnp.concatenate([_kink_normals(A, u), _kink_normals(B, -u)]) @ T.T)
+        g = P @ (T @ w)
+        return _Candidate(u, w, dot(u, w), P, dot(g, g))
 
-    n = better(n, n)
-    return jax.lax.fori_loop(0, steps, step, n)
+    def lower(x, y):                        # f lower, or equal to round-off and nearer stationary
+        return (y.f < x.f - round_off) | ((y.f <= x.f + round_off) & (y.stationarity < x.stationarity))
+
+    def pick(take, y, x):
+        return jax.tree.map(lambda a, b: jnp.where(take, a, b), y, x)
+
+    def better(x, trial):
+        snapped = -_snap(B, -_snap(A, trial))
+        both = jax.vmap(candidate)(jnp.stack([trial, snapped]))
+        y, z = (jax.tree.map(lambda a, i=i: a[i], both) for i in range(2))
+        x = pick(lower(x, y), y, x)
+        moved = dot(snapped - trial, snapped - trial) > 1e-24   # onto a kink (not a rotation's round-off): taken
+        #                                                            at an equal f too (the kink's exact normal)
+        return pick(lower(x, z) | (moved & (z.f <= x.f)), z, x)
+
+    fractions = jnp.asarray(STEP_FRACTIONS, dtype=n.dtype)
+
+    def step(_, x):
+        T = contact_frame(x.u)[1:]
+        H = T @ jax.jacfwd(w_of)(x.u) @ T.T
+        H2 = 0.5 * (H + H.T) - x.f * jnp.eye(2, dtype=n.dtype)
+        floor = 1e-6 * jnp.abs(x.f) + 1e-12                      # curvature below this counts as flat
+        restrictions = jnp.stack([jnp.eye(2, dtype=n.dtype), x.P])   # none, and along x's kinks
+        deltas = jax.vmap(lambda P: _newton_step(H2, T @ x.w, T, P, floor))(restrictions)
+
+        def trial(i, y):
+            delta = deltas[i // len(STEP_FRACTIONS)] * fractions[i % len(STEP_FRACTIONS)]
+            return better(y, unit_or(y.u + delta, y.u)[0])
+
+        return jax.lax.fori_loop(0, 2 * len(STEP_FRACTIONS), trial, x)
+
+    x = better(candidate(n), n)
+    if steps:
+        x = jax.lax.fori_loop(0, steps, step, x)
+    return x.u
+
+
+def _symmetric_eigen_2x2(M):
+    """(λ (2,), V (2, 2)): the eigenvalues and orthonormal eigenvectors (V's columns) of a symmetric 2×2 matrix M,
+    in closed form by one Jacobi rotation, which diagonalises a 2×2 exactly (Golub, Van Loan, "Matrix
+    Computations", 4th ed., §8.5.2, Algorithm 8.5.1: τ = (M₁₁ − M₀₀)/(2 M₀₁), t = tan θ = sign(τ)/(|τ| + √(1+τ²)),
+    c = 1/√(1+t²), s = t c; λ = (M₀₀ − t M₀₁, M₁₁ + t M₀₁)). No LAPACK call: a batched ``eigh`` inside
+    ``jit(vmap)`` can deadlock XLA:CPU (docs/known_traps.md)."""
+    p, q, r = M[0, 0], 0.5 * (M[0, 1] + M[1, 0]), M[1, 1]
+    off = q != 0
+    tau = (r - p) / (2.0 * jnp.where(off, q, 1.0))
+    t = jnp.where(off, jnp.where(tau >= 0, 1.0, -1.0) / (jnp.abs(tau) + jnp.hypot(1.0, tau)), 0.0)
+    c = 1.0 / jnp.hypot(1.0, t)
+    s = t * c
+    return jnp.stack([p - t * q, r + t * q]), jnp.stack([jnp.stack([c, s]), jnp.stack([-s, c])])
 
 
 def _newton_step(H, g, T, P, floor):
     """The Newton step (world, in the tangent plane T (2, 3)) of the tangent Hessian H (2, 2) and gradient g (2,)
-    restricted to the subspace of the tangent plane that the projector P (2, 2) keeps, along its directions of
-    curvature above ``floor`` only (zero along the others)."""
-    lam, V = jnp.linalg.eigh(P @ H @ P)
+    restricted to the subspace of the tangent plane that the projector P (2, 2) keeps (P = I: unrestricted), along
+    its directions of curvature above ``floor`` only (zero along the others)."""
+    lam, V = _symmetric_eigen_2x2(P @ H @ P)
     gv = V.T @ (P @ g)
     curved = lam > floor
     return T.T @ (V @ jnp.where(curved, -gv / jnp.where(curved, lam, 1.0), 0.0))
@@ -454,9 +491,10 @@ def _kink_tangents(C):
     """The projector (2, 2) onto the directions of the tangent plane orthogonal to every row of C (k, 2) (the
     tangent-plane components of the kinks' normals, :func:`_kink_normals`): the directions along which the
     normal stays on every kink it lies on."""
-    lam, V = jnp.linalg.eigh(C.T @ C)
-    free = lam <= 1e-12 * (jnp.trace(C.T @ C) + 1e-300)
-    return V @ jnp.diag(jnp.where(free, 1.0, 0.0).astype(C.dtype)) @ V.T
+    G = C.T @ C
+    lam, V = _symmetric_eigen_2x2(G)
+    free = lam <= 1e-12 * (jnp.trace(G) + 1e-300)
+    return (V * jnp.where(free, 1.0, 0.0).astype(C.dtype)) @ V.T
 
 
 def _kink_normals(shape, u):
