@@ -233,3 +233,22 @@ def test_convex_gap_gradient_is_the_normal_and_finite(k1, k2):
         fd = [(float(gap(*args[:5], args[5] + h * e[i])[0]) - float(gap(*args[:5], args[5] - h * e[i])[0])) / (2 * h)
               for i in range(3) if SIZE_MASK[k2][i]]
         np.testing.assert_allclose(np.asarray(g_s)[np.asarray(SIZE_MASK[k2], bool)], fd, atol=1e-6)
+
+
+def test_closed_form_symmetric_eigen_2x2_matches_numpy():
+    """The refinement's 2x2 symmetric eigenproblems (one Jacobi rotation, convex._symmetric_eigen_2x2, used instead
+    of LAPACK's eigh) against numpy.linalg.eigh: eigenvalues to 1e-14 relative, M V = V diag(λ) and VᵀV = I, on
+    random matrices and on the cases the rotation special-cases (diagonal, a multiple of I, an off-diagonal
+    entry near underflow, rank one as the kink projector's CᵀC is)."""
+    from mrds_jax.collision.convex import _symmetric_eigen_2x2
+    rng = np.random.default_rng(3)
+    matrices = [a + a.T for a in rng.standard_normal((40, 2, 2))]
+    matrices += [np.diag([2.0, -1.0]), 3.0 * np.eye(2), np.array([[1.0, 1e-200], [1e-200, 1.0 + 1e-12]]),
+                 np.outer([0.6, 0.8], [0.6, 0.8]), np.zeros((2, 2))]
+    eigen = jax.jit(jax.vmap(_symmetric_eigen_2x2))
+    lam, V = map(np.asarray, eigen(jnp.asarray(np.stack(matrices))))
+    for M, l, v in zip(matrices, lam, V):
+        scale = np.abs(M).max() + 1e-300
+        np.testing.assert_allclose(np.sort(l), np.linalg.eigh(M)[0], atol=1e-14 * scale)
+        np.testing.assert_allclose(M @ v, v * l, atol=1e-14 * scale)
+        np.testing.assert_allclose(v.T @ v, np.eye(2), atol=1e-14)

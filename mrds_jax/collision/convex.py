@@ -402,17 +402,18 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
     optimum (spheres, capsules, cylinder sides, ellipsoids) it converges quadratically, which EPA's secant faces do
     not (their normal is good to √tolerance only). The step is taken along the eigendirections of the tangent
     Hessian with positive curvature only (tried at the :data:`STEP_FRACTIONS` of it in turn): across a kink of f
-    (a face or an edge of D, where the support point jumps and ∂w/∂n = 0) it is not. The same step is also tried
+    (a face or an edge of D, where the support point jumps and ∂w/∂n = 0) it is not. Every second step is
     restricted to the kinks the normal lies on (:func:`_kink_normals`: there f is smooth, and the Newton step of
-    its restriction converges quadratically where the unrestricted one, seeing a jumping gradient, does not); one
-    body (:func:`_newton_step`) serves both, the unrestricted one being the restriction to no kink. Each trial is
-    also tried snapped onto the kinks near it (:func:`_snap`; taken where f is not larger), which puts the normal
-    of a face or edge exactly and keeps the Newton steps of a normal with one kink (a capsule's side against an
-    ellipsoid) on that kink. Near the optimum f changes by less than its round-off (it is quadratic in the
-    normal's error, so a normal 1e-8 off changes it by 1e-16): there a trial is taken where f is equal to
-    round-off and the gradient along the kinks (the stationarity) is smaller, which brings the normal itself to
-    round-off. ``steps`` Newton steps of len(STEP_FRACTIONS) × 2 trials each, in loops of fixed length (one
-    traced body each), with 2×2 eigenproblems in closed form (:func:`_symmetric_eigen_2x2`: no LAPACK call)."""
+    its restriction converges quadratically where the unrestricted one, seeing a jumping gradient, does not; off
+    the kinks the two are the same step); one body (:func:`_newton_step`) serves both, the unrestricted one being
+    the restriction to no kink. Each trial is also tried snapped onto the kinks near it (:func:`_snap`; taken
+    where f is not larger), which puts the normal of a face or edge exactly and keeps the Newton steps of a normal
+    with one kink (a capsule's side against an ellipsoid) on that kink. Near the optimum f changes by less than
+    its round-off (it is quadratic in the normal's error, so a normal 1e-8 off changes it by 1e-16): there a trial
+    is taken where f is equal to round-off and the gradient along the kinks (the stationarity) is smaller, which
+    brings the normal itself to round-off. ``steps`` Newton steps of len(STEP_FRACTIONS) trials each, in loops
+    of fixed length (one traced body each), with the 2×2 eigenproblems in closed form
+    (:func:`_symmetric_eigen_2x2`: no LAPACK call)."""
     def w_of(u):
         return A.support(u) - B.support(-u)
 
@@ -442,19 +443,18 @@ def refine_direction(A, B, n, steps=REFINE_STEPS):
 
     fractions = jnp.asarray(STEP_FRACTIONS, dtype=n.dtype)
 
-    def step(_, x):
+    def step(i, x):
         T = contact_frame(x.u)[1:]
         H = T @ jax.jacfwd(w_of)(x.u) @ T.T
         H2 = 0.5 * (H + H.T) - x.f * jnp.eye(2, dtype=n.dtype)
         floor = 1e-6 * jnp.abs(x.f) + 1e-12                      # curvature below this counts as flat
-        restrictions = jnp.stack([jnp.eye(2, dtype=n.dtype), x.P])   # none, and along x's kinks
-        deltas = jax.vmap(lambda P: _newton_step(H2, T @ x.w, T, P, floor))(restrictions)
+        restriction = jnp.where(i % 2 == 0, jnp.eye(2, dtype=n.dtype), x.P)    # none, then along x's kinks
+        delta = _newton_step(H2, T @ x.w, T, restriction, floor)
 
-        def trial(i, y):
-            delta = deltas[i // len(STEP_FRACTIONS)] * fractions[i % len(STEP_FRACTIONS)]
-            return better(y, unit_or(y.u + delta, y.u)[0])
+        def trial(k, y):
+            return better(y, unit_or(y.u + fractions[k] * delta, y.u)[0])
 
-        return jax.lax.fori_loop(0, 2 * len(STEP_FRACTIONS), trial, x)
+        return jax.lax.fori_loop(0, len(STEP_FRACTIONS), trial, x)
 
     x = better(candidate(n), n)
     if steps:
