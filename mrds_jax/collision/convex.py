@@ -22,7 +22,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..spatial import cross, dense
+from ..spatial import cross
+from ..spatial.linalg import matmul, spd_inverse
 from ..spatial.transforms import rotate, rotate_transpose
 from .closest_points import contact_frame, dot, segment_segment, unit_or
 
@@ -122,8 +123,10 @@ def _subset_masks():
 def _affine_projection(P, mask):
     """Barycentric λ (4,) of the point of the affine hull of the masked points of P (4, 3) nearest to the origin
     (λ = 0 off the mask), and whether that hull is non-degenerate. Normal equations of min |P₀ + Σ μ_j (P_j − P₀)|
-    over the masked j ≠ first, on the Gram matrix padded with the identity, solved by LU with partial pivoting
-    (:func:`~mrds_jax.spatial.dense.solve`, no LAPACK call: docs/known_traps.md), its determinant Π|U_kk|."""
+    over the masked j ≠ first, on the Gram matrix padded with the identity (symmetric positive definite where the
+    points are affinely independent), inverted by Gauss-Jordan elimination without pivoting
+    (:func:`~mrds_jax.spatial.linalg.spd_inverse`, no LAPACK call: docs/known_traps.md), its determinant the
+    product of the pivots met (NaN or ≤ 0 where it is singular)."""
     first = jnp.argmax(mask)
     others = mask & (jnp.arange(4) != first)
     P0 = P[first]
@@ -131,10 +134,10 @@ def _affine_projection(P, mask):
     G = E @ E.T + jnp.diag(jnp.where(others, 0.0, 1.0))
     rhs = -E @ P0
     scale = jnp.max(jnp.where(others, dot(E, E), 0.0)) + jnp.finfo(P.dtype).tiny
-    det = jnp.prod(jnp.abs(jnp.diagonal(dense.lu_factor(G)[0])))    # NaN where G is singular (then not ok)
+    det = jnp.prod(spd_inverse(G, pivots=True)[1])
     count = jnp.sum(others)
     ok = det > 1e-20 * scale ** count
-    mu = dense.solve(jnp.where(ok, G, jnp.eye(4, dtype=P.dtype)), rhs)
+    mu = matmul(spd_inverse(jnp.where(ok, G, jnp.eye(4, dtype=P.dtype))), rhs)
     mu = jnp.where(others, mu, 0.0)
     lam = mu.at[first].add(1.0 - jnp.sum(mu))
     return jnp.where(mask, lam, 0.0), ok
