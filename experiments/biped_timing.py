@@ -22,23 +22,52 @@ compile, and the mean per call), which other work on a shared machine disturbs l
 one thread, so our CPU time per call can exceed the wall time. ``--profile`` adds a table of compile time and
 static XLA kernel count stage by stage (ABA, CRBA, Step 2, Steps 2-3, the whole with each solve).
 
+``--runtime`` measures ours under ways of running one scenario per call, each in a fresh interpreter (both must be
+chosen before jax starts its CPU client): ``default``; ``sync`` (``jax_cpu_enable_async_dispatch`` off: the call
+runs in the calling thread instead of being handed to a dispatch thread); ``one-core`` (the process pinned to one
+core, ``os.sched_setaffinity``, before jax is imported: XLA's runtime then has one worker thread and no other core to
+wake, where on a virtual machine an idle core is a halted vCPU that takes tens of µs to wake); ``one-core+sync``
+(both: the library's ``backend_flags.one_scenario_runtime``).
+XLA:CPU's runtime runs independent kernels of one program on its thread pool (its ``ThunkExecutor`` goes sequential
+only where every buffer is ≤ 512 bytes or the program has ≤ 8 kernels), which for one scenario's ~440 small
+kernels is handoffs, not parallel work. Pinocchio is single-threaded, so ``one-core`` is its own setting too.
+
 Prints a table with the date, machine, core count, load average and jax/Pinocchio versions, and writes it to
 ``experiments/out/biped_timing.md``. Targets of the issue: compile ≤ 10 s, call ≤ 3x Pinocchio. Timings on a
 shared machine are noisy: the load average is printed; rerun on an idle machine before quoting.
 
     python experiments/biped_timing.py [--calls 2000] [--recursion unrolled level_scan] [--solver pinv cholesky]
-        [--profile]
+        [--runtime default sync one-core one-core+sync] [--profile]
 """
 import argparse
 import datetime
+import json
 import os
 import platform
+import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
-import jax
+RUNTIMES = ("default", "sync", "one-core", "one-core+sync")
+
+
+
+
+def apply_runtime(name):
+    """Put this process in ``--runtime`` ``name``'s setting before any computation (module docstring):
+    ``one-core+sync`` is the library's ``backend_flags.one_scenario_runtime``, the others its two halves alone."""
+    from mrds_jax import backend_flags
+    if name == "one-core+sync":
+        backend_flags.one_scenario_runtime()
+    elif name == "one-core":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    elif name == "sync":
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
@@ -158,13 +187,39 @@ def stage_costs(recursion):
     return out
 
 
+def measure(rec, solver, calls):
+    """One row's numbers in this process: (trace+lower s, compile s, compile CPU s, kernels, (call wall, CPU) s,
+    Pinocchio's (wall, CPU) s as the least of a run before and after ours, max |Δq̈|)."""
+    system, state, tau, _ = biped()
+    t_pin, ddq, twin = pinocchio(system, state, tau, calls)
+    t_lower, t_compile, cpu_compile, kernels, t_call, qdd = ours(biped(recursion=rec)[0], state, tau, calls, solver)
+    t_pin2 = pinocchio(system, state, tau, calls)[0]     # again, next to ours: the machine's load drifts
+    t_ref = [min(x, y) for x, y in zip(t_pin, t_pin2)]
+    return dict(lower=t_lower, compile=t_compile, cpu_compile=cpu_compile, kernels=kernels, call=t_call, ref=t_ref,
+                err=float(np.abs(twin.v([qdd]) - ddq).max()))
+
+
+def measure_in_child(runtime, rec, solver, calls):
+    """:func:`measure` in a fresh interpreter put in ``runtime``'s setting before jax starts."""
+    out = subprocess.run([sys.executable, __file__, "--child-runtime", runtime, "--recursion", rec, "--solver", solver,
+                          "--calls", str(calls)], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--profile", action="store_true", help="also compile the stages one by one (slow)")
     ap.add_argument("--solver", nargs="+", default=["pinv", "cholesky"], choices=["pinv", "cholesky"])
     ap.add_argument("--recursion", nargs="+", default=["unrolled", "level_scan"], choices=["auto", "unrolled", "level_scan"])
+    ap.add_argument("--runtime", nargs="+", default=["default"], choices=RUNTIMES,
+                    help="ways of running one scenario per call (module docstring), each in a fresh interpreter")
+    ap.add_argument("--child-runtime", choices=RUNTIMES, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.child_runtime:
+        apply_runtime(a.child_runtime)
+        print(json.dumps(measure(a.recursion[0], a.solver[0], a.calls)))
+        return
     system, state, tau, model = biped()
     m = system.modules[0]
     load = os.getloadavg()
@@ -181,22 +236,20 @@ def main(argv=None):
              "",
              "Wall times, and in parentheses this process's CPU time over all its threads (less disturbed by other "
              "work on a shared machine; XLA's runtime is multi-threaded, so its CPU time per call can exceed the wall "
-             "time).",
+             "time). Runtime: how the process runs one scenario per call (module docstring; each row in a fresh "
+             "interpreter, Pinocchio in the same one).",
              "",
-             "| ours: recursion | solve | trace + lower + XLA compile, s (CPU s) | kernels (fusions) | ours per call, "
-             "µs (CPU) | Pinocchio per call, µs (CPU) | ratio (CPU) | max abs Δq̈ |",
-             "|---|---|---|---|---|---|---|---|"]
-    t_pin, ddq, twin = pinocchio(system, state, tau, a.calls)
-    for rec, solver in ((r, sv) for r in a.recursion for sv in a.solver):
-        t_lower, t_compile, cpu_compile, kernels, t_call, qdd = ours(biped(recursion=rec)[0], state, tau, a.calls,
-                                                                      solver)
-        t_pin2 = pinocchio(system, state, tau, a.calls)[0]     # again, next to ours: the machine's load drifts
-        t_ref = [min(x, y) for x, y in zip(t_pin, t_pin2)]
-        err = np.abs(twin.v([qdd]) - ddq).max()
-        lines.append(f"| {rec} | {solver} | {t_lower:.2f} + {t_compile:.2f} ({cpu_compile:.2f}) | {kernels['total']} "
-                     f"({kernels['fusion']}) | {t_call[0] * 1e6:.0f} ({t_call[1] * 1e6:.0f}) | {t_ref[0] * 1e6:.1f} "
-                     f"({t_ref[1] * 1e6:.1f}) | {t_call[0] / t_ref[0]:.1f} ({t_call[1] / t_ref[1]:.1f}) | {err:.1e} |")
-    lines += ["", "Targets (issue 25): compile (trace + lower + XLA compile) ≤ 10 s, per call ≤ 3x Pinocchio."]
+             "| runtime | ours: recursion | solve | trace + lower + XLA compile, s (CPU s) | kernels (fusions) | ours per "
+             "call, µs (CPU) | Pinocchio per call, µs (CPU) | ratio (CPU) | max abs Δq̈ |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for runtime, rec, solver in ((rt, r, sv) for rt in a.runtime for r in a.recursion for sv in a.solver):
+        r = measure_in_child(runtime, rec, solver, a.calls)
+        call, ref, k = r["call"], r["ref"], r["kernels"]
+        lines.append(f"| {runtime} | {rec} | {solver} | {r['lower']:.2f} + {r['compile']:.2f} ({r['cpu_compile']:.2f}) "
+                     f"| {k['total']} ({k['fusion']}) | {call[0] * 1e6:.0f} ({call[1] * 1e6:.0f}) | {ref[0] * 1e6:.1f} "
+                     f"({ref[1] * 1e6:.1f}) | {call[0] / ref[0]:.1f} ({call[1] / ref[1]:.1f}) | {r['err']:.1e} |")
+    lines += ["", "Targets (issue 25): compile (trace + lower + XLA compile) ≤ 10 s, per call ≤ 3x Pinocchio; issue 43: "
+              "per call ≤ 10x Pinocchio, compile ≤ 3 s."]
     if a.profile:
         lines += ["", "## Where compile time and kernels go (static XLA kernel count; a while loop's body counts once)",
                   "", "| recursion | stage | trace + lower (s) | XLA compile (s) | kernels | while loops |",

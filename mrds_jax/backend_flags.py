@@ -29,6 +29,15 @@ What :func:`apply` does:
 
 Other libraries' XLA:CPU computations in the same process run with these settings too; for large reductions
 and matrix products (which XLA:CPU then runs with its own emitters and Eigen) that is the jaxlib 0.9 behaviour.
+
+**One scenario per call** (opt in: :func:`one_scenario_runtime`). XLA:CPU's runtime runs a program's independent
+kernels on its thread pool; it goes sequential only where every buffer is at most 512 bytes or the program has at
+most 8 kernels (``ThunkExecutor``). One scenario's forward dynamics is ~440 small kernels, so the pool brings
+thread handoffs, not parallel work, and on a virtual machine an idle core is a halted vCPU that takes tens of µs to
+wake; JAX also hands each call to a dispatch thread. A process that runs one scenario at a time (model-predictive
+control, a notebook stepping a robot, a comparison with Pinocchio, which is single-threaded) runs faster pinned to
+one core with dispatch in the calling thread: :func:`one_scenario_runtime`, called before the first computation.
+Batched work (``vmap``) wants every core: do not use it there. ``experiments/biped_timing.py --runtime`` measures it.
 """
 import importlib.metadata
 import os
@@ -104,3 +113,37 @@ def apply(environ=None):
         return "late"
     environ["XLA_FLAGS"] = " ".join([flags] + [f.text for f in due]).strip()
     return "set"
+
+
+class RuntimeStartedError(RuntimeError):
+    """:func:`one_scenario_runtime` was called after JAX started its CPU backend."""
+
+
+def one_scenario_runtime(core=None):
+    """Run this process's XLA:CPU work on one core, each call in the calling thread (module docstring): pins the
+    process (its threads, and so every thread started after, XLA's pool included) to ``core`` (default: the
+    lowest core it may run on) and turns JAX's asynchronous CPU dispatch off. Call it before the first JAX
+    computation, e.g. right after ``import mrds_jax``; returns the core. For processes that run one scenario per
+    call: a batch (``vmap``) runs on that one core only."""
+    allowed = os.sched_getaffinity(0)
+    core = min(allowed) if core is None else core
+    if core not in allowed:
+        raise ValueError(f"one_scenario_runtime: core {core!r} is not one this process may run on "
+                         f"({sorted(allowed)})")
+    if _backends_started():
+        raise RuntimeStartedError("one_scenario_runtime: JAX's CPU backend has already started (a computation ran "
+                                  "before it), so its thread pool and dispatch are fixed; call it before the first "
+                                  "JAX computation of the process")
+    import jax
+    for thread in _thread_ids():
+        os.sched_setaffinity(thread, {core})
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    return core
+
+
+def _thread_ids():
+    """This process's threads (Linux: /proc/self/task; elsewhere the calling thread, 0)."""
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]

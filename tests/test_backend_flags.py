@@ -20,10 +20,10 @@ DUE = [f for f in backend_flags.FLAGS if backend_flags.jaxlib_version() in f.jax
 KERNELS_MAX = {("stewart", "auto"): 270, ("stewart", "general"): 540, ("dual_arm", "general"): 740}
 
 
-def run(code, **env):
+def run(code, *args, **env):
     e = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "MRDS_JAX_XLA_FLAGS")}
     e.update(env)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=500, env=e,
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=500, env=e,
                          cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
@@ -61,6 +61,45 @@ def test_too_late_is_warned():
     (what, flags), err = run("import json, os, jax; jax.numpy.ones(2).block_until_ready(); import mrds_jax; "
                              "print(json.dumps([mrds_jax.BACKEND_FLAGS, os.environ.get('XLA_FLAGS', '')]))")
     assert what == "late" and "BackendFlagWarning" in err and "import mrds_jax before" in err.lower()
+
+
+ONE_SCENARIO = r"""
+import json, os, sys
+import mrds_jax, jax, jax.numpy as jnp
+from mrds_jax import backend_flags
+allowed = sorted(os.sched_getaffinity(0))
+core = backend_flags.one_scenario_runtime() if sys.argv[1] == "pin" else None
+x = jnp.arange(64.0).reshape(8, 8)
+y = jax.jit(lambda a: jnp.linalg.inv(a @ a.T + 8 * jnp.eye(8)) @ a)(x)
+errors = []
+try:
+    backend_flags.one_scenario_runtime()
+except backend_flags.RuntimeStartedError as e:
+    errors.append(str(e))
+try:
+    backend_flags.one_scenario_runtime(core=10_000)
+except ValueError as e:
+    errors.append(str(e))
+print(json.dumps(dict(core=core, allowed=allowed, now=sorted(os.sched_getaffinity(0)), threads=sorted(
+    {tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir("/proc/self/task")}),
+    sync=not jax.config.values["jax_cpu_enable_async_dispatch"], y=y.tolist(), errors=errors)))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_one_scenario_runtime_pins_every_thread_to_one_core_and_dispatches_inline():
+    """one_scenario_runtime pins the process (XLA's pool threads started after it included: /proc/self/task) to one
+    allowed core and turns asynchronous dispatch off; results are those of the default runtime; called after a
+    computation it names the started backend, and a core outside the allowed set is named."""
+    pinned, _ = run(ONE_SCENARIO, "pin")
+    plain, _ = run(ONE_SCENARIO, "plain")
+    assert pinned["core"] == min(pinned["allowed"]) and pinned["now"] == [pinned["core"]]
+    assert pinned["threads"] == [[pinned["core"]]] and pinned["sync"]
+    assert not plain["sync"] and plain["now"] == plain["allowed"]
+    assert pinned["y"] == plain["y"]
+    for out in (pinned, plain):
+        assert "already started" in out["errors"][0] and "before the first JAX computation" in out["errors"][0]
+        assert "core 10000 is not one this process may run on" in out["errors"][1]
 
 
 STEP = r"""
