@@ -2,9 +2,11 @@
 XLA's intra-op pool wait on sub-tasks queued on the same pool; ../shared/bench/jax_cpu_deadlock_repro.py; seen
 with Cholesky, SVD, eigh and lstsq, a race that shows up in some runs of a few hundred to a few thousand
 calls). Our vmapped paths therefore lower to no LAPACK call: the physics step (spatial.linalg) and the CKCM /
-inverse-dynamics paths (spatial.dense). This file checks, for each of those paths, that the lowered vmapped
-program has no LAPACK custom call, and runs all of them at batch 1024 in a child process with a timeout, so a
-regression fails instead of hanging CI.
+inverse-dynamics paths (spatial.dense), and the narrow phase's convex route (collision.convex: its 2x2
+eigenproblems in closed form; with jnp.linalg.eigh there, jit(vmap) of a convex pair at batch 1024 hung in
+lapack_dsyevd_ffi, both pool threads waiting in ParallelBatchMap). This file checks, for each of those paths, that
+the lowered vmapped program has no LAPACK custom call, and runs the physics and CKCM ones at batch 1024 in a child
+process with a timeout, so a regression fails instead of hanging CI.
 
 Not covered (they keep LAPACK; not vmapped by the library): system.project_positions / project_velocities
 (``lstsq`` with a rank cut-off) and system.solve's eigh-based solver option."""
@@ -20,6 +22,7 @@ from mrds_jax.ckcm import kinematics as K
 from mrds_jax.ckcm import lagrangian as L
 from mrds_jax.ckcm import multibody as MB
 from mrds_jax.ckcm.params import nominal
+from mrds_jax.collision.narrowphase import convex_pair
 
 LAPACK = re.compile(r"custom_call\s*@\w*(lapack|cusolver|hipsolver|potrf|getrf|trsm|syevd|gesdd|gesvd|geqrf)",
                     re.IGNORECASE)
@@ -58,6 +61,19 @@ def batched_paths(batch):
 def test_vmapped_path_has_no_lapack_call(name):
     f, args = batched_paths(8)[name]
     assert LAPACK.search(jax.jit(f).lower(*args).as_text()) is None, name
+
+
+@pytest.mark.parametrize("kinds", [("cylinder", "capsule"), ("box", "ellipsoid")], ids="-".join)
+def test_vmapped_convex_pair_has_no_lapack_call(kinds):
+    """GJK, EPA, the normal's Newton refinement and the witness points of a convex pair (narrowphase.convex_pair),
+    vmapped as the narrow phase runs them."""
+    batch = 4
+    rotations = jnp.broadcast_to(jnp.eye(3), (batch, 3, 3))
+    positions = jnp.zeros((batch, 3)).at[:, 0].set(jnp.linspace(0.0, 0.3, batch))
+    sizes = jnp.full((batch, 3), 0.1)
+    f = jax.vmap(convex_pair(*kinds))
+    assert LAPACK.search(jax.jit(f).lower(rotations, 0 * positions, sizes, rotations, positions, sizes).as_text()) \
+        is None, kinds
 
 
 def test_the_check_sees_a_lapack_call():

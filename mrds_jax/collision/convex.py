@@ -23,8 +23,9 @@ import jax
 import jax.numpy as jnp
 
 from ..spatial import cross
+from ..spatial.linalg import matmul, spd_inverse
 from ..spatial.transforms import rotate, rotate_transpose
-from .closest_points import contact_frame, dot, unit_or
+from .closest_points import contact_frame, dot, segment_segment, unit_or
 
 
 EPA_CANDIDATES = 8        # EPA: the nearest faces whose normals are refined (the best is taken)
@@ -34,8 +35,9 @@ FLOOD_STEPS = 24          # EPA: steps of the flood fill of the faces a new vert
 class ConvexSettings(NamedTuple):
     """Iteration counts and the relative stopping tolerance of :func:`gjk` and :func:`epa` (the loops run their
     full count; a converged state is held). The defaults bring the gap to round-off (1e-13 m on geoms of 0.1-0.5
-    m) on the checked pairs; the normal and point of an overlap of curved surfaces to about √tolerance (EPA's
-    faces are secants of the surface: MuJoCo's EPA has the same limit)."""
+    m) on the checked pairs; GJK's and EPA's normals on curved surfaces are good to about √tolerance only (EPA's
+    faces are secants: MuJoCo's has the same limit), which :func:`refine_direction` and :func:`witness_points`
+    then bring to round-off (tests/test_collision_convex.py, test_collision_mesh.py)."""
     gjk_iterations: int = 48
     epa_iterations: int = 40
     tolerance: float = 1e-14
@@ -121,7 +123,10 @@ def _subset_masks():
 def _affine_projection(P, mask):
     """Barycentric λ (4,) of the point of the affine hull of the masked points of P (4, 3) nearest to the origin
     (λ = 0 off the mask), and whether that hull is non-degenerate. Normal equations of min |P₀ + Σ μ_j (P_j − P₀)|
-    over the masked j ≠ first, solved by Cramer's rule on the 3×3 Gram matrix padded with the identity."""
+    over the masked j ≠ first, on the Gram matrix padded with the identity (symmetric positive definite where the
+    points are affinely independent), inverted by Gauss-Jordan elimination without pivoting
+    (:func:`~mrds_jax.spatial.linalg.spd_inverse`, no LAPACK call: docs/known_traps.md), its determinant the
+    product of the pivots met (NaN or ≤ 0 where it is singular)."""
     first = jnp.argmax(mask)
     others = mask & (jnp.arange(4) != first)
     P0 = P[first]
@@ -129,10 +134,10 @@ def _affine_projection(P, mask):
     G = E @ E.T + jnp.diag(jnp.where(others, 0.0, 1.0))
     rhs = -E @ P0
     scale = jnp.max(jnp.where(others, dot(E, E), 0.0)) + jnp.finfo(P.dtype).tiny
-    det = jnp.linalg.det(G)
+    det = jnp.prod(spd_inverse(G, pivots=True)[1])
     count = jnp.sum(others)
-    ok = jnp.abs(det) > 1e-20 * scale ** count
-    mu = jnp.linalg.solve(jnp.where(ok, G, jnp.eye(4, dtype=P.dtype)), rhs)
+    ok = det > 1e-20 * scale ** count
+    mu = matmul(spd_inverse(jnp.where(ok, G, jnp.eye(4, dtype=P.dtype))), rhs)
     mu = jnp.where(others, mu, 0.0)
     lam = mu.at[first].add(1.0 - jnp.sum(mu))
     return jnp.where(mask, lam, 0.0), ok
@@ -375,47 +380,156 @@ def _snap_mesh(vertices, u):
 
 POLYTOPES = ("box", "mesh")   # kinds whose support functions are piecewise constant
 REFINE_STEPS = 8               # Newton steps of refine_direction on pairs with a curved geom
+STEP_FRACTIONS = (1.0, 0.5, 0.25)   # refine_direction: the fractions of a Newton step tried, in turn
+
+
+class _Candidate(NamedTuple):
+    """A normal u of :func:`refine_direction` with what its acceptance test and its Newton step need: the support
+    point w(u) of D, f(u) = u · w(u), the projector P (2, 2) of u's contact-frame tangents onto the directions
+    along the kinks u lies on (:func:`_kink_tangents`), and the stationarity |P T w|² (the squared gradient of
+    f along those kinks)."""
+    u: jax.Array
+    w: jax.Array
+    f: jax.Array
+    P: jax.Array
+    stationarity: jax.Array
 
 
 def refine_direction(A, B, n, steps=REFINE_STEPS):
     """Newton's method on the unit sphere for the contact normal, from GJK's or EPA's n: minimise
-    f(n) = h_A(n) + h_B(−n) (−f(n) ≤ the gap for every unit n, equal at the optimum, apart or overlapping), whose Euclidean gradient is the
-    support point w(n) = s_A(n) − s_B(−n) of D and whose Hessian is ∂w/∂n (forward-mode, exact for the
-    primitives). On the sphere (Absil, Mahony, Sepulchre, "Optimization Algorithms on Matrix Manifolds", 2008,
-    §4.9/§6.2): gradient P w, Hessian P (∂w/∂n) P − (n·w) P in the tangent plane. A step is taken only where it
-    lowers f, so the result is never worse than GJK's or EPA's; where D is curved at the optimum (spheres, capsules,
-    cylinder sides, ellipsoids) it converges quadratically, which EPA's secant faces do not (their normal is
-    good to √tolerance only). The step is taken along the eigendirections of the tangent Hessian with positive
-    curvature only (halved twice if it does not lower f): across a kink of f (a face or an edge of D, where the
-    support point jumps and ∂w/∂n = 0) it is not. Each trial is also tried snapped onto the kinks near it
-    (:func:`_snap`; taken where f is not larger), which puts the normal of a face or edge exactly and keeps the
-    Newton steps of a normal with one kink (a capsule's side against an ellipsoid) on that kink."""
-    def f(u):
-        return A.height(u) + B.height(-u)
-
+    f(n) = h_A(n) + h_B(−n) (−f(n) ≤ the gap for every unit n, equal at the optimum, apart or overlapping), whose
+    Euclidean gradient is the support point w(n) = s_A(n) − s_B(−n) of D and whose Hessian is ∂w/∂n (forward-mode,
+    exact for the primitives). On the sphere (Absil, Mahony, Sepulchre, "Optimization Algorithms on Matrix
+    Manifolds", 2008, §4.9/§6.2): gradient P w, Hessian P (∂w/∂n) P − (n·w) P in the tangent plane. A step is
+    taken only where it lowers f, so the result is never worse than GJK's or EPA's; where D is curved at the
+    optimum (spheres, capsules, cylinder sides, ellipsoids) it converges quadratically, which EPA's secant faces do
+    not (their normal is good to √tolerance only). The step is taken along the eigendirections of the tangent
+    Hessian with positive curvature only (tried at the :data:`STEP_FRACTIONS` of it in turn): across a kink of f
+    (a face or an edge of D, where the support point jumps and ∂w/∂n = 0) it is not. Every second step is
+    restricted to the kinks the normal lies on (:func:`_kink_normals`: there f is smooth, and the Newton step of
+    its restriction converges quadratically where the unrestricted one, seeing a jumping gradient, does not; off
+    the kinks the two are the same step); one body (:func:`_newton_step`) serves both, the unrestricted one being
+    the restriction to no kink. Each trial is also tried snapped onto the kinks near it (:func:`_snap`; taken
+    where f is not larger), which puts the normal of a face or edge exactly and keeps the Newton steps of a normal
+    with one kink (a capsule's side against an ellipsoid) on that kink. Near the optimum f changes by less than
+    its round-off (it is quadratic in the normal's error, so a normal 1e-8 off changes it by 1e-16): there a trial
+    is taken where f is equal to round-off and the gradient along the kinks (the stationarity) is smaller, which
+    brings the normal itself to round-off. ``steps`` Newton steps of len(STEP_FRACTIONS) trials each, in loops
+    of fixed length (one traced body each), with the 2×2 eigenproblems in closed form
+    (:func:`_symmetric_eigen_2x2`: no LAPACK call)."""
     def w_of(u):
         return A.support(u) - B.support(-u)
 
-    def better(u, trial):
-        snapped = _snap(B, -_snap(A, trial))
-        u = jnp.where(f(trial) < f(u), trial, u)
-        return jnp.where(f(snapped) <= f(u), snapped, u)
+    round_off = 64 * jnp.finfo(n.dtype).eps * (A.scale + B.scale + jnp.sqrt(dot(A.p, A.p)) + jnp.sqrt(dot(B.p, B.p)))
 
-    def step(_, u):
+    def candidate(u):
         w = w_of(u)
         T = contact_frame(u)[1:]                                   # (2, 3) tangents
-        H = T @ jax.jacfwd(w_of)(u) @ T.T
-        H2 = 0.5 * (H + H.T) - dot(u, w) * jnp.eye(2, dtype=u.dtype)
-        lam, V = jnp.linalg.eigh(H2)
-        g = V.T @ (T @ w)
-        curved = lam > 1e-6 * jnp.abs(dot(u, w)) + 1e-12
-        delta = T.T @ (V @ jnp.where(curved, -g / jnp.where(curved, lam, 1.0), 0.0))
-        for fraction in (1.0, 0.5, 0.25):
-            u = better(u, unit_or(u + fraction * delta, u)[0])
-        return u
+        P = _kink_tangents(jnp.concatenate([_kink_normals(A, u), _kink_normals(B, -u)]) @ T.T)
+        g = P @ (T @ w)
+        return _Candidate(u, w, dot(u, w), P, dot(g, g))
 
-    n = better(n, n)
-    return jax.lax.fori_loop(0, steps, step, n)
+    def lower(x, y):                        # f lower, or equal to round-off and nearer stationary
+        return (y.f < x.f - round_off) | ((y.f <= x.f + round_off) & (y.stationarity < x.stationarity))
+
+    def pick(take, y, x):
+        return jax.tree.map(lambda a, b: jnp.where(take, a, b), y, x)
+
+    def better(x, trial):
+        snapped = -_snap(B, -_snap(A, trial))
+        both = jax.vmap(candidate)(jnp.stack([trial, snapped]))
+        y, z = (jax.tree.map(lambda a, i=i: a[i], both) for i in range(2))
+        x = pick(lower(x, y), y, x)
+        moved = dot(snapped - trial, snapped - trial) > 1e-24   # onto a kink (not a rotation's round-off): taken
+        #                                                            at an equal f too (the kink's exact normal)
+        return pick(lower(x, z) | (moved & (z.f <= x.f)), z, x)
+
+    fractions = jnp.asarray(STEP_FRACTIONS, dtype=n.dtype)
+
+    def step(i, x):
+        T = contact_frame(x.u)[1:]
+        H = T @ jax.jacfwd(w_of)(x.u) @ T.T
+        H2 = 0.5 * (H + H.T) - x.f * jnp.eye(2, dtype=n.dtype)
+        floor = 1e-6 * jnp.abs(x.f) + 1e-12                      # curvature below this counts as flat
+        restriction = jnp.where(i % 2 == 0, jnp.eye(2, dtype=n.dtype), x.P)    # none, then along x's kinks
+        delta = _newton_step(H2, T @ x.w, T, restriction, floor)
+
+        def trial(k, y):
+            return better(y, unit_or(y.u + fractions[k] * delta, y.u)[0])
+
+        return jax.lax.fori_loop(0, len(STEP_FRACTIONS), trial, x)
+
+    x = better(candidate(n), n)
+    if steps:
+        x = jax.lax.fori_loop(0, steps, step, x)
+    return x.u
+
+
+def _symmetric_eigen_2x2(M):
+    """(λ (2,), V (2, 2)): the eigenvalues and orthonormal eigenvectors (V's columns) of a symmetric 2×2 matrix M,
+    in closed form by one Jacobi rotation, which diagonalises a 2×2 exactly (Golub, Van Loan, "Matrix
+    Computations", 4th ed., §8.5.2, Algorithm 8.5.1: τ = (M₁₁ − M₀₀)/(2 M₀₁), t = tan θ = sign(τ)/(|τ| + √(1+τ²)),
+    c = 1/√(1+t²), s = t c; λ = (M₀₀ − t M₀₁, M₁₁ + t M₀₁)). No LAPACK call: a batched ``eigh`` inside
+    ``jit(vmap)`` can deadlock XLA:CPU (docs/known_traps.md)."""
+    p, q, r = M[0, 0], 0.5 * (M[0, 1] + M[1, 0]), M[1, 1]
+    off = q != 0
+    tau = (r - p) / (2.0 * jnp.where(off, q, 1.0))
+    t = jnp.where(off, jnp.where(tau >= 0, 1.0, -1.0) / (jnp.abs(tau) + jnp.hypot(1.0, tau)), 0.0)
+    c = 1.0 / jnp.hypot(1.0, t)
+    s = t * c
+    return jnp.stack([p - t * q, r + t * q]), jnp.stack([jnp.stack([c, s]), jnp.stack([-s, c])])
+
+
+def _newton_step(H, g, T, P, floor):
+    """The Newton step (world, in the tangent plane T (2, 3)) of the tangent Hessian H (2, 2) and gradient g (2,)
+    restricted to the subspace of the tangent plane that the projector P (2, 2) keeps (P = I: unrestricted), along
+    its directions of curvature above ``floor`` only (zero along the others)."""
+    lam, V = _symmetric_eigen_2x2(P @ H @ P)
+    gv = V.T @ (P @ g)
+    curved = lam > floor
+    return T.T @ (V @ jnp.where(curved, -gv / jnp.where(curved, lam, 1.0), 0.0))
+
+
+def _kink_tangents(C):
+    """The projector (2, 2) onto the directions of the tangent plane orthogonal to every row of C (k, 2) (the
+    tangent-plane components of the kinks' normals, :func:`_kink_normals`): the directions along which the
+    normal stays on every kink it lies on."""
+    G = C.T @ C
+    lam, V = _symmetric_eigen_2x2(G)
+    free = lam <= 1e-12 * (jnp.trace(G) + 1e-300)
+    return (V * jnp.where(free, 1.0, 0.0).astype(C.dtype)) @ V.T
+
+
+def _kink_normals(shape, u):
+    """(2, 3) world vectors c with c · u = 0 exactly on the kinks of the geom's support function that the direction
+    u lies on (zero rows for none): a box's local axes along which u has no component (an edge or a face), a
+    capsule's or cylinder's axis at its side, a cylinder's two cross axes at its cap, a mesh's edges from its
+    highest vertex along u to the next two where they tie with it (an edge, or a face). Moving u while keeping
+    c · u = 0 keeps the same support feature, on which the support function is smooth: the second-order model
+    of :func:`refine_direction` on a kink."""
+    local = rotate_transpose(shape.R, u)
+    axes = jnp.eye(3, dtype=u.dtype)
+    none = jnp.zeros((2, 3), u.dtype)
+    if shape.kind in ("sphere", "ellipsoid"):
+        return none
+    if shape.kind == "mesh":
+        v = shape.size
+        padded = jnp.all(v == v[-1], axis=1) & (jnp.arange(v.shape[0]) < v.shape[0] - 1)
+        heights, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, v @ local), 3)
+        tie = heights[0] - heights[1:] <= FREE * extent(shape.kind, v)
+        c = jnp.where(tie[:, None], v[top[1:]] - v[top[0]], 0.0)
+    elif shape.kind == "box":
+        order = jnp.argsort(jnp.abs(local))[:2]
+        c = jnp.where((jnp.abs(local[order]) <= FREE)[:, None], axes[order], 0.0)
+    elif shape.kind == "capsule":
+        c = none.at[0].set(jnp.where(jnp.abs(local[2]) <= FREE, axes[2], 0.0))
+    elif shape.kind == "cylinder":
+        cap = jnp.sqrt(local[0] ** 2 + local[1] ** 2) <= FREE
+        side = jnp.where(jnp.abs(local[2]) <= FREE, axes[2], 0.0)
+        c = jnp.where(cap, axes[:2], jnp.stack([side, jnp.zeros(3, u.dtype)]))
+    else:
+        raise ValueError(f"no kinks known for a {shape.kind!r} geom")
+    return rotate(shape.R, c)
 
 
 # ----------------------------------------------------------------------------- the contact
@@ -455,11 +569,52 @@ def _support_face_point(kind, size, u, x):
     raise ValueError(f"no support face for a {kind!r} geom")
 
 
+def _support_segment(kind, size, u):
+    """The geom's support feature along the local direction u where it is a segment: (centre, unit axis, half
+    length, whether it is one), local. A box's edge (one component of u within :data:`FREE` of zero), a capsule's
+    or cylinder's side line (u across the axis), a mesh's edge (exactly two vertices highest, to FREE)."""
+    axes = jnp.eye(3, dtype=u.dtype)
+    free = jnp.abs(u) <= FREE
+    radial, length = unit_or(u * jnp.array([1.0, 1.0, 0.0], dtype=u.dtype), axes[0])
+    if kind == "box":
+        k = jnp.argmin(jnp.abs(u))
+        centre = jnp.where(axes[k] > 0, 0.0, _local_support(kind, size, u))
+        return centre, axes[k], size[k], jnp.sum(free) == 1
+    if kind in ("capsule", "cylinder"):
+        return size[0] * radial, axes[2], size[1], free[2] & (length > FREE)
+    if kind == "mesh":
+        padded = jnp.all(size == size[-1], axis=1) & (jnp.arange(size.shape[0]) < size.shape[0] - 1)
+        heights, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, size @ u), 3)
+        tie = heights[0] - heights[1:] <= FREE * extent(kind, size)
+        a, b = size[top[0]], size[top[1]]
+        axis, span = unit_or(b - a, axes[0])
+        return 0.5 * (a + b), axis, 0.5 * span, tie[0] & ~tie[1]
+    zero = jnp.zeros(3, u.dtype)
+    return zero, axes[0], jnp.zeros((), u.dtype), jnp.array(False)
+
+
+def _edge_edge_witnesses(A, B, n):
+    """Where the support features of A along n and of B along −n are both segments (:func:`_support_segment`) and
+    not parallel: their closest points (Ericson §5.1.9, :func:`~.closest_points.segment_segment`), which are the
+    unique witness points of such a contact (two crossing edges, a box's edge across a cylinder's side); and
+    whether they are."""
+    def world_segment(shape, u):
+        centre, axis, half, is_segment = _support_segment(shape.kind, shape.size, rotate_transpose(shape.R, u))
+        return shape.p + rotate(shape.R, centre), rotate(shape.R, axis), half, is_segment
+
+    c_a, e_a, h_a, seg_a = world_segment(A, n)
+    c_b, e_b, h_b, seg_b = world_segment(B, -n)
+    s, t, parallel, _, _ = segment_segment(c_a, e_a, h_a, c_b, e_b, h_b, 1e-10)
+    return c_a + s * e_a, c_b + t * e_b, seg_a & seg_b & ~parallel
+
+
 def witness_points(A, B, n, gap, x_a, x_b):
     """The points of A and B that realise the gap along n (x_b − x_a = gap·n), from the algorithm's approximate
     witnesses x_a, x_b: each moved to the nearest point of its geom's support face along ±n
     (:func:`_support_face_point`); where one face is a single point (a curved surface, a corner, a rim point) it is
-    exact for the refined n and the other side's is that point ± gap·n."""
+    exact for the refined n and the other side's is that point ± gap·n; where both are segments that cross (two
+    edges, an edge across a capsule's or cylinder's side) their closest points in closed form
+    (:func:`_edge_edge_witnesses`), unique and exact for the refined n."""
     def face(shape, u, x):
         local, single = _support_face_point(shape.kind, shape.size, rotate_transpose(shape.R, u),
                                             rotate_transpose(shape.R, x - shape.p))
@@ -467,8 +622,9 @@ def witness_points(A, B, n, gap, x_a, x_b):
 
     y_a, single_a = face(A, n, x_a)
     y_b, single_b = face(B, -n, x_b)
-    return (jnp.where(single_a | ~single_b, y_a, y_b - gap * n),
-            jnp.where(single_b | ~single_a, y_b, y_a + gap * n))
+    e_a, e_b, crossing = _edge_edge_witnesses(A, B, n)
+    return (jnp.where(crossing, e_a, jnp.where(single_a | ~single_b, y_a, y_b - gap * n)),
+            jnp.where(crossing, e_b, jnp.where(single_b | ~single_a, y_b, y_a + gap * n)))
 
 
 def _fixed_directions(like):
