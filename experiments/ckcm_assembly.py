@@ -238,7 +238,8 @@ def main(argv=None):
     A.plot_insertion(traces_as_insertions(kept, t_out, picks), [p[1] for p in picks],
                      out.with_name(out.stem + "_traces.png"))
     lines = [f"# CKCM peg-in-hole Monte Carlo ({'quick' if args.quick else 'full'} mode)", "",
-             f"`python experiments/ckcm_assembly.py {'--quick ' if args.quick else ''}--out {args.out}`: {n} "
+             f"`python experiments/ckcm_assembly.py {'--quick ' if args.quick else ''}"
+             f"{'--no-design ' if args.no_design else ''}--out {args.out}`: {n} "
              f"insertions of {duration} s at dt = {dt * 1e3:g} ms (hard contact, exact closed-chain plant at the "
              f"paper's design), seed {args.seed}, {args.chunk} insertions per compiled batch; wall time {wall:.0f} s "
              f"including compilation, {cpu:.0f} s of CPU time (this machine: {jax.devices()[0].device_kind}, "
