@@ -50,22 +50,7 @@ import time
 import warnings
 from pathlib import Path
 
-RUNTIMES = ("default", "sync", "one-core", "one-core+sync")
-
-
-
-
-def apply_runtime(name):
-    """Put this process in ``--runtime`` ``name``'s setting before any computation (module docstring): ``one-core``
-    is the library's ``backend_flags.one_scenario_runtime``."""
-    from mrds_jax import backend_flags
-    if "one-core" in name:
-        backend_flags.one_scenario_runtime()
-    if "sync" in name:
-        jax.config.update("jax_cpu_enable_async_dispatch", False)
-
-
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
@@ -73,7 +58,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
 
-from mrds_jax import system as S  # noqa: E402
+from mrds_jax import backend_flags, system as S  # noqa: E402
 from mrds_jax.export import to_pinocchio  # noqa: E402
 from mrds_jax.loaders.mjcf import load_mjcf  # noqa: E402
 
@@ -83,6 +68,18 @@ from bench_gpu import count_kernels  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "data" / "biped_fourbar.xml"
 OUT = Path(__file__).parent / "out" / "biped_timing.md"
+
+RUNTIMES = ("default", "sync", "one-core", "one-core+sync")
+
+
+def apply_runtime(name):
+    """Put this process in ``--runtime`` ``name``'s setting before any computation (module docstring): ``one-core``
+    is the library's ``backend_flags.one_scenario_runtime``."""
+    if "one-core" in name:
+        backend_flags.one_scenario_runtime()
+    if "sync" in name:
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+
 
 
 def consistent_qpos_qvel(model, rng, spread=0.3):
