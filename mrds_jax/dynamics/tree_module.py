@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from ..model import configuration
 from ..model.tree import Module, task_slice
 from ..spatial.linalg import matmul
-from . import energy, interface
+from . import energy, ground, interface
 from .aba import aba
 from .crba import mass_matrix, mass_matrix_from_kinematics, mass_matrix_solve
 from .levels import loop_recursion
@@ -37,20 +37,24 @@ class RigidTree(interface.ModuleContract):
     def module_terms(self, q, v, tau, points, method="direct"):
         """Bonaventura Step 2 (Table 18) for a rigid tree and its contact points ``points`` (frame names).
 
-        ``method="direct"``: one forward-kinematics pass, H by CRBA and C v + G by RNEA at q̈ = 0 on it, and one
-        factorisation of H for both q̈ᵒᵖᵉⁿ = H⁻¹(τ − C v − G) (Bonaventura eq. 68) and Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75):
-        ``mass_matrix_solve(H, [τ − b | Jᵀ])`` (Cholesky, or Featherstone's sparse LTLᵀ for mid-size trees); Λ⁻¹ = J Ψ (Bonaventura eq. 69-70). ``method="recursive"``: q̈ᵒᵖᵉⁿ by ABA and Ψ by
-        the O(N) recursions of :func:`~mrds_jax.dynamics.cross_space_inertia` (Table 9)."""
+        ``method="direct"``: one kinematics pass in ground coordinates (:mod:`.ground`: H by the CRBA and
+        C v + G by the RNEA at q̈ = 0, the points' Jacobians, every recursion but the placements a product with the
+        tree's ancestor matrix), and one solve with H for both q̈ᵒᵖᵉⁿ = H⁻¹(τ − C v − G) (Bonaventura eq. 68) and
+        Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75): ``mass_matrix_solve(H, [τ − b | Jᵀ])`` (Cholesky, or Featherstone's
+        sparse LTLᵀ for mid-size trees); Λ⁻¹ = J Ψ (Bonaventura eq. 69-70). ``method="recursive"``: the
+        link-coordinate route, q̈ᵒᵖᵉⁿ by ABA and Ψ by the O(N) recursions of
+        :func:`~mrds_jax.dynamics.cross_space_inertia` (Table 9): a second route to the same terms
+        (``tests/test_ground_coordinates.py``)."""
+        if method == "direct":
+            g = ground.ground_terms(self, q, v, points)
+            X = mass_matrix_solve(self, g.H, jnp.concatenate([(tau - g.bias)[:, None], g.J.T], axis=1))
+            qdd, Psi = X[:, 0], X[:, 1:]
+            return interface.ModuleTerms(qdd, g.points.R, g.points.p, g.points.xd,
+                                         ground.point_accelerations_at(self, g, qdd), Psi, matmul(g.J, Psi), g.J)
         kin = forward_kinematics(self, q, v)
         J = task_jacobian(self, q, points, "world_aligned", kin)
-        if method == "direct":
-            H = mass_matrix_from_kinematics(self, kin)
-            rhs = tau - nonlinear_effects_from_kinematics(self, kin)
-            X = mass_matrix_solve(self, H, jnp.concatenate([rhs[:, None], J.T], axis=1))
-            qdd, Psi = X[:, 0], X[:, 1:]
-        else:
-            qdd = aba(self, q, v, tau)
-            Psi = cross_space_inertia(self, q, points, "world_aligned", method)
+        qdd = aba(self, q, v, tau)
+        Psi = cross_space_inertia(self, q, points, "world_aligned", method)
         R, p, xd, xdd = _points_kinematics(self, kin, link_accelerations(self, kin, qdd), points)
         return interface.ModuleTerms(qdd, R, p, xd, xdd, Psi, matmul(J, Psi), J)
 
@@ -71,13 +75,10 @@ class RigidTree(interface.ModuleContract):
 
     def reference_terms(self, q, v, points):
         """H₀ (CRBA), C₀v + G₀ (RNEA at q̈ = 0), and the points' placements, velocities, J̇v and task Jacobians,
-        all from one forward-kinematics pass."""
-        kin = forward_kinematics(self, q, v)
-        rows = task_slice(self.task_dim)
-        R, p, xd, bias = _points_kinematics(self, kin, link_accelerations(self, kin, jnp.zeros_like(v)), points)
-        J = jnp.stack([frame_jacobian(self, q, f, "world_aligned", kin)[rows] for f in points])
-        return interface.ReferenceTerms(mass_matrix_from_kinematics(self, kin),
-                                        nonlinear_effects_from_kinematics(self, kin), R, p, xd, bias, J)
+        all from one kinematics pass in ground coordinates (:func:`.ground.ground_terms`)."""
+        g = ground.ground_terms(self, q, v, points)
+        return interface.ReferenceTerms(g.H, g.bias, g.points.R, g.points.p, g.points.xd, g.point_bias,
+                                        g.points.J[:, task_slice(self.task_dim)])
 
     def mass_matrix(self, q):
         """CRBA."""
