@@ -6,7 +6,8 @@
 * against the link-coordinate recursions (two routes to one quantity) on a tree with all eight joint kinds
   (fixed and planar_free too), on both of their routes (unrolled, level scan): placements, velocities, H, C v + G,
   the points' placements, velocities, Jacobians, J̇ v and accelerations for a given q̈; and ``module_terms``'
-  default route against its ``method="recursive"`` one (ABA, the O(N) Ψ), on that tree and on a planar module;
+  default route (ground coordinates on the level-scan route, link coordinates on the unrolled one) against its
+  ``method="recursive"`` one (ABA, the O(N) Ψ), on that tree and on a planar module;
 * invariance: moving the whole robot 10 km away changes neither H nor C v + G (the reason the moments are taken
   about a point on the robot).
 """
@@ -73,8 +74,11 @@ def test_ground_terms_equal_the_link_coordinate_recursions(all_kinds_tree, recur
         np.testing.assert_allclose(ours[key], ref[key], atol=1e-11 * scale, rtol=0, err_msg=key)
 
 
-def test_module_terms_default_route_equals_the_recursive_route(all_kinds_tree):
+@pytest.mark.parametrize("recursion", ["unrolled", "level_scan"])
+def test_module_terms_default_route_equals_the_recursive_route(all_kinds_tree, recursion):
+    """``method="direct"`` runs in ground coordinates on the level-scan route, link by link on the unrolled one."""
     module, frames, (q, v, _) = all_kinds_tree
+    module = module.with_recursion(recursion)
     tau = np.random.default_rng(3).normal(size=q.shape[:1] + (module.nv,))
 
     def both(q, v, tau):
@@ -86,7 +90,8 @@ def test_module_terms_default_route_equals_the_recursive_route(all_kinds_tree):
         np.testing.assert_allclose(a, b, atol=1e-10 * scale, rtol=0, err_msg=name)
 
 
-def test_planar_module_terms_routes_agree():
+@pytest.mark.parametrize("recursion", ["unrolled", "level_scan"])
+def test_planar_module_terms_routes_agree(recursion):
     b = ModuleBuilder(planar=True)
     b.add_link("upper", joint="revolute", position=(0.1, -0.2, 0.0), mass=1.3, com=(0.45, 0.02, 0),
                inertia=np.diag([0.002, 0.09, 0.089]))
@@ -96,10 +101,10 @@ def test_planar_module_terms_routes_agree():
                com=(0.05, 0, 0), inertia=np.diag([2e-4, 1e-3, 1e-3]))
     b.add_frame("tip", link="slider", position=(0.1, 0.02, 0))
     b.add_frame("elbow", link="lower", position=(0.0, 0.0, 0))
-    module = b.build()
+    module = b.build().with_recursion(recursion)
     q, v, tau = jnp.array([0.3, -1.1, 0.05]), jnp.array([0.7, -0.4, 0.2]), jnp.array([1.0, -0.5, 2.0])
-    direct = module_terms(module, q, v, tau, ("tip", "elbow"))
-    recursive = module_terms(module, q, v, tau, ("tip", "elbow"), method="recursive")
+    direct, recursive = jax.jit(lambda q, v, tau: tuple(module_terms(module, q, v, tau, ("tip", "elbow"), method=m)
+                                                        for m in ("direct", "recursive")))(q, v, tau)
     assert direct.J.shape == (6, 3)                                   # three task rows [ω_z, v_x, v_y] per point
     for name in direct._fields:
         np.testing.assert_allclose(getattr(direct, name), getattr(recursive, name), atol=1e-12, err_msg=name)

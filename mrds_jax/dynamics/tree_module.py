@@ -10,7 +10,7 @@ from ..spatial.linalg import matmul
 from . import energy, ground, interface
 from .aba import aba
 from .crba import mass_matrix, mass_matrix_from_kinematics, mass_matrix_solve
-from .levels import loop_recursion
+from .levels import loop_recursion, uses_level_scan
 from .kinematics import (forward_kinematics, frame_acceleration, frame_jacobian, frame_placement, frame_velocity,
                          link_accelerations, task_jacobian)
 from .operational import cross_space_inertia
@@ -30,6 +30,16 @@ def _points_kinematics(module, kin, link_acc, points):
     return tuple(jnp.stack(x) for x in zip(*out))
 
 
+def _uses_ground_coordinates(module):
+    """Whether Step 2 of this tree runs in ground coordinates (:mod:`.ground`): on the level-scan route
+    (``levels.uses_level_scan``: trees from 24 links, or from 12 with contact points), where it replaces the
+    recursions' level scans by products with the ancestor matrix (the four-loop biped's Euler step: 821 → 613
+    kernels, compile 8.7 → 6.1 s, 42,100 → 47,600 steps/s at batch 4096, ``mjcf_speed.py``); small trees keep the
+    unrolled link-coordinate passes, which run faster there (the Stewart platform's legs and plate on Lilly & Orin's
+    path: 335,000 steps/s against 253,000 in ground coordinates, ``stewart_speed.py``, batch 4096, jax 0.10.2)."""
+    return uses_level_scan(module.topology)
+
+
 class RigidTree(interface.ModuleContract):
     """The contract's methods for :class:`mrds_jax.model.Module` (``self`` is the rigid tree), paired with it by
     :func:`.interface.implement` below: the model layer defines the tree, this layer its dynamics."""
@@ -37,15 +47,16 @@ class RigidTree(interface.ModuleContract):
     def module_terms(self, q, v, tau, points, method="direct"):
         """Bonaventura Step 2 (Table 18) for a rigid tree and its contact points ``points`` (frame names).
 
-        ``method="direct"``: one kinematics pass in ground coordinates (:mod:`.ground`: H by the CRBA and
-        C v + G by the RNEA at q̈ = 0, the points' Jacobians, every recursion but the placements a product with the
-        tree's ancestor matrix), and one solve with H for both q̈ᵒᵖᵉⁿ = H⁻¹(τ − C v − G) (Bonaventura eq. 68) and
-        Ψ = H⁻¹ Jᵀ (Bonaventura eq. 75): ``mass_matrix_solve(H, [τ − b | Jᵀ])`` (Cholesky, or Featherstone's
-        sparse LTLᵀ for mid-size trees); Λ⁻¹ = J Ψ (Bonaventura eq. 69-70). ``method="recursive"``: the
-        link-coordinate route, q̈ᵒᵖᵉⁿ by ABA and Ψ by the O(N) recursions of
-        :func:`~mrds_jax.dynamics.cross_space_inertia` (Table 9): a second route to the same terms
-        (``tests/test_ground_coordinates.py``)."""
-        if method == "direct":
+        ``method="direct"``: H by the CRBA, C v + G by the RNEA at q̈ = 0 and the points' Jacobians from one
+        kinematics pass, and one solve with H for both q̈ᵒᵖᵉⁿ = H⁻¹(τ − C v − G) (Bonaventura eq. 68) and Ψ = H⁻¹ Jᵀ
+        (Bonaventura eq. 75): ``mass_matrix_solve(H, [τ − b | Jᵀ])`` (Cholesky, or Featherstone's sparse LTLᵀ for
+        mid-size trees); Λ⁻¹ = J Ψ (Bonaventura eq. 69-70). The pass is in ground coordinates (:mod:`.ground`:
+        every recursion but the placements a product with the tree's ancestor matrix) for a module on the level-scan
+        route, in link coordinates link by link for one on the unrolled route (fewer operations, each on a few
+        numbers: faster for small trees, :func:`_uses_ground_coordinates`). ``method="recursive"``: q̈ᵒᵖᵉⁿ by ABA
+        and Ψ by the O(N) recursions of :func:`~mrds_jax.dynamics.cross_space_inertia` (Table 9): a second route
+        to the same terms (``tests/test_ground_coordinates.py``)."""
+        if method == "direct" and _uses_ground_coordinates(self):
             g = ground.ground_terms(self, q, v, points)
             X = mass_matrix_solve(self, g.H, jnp.concatenate([(tau - g.bias)[:, None], g.J.T], axis=1))
             qdd, Psi = X[:, 0], X[:, 1:]
@@ -53,8 +64,14 @@ class RigidTree(interface.ModuleContract):
                                          ground.point_accelerations_at(self, g, qdd), Psi, matmul(g.J, Psi), g.J)
         kin = forward_kinematics(self, q, v)
         J = task_jacobian(self, q, points, "world_aligned", kin)
-        qdd = aba(self, q, v, tau)
-        Psi = cross_space_inertia(self, q, points, "world_aligned", method)
+        if method == "direct":
+            H = mass_matrix_from_kinematics(self, kin)
+            rhs = tau - nonlinear_effects_from_kinematics(self, kin)
+            X = mass_matrix_solve(self, H, jnp.concatenate([rhs[:, None], J.T], axis=1))
+            qdd, Psi = X[:, 0], X[:, 1:]
+        else:
+            qdd = aba(self, q, v, tau)
+            Psi = cross_space_inertia(self, q, points, "world_aligned", method)
         R, p, xd, xdd = _points_kinematics(self, kin, link_accelerations(self, kin, qdd), points)
         return interface.ModuleTerms(qdd, R, p, xd, xdd, Psi, matmul(J, Psi), J)
 
@@ -75,10 +92,17 @@ class RigidTree(interface.ModuleContract):
 
     def reference_terms(self, q, v, points):
         """H₀ (CRBA), C₀v + G₀ (RNEA at q̈ = 0), and the points' placements, velocities, J̇v and task Jacobians,
-        all from one kinematics pass in ground coordinates (:func:`.ground.ground_terms`)."""
-        g = ground.ground_terms(self, q, v, points)
-        return interface.ReferenceTerms(g.H, g.bias, g.points.R, g.points.p, g.points.xd, g.point_bias,
-                                        g.points.J[:, task_slice(self.task_dim)])
+        all from one kinematics pass (in ground coordinates or link by link, as for :meth:`module_terms`)."""
+        if _uses_ground_coordinates(self):
+            g = ground.ground_terms(self, q, v, points)
+            return interface.ReferenceTerms(g.H, g.bias, g.points.R, g.points.p, g.points.xd, g.point_bias,
+                                            g.points.J[:, task_slice(self.task_dim)])
+        kin = forward_kinematics(self, q, v)
+        rows = task_slice(self.task_dim)
+        R, p, xd, bias = _points_kinematics(self, kin, link_accelerations(self, kin, jnp.zeros_like(v)), points)
+        J = jnp.stack([frame_jacobian(self, q, f, "world_aligned", kin)[rows] for f in points])
+        return interface.ReferenceTerms(mass_matrix_from_kinematics(self, kin),
+                                        nonlinear_effects_from_kinematics(self, kin), R, p, xd, bias, J)
 
     def mass_matrix(self, q):
         """CRBA."""
