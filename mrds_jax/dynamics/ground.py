@@ -67,10 +67,16 @@ def _placements(module, local_R, local_p):
     return jnp.stack([w[0] for w in world]), jnp.stack([w[1] for w in world])
 
 
-def _ancestor_matrix(topology, dtype):
-    """M[i, j] = 1 when link i is link j or one of its ancestors (``Topology.ancestor_mask``): subtree sums are
-    M x, sums over ancestors Mᵀ x."""
-    return jnp.asarray(topology.ancestor_mask(), dtype=dtype)
+def _masked_sum(mask, x):
+    """Σⱼ mask[i, j] xⱼ for a static 0/1 ``mask`` (n, k) and x (k, ...): written as a broadcast product and a sum
+    (fused with its neighbours under ``vmap``), not a batch of small matrix products."""
+    m = jnp.asarray(mask, dtype=x.dtype).reshape(mask.shape + (1,) * (x.ndim - 1))
+    return jnp.sum(m * x[None], axis=1)
+
+
+def _sum_over_subtree(topology, x):
+    """Σ_{j⪰i} xⱼ for every link i (i and its descendants), (n, ...)."""
+    return _masked_sum(topology.ancestor_mask(), x)
 
 
 def _to_ground(R, r, m):
@@ -102,13 +108,13 @@ def link_accelerations(module, kin, qdd, support_acceleration=None):
 
 def _joint_accelerations(topology, S, qdd):
     """Sᵢ q̈ᵢ of every link (n, 6), from the ground-frame columns S (6, nv)."""
-    per_link = np.eye(topology.n_links)[topology.dof_links()]            # (nv, n): Σ over a link's coordinates
-    return matmul(S * qdd, jnp.asarray(per_link, qdd.dtype)).T
+    own = np.eye(topology.n_links, dtype=bool)[:, topology.dof_links()]   # (n, nv): a link's own coordinates
+    return _masked_sum(own, (S * qdd).T)
 
 
 def _sum_over_ancestors(topology, x):
     """Σ_{k⪯i} xₖ for every link i, (n, ...)."""
-    return matmul(_ancestor_matrix(topology, x.dtype).T, x)
+    return _masked_sum(topology.ancestor_mask().T, x)
 
 
 def ground_inertias(module, kin):
@@ -120,8 +126,7 @@ def mass_matrix(module, kin, inertias):
     """H by the CRBA in ground coordinates: Iᶜᵢ = Σ_{j⪰i} Iⱼ (one product with the ancestor matrix), then
     H_ij = Sᵢᵀ Iᶜ_j Sⱼ (:func:`~.crba.assemble_mass_matrix`), armature on the diagonal."""
     t = module.topology
-    n = t.n_links
-    Ic = matmul(_ancestor_matrix(t, inertias.dtype), inertias.reshape(n, 36)).reshape(n, 6, 6)
+    Ic = _sum_over_subtree(t, inertias)
     return with_armature(module, assemble_mass_matrix(t, kin.S, Ic))
 
 
@@ -132,7 +137,7 @@ def nonlinear_effects(module, kin, inertias, acc):
     t = module.topology
     body = matmul(inertias, acc[:, :, None])[:, :, 0] + jax.vmap(cross_force)(kin.velocity,
                                                                               matmul(inertias, kin.velocity[:, :, None])[:, :, 0])
-    f = matmul(_ancestor_matrix(t, acc.dtype), body)
+    f = _sum_over_subtree(t, body)
     return jnp.sum(kin.S * f[t.dof_links()].T, axis=0)
 
 
