@@ -8,6 +8,7 @@
   the points' placements, velocities, Jacobians, J̇ v and accelerations for a given q̈; and ``module_terms``'
   default route (ground coordinates on the level-scan route, link coordinates on the unrolled one) against its
   ``method="recursive"`` one (ABA, the O(N) Ψ), on that tree and on a planar module;
+* Lilly & Orin's reference-member terms on both routes;
 * invariance: moving the whole robot 10 km away changes neither H nor C v + G (the reason the moments are taken
   about a point on the robot).
 """
@@ -19,7 +20,7 @@ import pytest
 
 import mrds_jax as mj
 from mrds_jax.dynamics import ground
-from mrds_jax.dynamics.interface import module_terms
+from mrds_jax.dynamics.interface import module_terms, reference_terms
 from mrds_jax.export.pinocchio import PinocchioConversion, to_pinocchio
 from mrds_jax.model import ModuleBuilder
 from robots import random_states, random_tree
@@ -88,6 +89,19 @@ def test_module_terms_default_route_equals_the_recursive_route(all_kinds_tree, r
         a, b = getattr(direct, name), getattr(recursive, name)
         scale = max(1.0, float(np.abs(b).max()))
         np.testing.assert_allclose(a, b, atol=1e-10 * scale, rtol=0, err_msg=name)
+
+
+def test_reference_terms_in_ground_coordinates_equal_the_link_coordinate_ones(all_kinds_tree):
+    """Lilly & Orin's reference-member terms (H₀, C₀v + G₀, the points' placements, velocities, J̇v, Jacobians):
+    ground coordinates (level-scan route) against link coordinates (unrolled route)."""
+    module, frames, (q, v, _) = all_kinds_tree
+    f = {r: jax.jit(jax.vmap(lambda q, v, r=r: reference_terms(module.with_recursion(r), q, v, frames)))
+         for r in ("unrolled", "level_scan")}
+    link, grounded = (jax.tree.map(np.asarray, f[r](q, v)) for r in ("unrolled", "level_scan"))
+    for name in link._fields:
+        a, b = getattr(grounded, name), getattr(link, name)
+        scale = max(1.0, float(np.abs(b).max()))
+        np.testing.assert_allclose(a, b, atol=1e-11 * scale, rtol=0, err_msg=name)
 
 
 @pytest.mark.parametrize("recursion", ["unrolled", "level_scan"])
