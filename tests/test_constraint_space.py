@@ -4,7 +4,9 @@
   constraint Jacobian route Σₖ Jₖ Hₖ⁻¹ Jₖᵀ (eq. 109-111: J by forward-mode differentiation of the contacts'
   velocity errors, H by CRBA, solved by numpy), on a planar one-module four-bar closed by a Type B contact,
   the dual-arm grasp (two Type A welds on a free box) and the CKCM Stewart platform (six spherical contacts
-  sharing one platform), at random configurations (float64, 1e-10 relative).
+  sharing one platform), at random configurations (float64, 1e-10 relative); and ``constraint_system``'s Bᶜ, summed
+  from each module's Dᵀ Λ⁻¹ D along its constraint directions only, equals the contact-pair blocks of the full
+  Λ⁻¹ (formed, and factored as J Ψ); a rigid tree's own ``module_terms_along`` equals the generic one.
 * The pseudo-inverse solve's batched fast path (a plain Cholesky where it shows full numerical rank, the
   pivoted pseudo-inverse only for the scenarios that need it): in a batch mixing regular, nearly singular and
   exactly singular matrices, every lane equals the same matrix solved alone, regular lanes equal numpy's
@@ -107,6 +109,30 @@ def test_factored_and_formed_operational_inertia_routes_agree(make):
             x = jnp.asarray(np.random.default_rng(2).standard_normal((t.Psi.shape[1], 3)))
             np.testing.assert_allclose(np.asarray(CS.operational_inverse_inertia_times(t, x)),
                                        np.asarray(t.Lam_inv @ x), rtol=0, atol=1e-12 * np.abs(t.Lam_inv @ x).max())
+
+@pytest.mark.parametrize("make", [planar_fourbar, dual_arm_grasp], ids=["fourbar_typeB", "dual_arm"])
+def test_rigid_tree_terms_along_directions_equal_the_full_terms_projected(make):
+    """``module_terms_along`` of a rigid tree (one solve with H for the c columns Jᵀ D) equals the generic answer
+    every module type gives (Ψ D and Dᵀ Λ⁻¹ D from the full Ψ over all task rows), on both of its recursions,
+    for random directions D."""
+    from mrds_jax.dynamics import interface
+    system, state = make()
+    s = perturbed(system, state, np.random.default_rng(5))
+    conn = system.connectivity
+    generic = interface.module_terms_along.dispatch(object)
+    for k, pts in enumerate(conn.points):
+        if not pts:
+            continue
+        D = jnp.asarray(np.random.default_rng(k).standard_normal((len(pts) * conn.dim, 4)))
+        tau = jnp.asarray(np.random.default_rng(9).standard_normal(system.modules[k].nv))
+        for recursion in ("unrolled", "level_scan"):
+            m = system.modules[k].with_recursion(recursion)
+            fast = jax.jit(lambda q, v: interface.module_terms_along(m, q, v, tau, pts, D))(s.q[k], s.v[k])
+            ref = jax.jit(lambda q, v: generic(m, q, v, tau, pts, D))(s.q[k], s.v[k])
+            for name in ref._fields:
+                a, b = np.asarray(getattr(fast, name)), np.asarray(getattr(ref, name))
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-11 * max(1.0, np.abs(b).max()), err_msg=name)
+
 
 def psd_batch(rng, n=8):
     """Regular, nearly singular (one eigenvalue 1e-13 of the largest) and exactly rank-deficient PSD

@@ -45,6 +45,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from ..model.tree import task_slice
+from ..spatial.linalg import matmul
 
 
 class ModuleTerms(NamedTuple):
@@ -180,6 +181,30 @@ def with_loop_points(module, n_points):
     tree takes the level-scan recursion for mid-size trees: :func:`mrds_jax.dynamics.levels.loop_recursion`). By
     default the module itself. Optional: not one of :data:`METHODS`, so a new module type need not answer it."""
     return module
+
+
+class ColumnTerms(NamedTuple):
+    """Step 2 of a module along given constraint directions (:func:`module_terms_along`): Ψ and Λ⁻¹ only in the
+    directions D (n·d x c, the points' task rows stacked) in which the system's contacts can push, instead of every
+    task row of every point: U = Ψ D = H⁻¹ Jᵀ D (Bonaventura eq. 75) and K = Dᵀ Λ⁻¹ D = (Jᵀ D)ᵀ U (Bonaventura
+    eq. 69-70). With D the identity this is :class:`ModuleTerms`' Ψ and Λ⁻¹."""
+    qdd_open: jnp.ndarray   # (nv,) q̈ᵒᵖᵉⁿ (Bonaventura eq. 68)
+    xdd_open: jnp.ndarray   # (n, 6) the points' classical open-chain accelerations, world axes
+    U: jnp.ndarray          # (nv, c) Ψ D
+    K: jnp.ndarray          # (c, c) Dᵀ Λ⁻¹ D
+
+
+@functools.singledispatch
+def module_terms_along(module, q, v, tau, points, D, method="direct"):
+    """:class:`ColumnTerms` of ``module`` along the directions ``D`` (n·d x c) at its points ``points``. Any module
+    type answers through its :meth:`ModuleContract.module_terms` (Ψ D and Dᵀ Λ⁻¹ D from the full Ψ, J or Λ⁻¹); a
+    type may register a form that solves with H only for the c columns Jᵀ D (the rigid tree does,
+    :mod:`.tree_module`: the four-loop biped's 8 points have 48 task rows, its loops push along 12). Optional: not
+    one of :data:`METHODS`, so a new module type need not answer it."""
+    t = module_terms(module, q, v, tau, points, method)
+    U = matmul(t.Psi, D)
+    K = matmul(matmul(t.J.T, D).T, U) if t.J is not None else matmul(D.T, matmul(t.Lam_inv, D))
+    return ColumnTerms(t.qdd_open, t.xdd_open, U, K)
 
 
 def missing_methods(implementation):

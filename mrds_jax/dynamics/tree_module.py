@@ -2,6 +2,8 @@
 Step 2 (Table 18) answered by the recursions of this package (forward kinematics, CRBA, RNEA, ABA, the
 operational-space quantities of Bonaventura eq. 69-75).
 """
+from typing import Callable, NamedTuple
+
 import jax.numpy as jnp
 
 from ..model import configuration
@@ -40,6 +42,46 @@ def _uses_ground_coordinates(module):
     return uses_level_scan(module.topology)
 
 
+class Step2Pieces(NamedTuple):
+    """What Step 2 of a rigid tree computes before its solve with H (:func:`_step2_pieces`)."""
+    H: jnp.ndarray            # (nv, nv), armature included
+    bias: jnp.ndarray         # (nv,) C v + G
+    J: jnp.ndarray            # (n·d, nv) the points' task Jacobians
+    points_at: Callable       # q̈ -> (R, p, ẋ, ẍ) of the points, ẍ classical at that q̈
+
+
+def _step2_pieces(module, q, v, points):
+    """H (CRBA), C v + G (RNEA at q̈ = 0) and the points' task Jacobians from one kinematics pass, in ground
+    coordinates or link by link (:func:`_uses_ground_coordinates`)."""
+    if _uses_ground_coordinates(module):
+        g = ground.ground_terms(module, q, v, points)
+        return Step2Pieces(g.H, g.bias, g.J, lambda qdd: (g.points.R, g.points.p, g.points.xd,
+                                                          ground.point_accelerations_at(module, g, qdd)))
+    kin = forward_kinematics(module, q, v)
+    return Step2Pieces(mass_matrix_from_kinematics(module, kin), nonlinear_effects_from_kinematics(module, kin),
+                       task_jacobian(module, q, points, "world_aligned", kin),
+                       lambda qdd: _points_kinematics(module, kin, link_accelerations(module, kin, qdd), points))
+
+
+def _solve_with_mass_matrix(module, pieces, tau, columns):
+    """(q̈ᵒᵖᵉⁿ, H⁻¹ columns) from one solve ``mass_matrix_solve(H, [τ − C v − G | columns])`` (Bonaventura eq. 68
+    and, with columns = Jᵀ, eq. 75)."""
+    X = mass_matrix_solve(module, pieces.H, jnp.concatenate([(tau - pieces.bias)[:, None], columns], axis=1))
+    return X[:, 0], X[:, 1:]
+
+
+def _terms_along(module, q, v, tau, points, D, method="direct"):
+    """:func:`~.interface.module_terms_along` of a rigid tree: the solve with H takes only the c columns Jᵀ D
+    (instead of every task row's, as :meth:`RigidTree.module_terms`), U = H⁻¹ Jᵀ D and K = (Jᵀ D)ᵀ U; the
+    ``"recursive"`` route answers through ``module_terms``."""
+    if method != "direct":
+        return interface.module_terms_along.dispatch(object)(module, q, v, tau, points, D, method)
+    pieces = _step2_pieces(module, q, v, points)
+    V = matmul(pieces.J.T, D)
+    qdd, U = _solve_with_mass_matrix(module, pieces, tau, V)
+    return interface.ColumnTerms(qdd, pieces.points_at(qdd)[3], U, matmul(V.T, U))
+
+
 class RigidTree(interface.ModuleContract):
     """The contract's methods for :class:`mrds_jax.model.Module` (``self`` is the rigid tree), paired with it by
     :func:`.interface.implement` below: the model layer defines the tree, this layer its dynamics."""
@@ -56,22 +98,15 @@ class RigidTree(interface.ModuleContract):
         numbers: faster for small trees, :func:`_uses_ground_coordinates`). ``method="recursive"``: q̈ᵒᵖᵉⁿ by ABA
         and Ψ by the O(N) recursions of :func:`~mrds_jax.dynamics.cross_space_inertia` (Table 9): a second route
         to the same terms (``tests/test_ground_coordinates.py``)."""
-        if method == "direct" and _uses_ground_coordinates(self):
-            g = ground.ground_terms(self, q, v, points)
-            X = mass_matrix_solve(self, g.H, jnp.concatenate([(tau - g.bias)[:, None], g.J.T], axis=1))
-            qdd, Psi = X[:, 0], X[:, 1:]
-            return interface.ModuleTerms(qdd, g.points.R, g.points.p, g.points.xd,
-                                         ground.point_accelerations_at(self, g, qdd), Psi, matmul(g.J, Psi), g.J)
+        if method == "direct":
+            pieces = _step2_pieces(self, q, v, points)
+            qdd, Psi = _solve_with_mass_matrix(self, pieces, tau, pieces.J.T)
+            R, p, xd, xdd = pieces.points_at(qdd)
+            return interface.ModuleTerms(qdd, R, p, xd, xdd, Psi, matmul(pieces.J, Psi), pieces.J)
         kin = forward_kinematics(self, q, v)
         J = task_jacobian(self, q, points, "world_aligned", kin)
-        if method == "direct":
-            H = mass_matrix_from_kinematics(self, kin)
-            rhs = tau - nonlinear_effects_from_kinematics(self, kin)
-            X = mass_matrix_solve(self, H, jnp.concatenate([rhs[:, None], J.T], axis=1))
-            qdd, Psi = X[:, 0], X[:, 1:]
-        else:
-            qdd = aba(self, q, v, tau)
-            Psi = cross_space_inertia(self, q, points, "world_aligned", method)
+        qdd = aba(self, q, v, tau)
+        Psi = cross_space_inertia(self, q, points, "world_aligned", method)
         R, p, xd, xdd = _points_kinematics(self, kin, link_accelerations(self, kin, qdd), points)
         return interface.ModuleTerms(qdd, R, p, xd, xdd, Psi, matmul(J, Psi), J)
 
@@ -84,6 +119,11 @@ class RigidTree(interface.ModuleContract):
         return rnea(self, q, v, qdd)
 
     def point_motion(self, q, v, points):
+        """The points' placements and velocities, from the same kinematics pass as :meth:`module_terms` (so that
+        a program asking both computes it once)."""
+        if _uses_ground_coordinates(self):
+            pts = ground.point_kinematics(self, ground.ground_kinematics(self, q, v), points)[0]
+            return interface.PointMotion(pts.R, pts.p, pts.xd)
         return interface.PointMotion(*_points_kinematics(self, forward_kinematics(self, q, v), None, points))
 
     def point_jacobians(self, q, points):
@@ -128,4 +168,5 @@ class RigidTree(interface.ModuleContract):
 
 
 interface.implement(Module, RigidTree)
+interface.module_terms_along.register(Module)(_terms_along)
 interface.with_loop_points.register(Module)(loop_recursion)

@@ -148,3 +148,80 @@ def operational_inverse_inertia_times(t, x):
 
 def _accumulate(blocks, i, j, blk):
     blocks[i][j] = blk if blocks[i][j] is None else blocks[i][j] + blk
+
+
+# ------------------------------------------------------------------ Ψ along the constrained directions only
+class ModuleColumns(NamedTuple):
+    """Static layout of a module's constraint directions D (:func:`constraint_directions`): one column block per
+    contact that touches the module (contact order), then one column of known free-direction forces."""
+    contacts: tuple     # indices i of the contacts with a side on the module
+    slices: tuple       # their column slices in D (n_cᵢ columns each)
+    free: object        # slice of the free-force column, or None
+
+
+def column_layout(sides, n_c, k, with_free):
+    """The :class:`ModuleColumns` of module k (``with_free``: the system has contacts with applied free-direction
+    forces, ψᵘFᵘ)."""
+    contacts = tuple(i for i, per in enumerate(sides) if any(side.module == k for side in per))
+    ends = [0]
+    for i in contacts:
+        ends.append(ends[-1] + n_c[i])
+    slices = tuple(slice(a, b) for a, b in zip(ends[:-1], ends[1:]))
+    return ModuleColumns(contacts, slices, slice(ends[-1], ends[-1] + 1) if with_free else None)
+
+
+def constraint_layouts(system):
+    """Per module of ``system``, the static :class:`ModuleColumns` of its constraint directions."""
+    conn = system.connectivity
+    applied = any(c.applied is not None for c in system.contacts)
+    sides = contact_sides(conn)
+    return [column_layout(sides, conn.n_c, k, applied) for k in range(len(system.modules))]
+
+
+def constraint_directions(sides, W, layout, k, n_points, d, free_forces=None):
+    """D (n_points·d x c) of module k: for each contact i of ``layout``, Aₖᵀ ψᶜᵢ — its sides' Wₐ = Tₐᵀ ψᶜᵢ placed at
+    their points' rows (summed where a Type B contact has both sides on the module) — then, with
+    ``free_forces`` (Aₖᵀ ψᵘFᵘ, (n_points·d,)), that vector as one more column. Then Dᵀ Λₖ⁻¹ D holds every block
+    of Bᶜ that module k adds (Table 17, module docstring) and Ψₖ D the module's response to each column."""
+    blocks = []
+    for i in layout.contacts:
+        per_slot = [None] * n_points
+        for a, side in enumerate(sides[i]):
+            if side.module == k:
+                w = W[i][a]
+                per_slot[side.slot] = w if per_slot[side.slot] is None else per_slot[side.slot] + w
+        width = next(w.shape[1] for w in per_slot if w is not None)
+        zero = jnp.zeros((d, width), dtype=next(w for w in per_slot if w is not None).dtype)
+        blocks.append(jnp.concatenate([zero if w is None else w for w in per_slot], axis=0))
+    if layout.free is not None:
+        blocks.append(free_forces[:, None])
+    return jnp.concatenate(blocks, axis=1)
+
+
+def constraint_space_matrix_from_columns(layouts, K, n_c, dtype):
+    """Bᶜ (n_C x n_C) from each module's Kₖ = Dₖᵀ Λₖ⁻¹ Dₖ (:func:`constraint_directions`):
+    Bᶜᵢⱼ = Σₖ Kₖ[cols(i), cols(j)] over the modules that both contacts touch — Table 17's blocks, the same sum
+    as :func:`constraint_space_matrix` with each module's sides gathered into its columns."""
+    C = len(n_c)
+    blocks = [[None] * C for _ in range(C)]
+    for layout, Kk in zip(layouts, K):
+        if Kk is None:
+            continue
+        for i, si in zip(layout.contacts, layout.slices):
+            for j, sj in zip(layout.contacts, layout.slices):
+                _accumulate(blocks, i, j, Kk[si, sj])
+    rows = [jnp.concatenate([jnp.zeros((n_c[i], n_c[j]), dtype) if blocks[i][j] is None else blocks[i][j]
+                             for j in range(C)], axis=1) for i in range(C)]
+    return jnp.concatenate(rows, axis=0) if rows else jnp.zeros((0, 0), dtype)
+
+
+def along_contacts(layouts, per_module, n_c, n_cols, dtype):
+    """Per contact i, Σₖ per_module[k][cols(i)] (n_cᵢ x n_cols): a module quantity with one row per column of Dₖ
+    (Kₖ's free-force column, or Uₖᵀ Gₖᵀ) summed into the contacts' constrained directions."""
+    out = [None] * len(n_c)
+    for layout, X in zip(layouts, per_module):
+        if X is None:
+            continue
+        for i, si in zip(layout.contacts, layout.slices):
+            out[i] = X[si] if out[i] is None else out[i] + X[si]
+    return [jnp.zeros((n, n_cols), dtype) if x is None else x for n, x in zip(n_c, out)]

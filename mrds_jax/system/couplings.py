@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from ..contacts.coupling import coupling_matrices, coupling_row
 from ..dynamics.interface import mass_matrix, open_chain_acceleration
 from ..spatial.linalg import matmul, spd_solve
-from .constraint_space import contact_accelerations, contact_sides, point_forces
+from .constraint_space import along_contacts, constraint_layouts
 from .build import SystemDescriptionError
 
 
@@ -50,13 +50,12 @@ def coupled_constraint_system(system, state, cs, yc, taus, stabilisation=None):
     n_J = len(rows)
     Y, qdd_open, D = {}, {}, jnp.zeros((n_J, n_J), dtype)
     rhs = jnp.stack([r.bias for r in rows])
-    free_forces = _free_direction_forces(system, cs)
+    layouts = constraint_layouts(system)
     x = []
     for k, module in enumerate(system.modules):
         tk = cs.terms[k]
-        n_pts = len(conn.points[k])
         if k not in G:
-            x.append(None if tk is None else jnp.zeros((n_pts * d, n_J), dtype))
+            x.append(None)
             continue
         Y[k] = spd_solve(mass_matrix(module, state.q[k]), G[k].T)                   # Hₖ⁻¹ Gₖᵀ
         D = D + matmul(G[k], Y[k])
@@ -65,20 +64,17 @@ def coupled_constraint_system(system, state, cs, yc, taus, stabilisation=None):
             rhs = rhs - matmul(G[k], qdd_open[k])
             x.append(None)
             continue
-        qdd = tk.qdd_open if free_forces is None else tk.qdd_open + matmul(tk.Psi, free_forces[k])
+        free = layouts[k].free
+        qdd = tk.qdd_open if free is None else tk.qdd_open + tk.U[:, free.start]  # + Ψₖ Aₖᵀ ψᵘFᵘ
         rhs = rhs - matmul(G[k], qdd)
-        x.append(matmul(tk.Psi.T, G[k].T))                                           # Ψₖᵀ Gₖᵀ = Jₖ Hₖ⁻¹ Gₖᵀ
+        x.append(matmul(tk.U.T, G[k].T))                 # Uₖᵀ Gₖᵀ = Dₖᵀ Jₖ Hₖ⁻¹ Gₖᵀ: ψᶜᵀ Aₖ Ψₖᵀ Gₖᵀ by columns
     position = jnp.stack([r.position for r in rows])
     velocity = jnp.stack([r.velocity for r in rows])
     if stabilisation is not None:
         rhs = rhs - _scalar_gain(stabilisation.baumgarte_alpha, 2.0) * velocity \
             - _scalar_gain(stabilisation.baumgarte_beta, 1.0) ** 2 * position
     n_C = conn.n_constraints
-    if n_C:
-        acc = contact_accelerations(contact_sides(conn), cs.T, x, d)
-        X = jnp.concatenate([matmul(m.psi_c.T, a) for m, a in zip(cs.modes, acc)])
-    else:
-        X = jnp.zeros((0, n_J), dtype)
+    X = (jnp.concatenate(along_contacts(layouts, x, conn.n_c, n_J, dtype)) if n_C else jnp.zeros((0, n_J), dtype))
     B = jnp.concatenate([jnp.concatenate([cs.Bc, X], axis=1), jnp.concatenate([X.T, D], axis=1)], axis=0)
     return CoupledSystem(B, jnp.concatenate([yc, rhs]), Y, qdd_open, position, velocity)
 
@@ -117,16 +113,6 @@ def constraint_rows(system):
     slices = system.connectivity.constraint_slices() + tuple(slice(n_C + i, n_C + i + 1)
                                                              for i in range(len(system.couplings)))
     return names, slices
-
-
-def _free_direction_forces(system, cs):
-    """Per module, Aₖᵀ ψᵘFᵘ (the contacts' known free-direction forces at the points), or None without any."""
-    if not any(c.applied is not None for c in system.contacts):
-        return None
-    conn = system.connectivity
-    U = [matmul(m.psi_u, fu) for m, fu in zip(cs.modes, cs.F_u)]
-    return [None if not pts else point_forces(contact_sides(conn), cs.T, U, k, len(pts), conn.dim)
-            for k, pts in enumerate(conn.points)]
 
 
 def _scalar_gain(gain, factor):

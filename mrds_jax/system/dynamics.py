@@ -33,11 +33,12 @@ import jax
 import jax.numpy as jnp
 
 from ..contacts.variable import contact_modes
-from ..dynamics.interface import ModuleTerms, module_terms, open_chain_acceleration  # noqa: F401 (re-export)
+from ..dynamics.interface import (ModuleTerms, module_terms, module_terms_along, open_chain_acceleration,  # noqa: F401
+                                  point_motion)
 from ..model.tree import task_slice
 from ..spatial import cross, skew, spatial_rotation
-from .constraint_space import (constraint_space_matrix, contact_accelerations, contact_sides,
-                               operational_inverse_inertia_times, point_forces)
+from .constraint_space import (along_contacts, constraint_directions, constraint_layouts,
+                               constraint_space_matrix_from_columns, contact_sides, point_forces)
 from .solve import SolverSettings, solve_constraint_system
 from .couplings import constraint_rows, coupled_constraint_system
 from ..validation import constraint_conditioning, is_traced, per_module, system_state
@@ -53,8 +54,9 @@ class ConstraintSystem(NamedTuple):
     xd_EP: tuple               # per contact: ᴱẋ_EP (d,), Bonaventura eq. 98
     F_u: tuple                 # per contact: Fᵘ (d − n_c,)
     T: tuple                   # per contact: the d x d operators Tₐ of its sides on modules (:mod:`.constraint_space`)
-    terms: tuple               # per module: ModuleTerms (None for modules without contact points)
+    terms: tuple               # per module: ColumnTerms along its constraint directions (None without contact points)
     modes: tuple = ()          # per contact: ContactModes (bases at the current state, φ̇ term of Bonaventura eq. 90)
+    motion: tuple = ()         # per module: PointMotion of its contact points (None without)
 
 
 class SystemDynamics(NamedTuple):
@@ -76,54 +78,87 @@ def _stack(trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-def _all_module_terms(system, state, taus, method):
-    """Step 2 for every module with contact points; identical modules (``Connectivity.groups``) are stacked
-    and ``vmap``ped, not looped."""
+def _per_module(system, fn, *per_module):
+    """fn(module, points, *(a[k] for a in per_module)) for every module k with contact points (None for the
+    others); identical modules (``Connectivity.groups``) whose arguments have the same shapes are stacked and
+    ``vmap``ped, not looped."""
     conn = system.connectivity
-    terms = [None] * len(system.modules)
+    out = [None] * len(system.modules)
     for group in conn.groups:
         pts = conn.points[group[0]]
         if not pts:
             continue
-        if len(group) == 1:
-            k = group[0]
-            terms[k] = module_terms(system.modules[k], state.q[k], state.v[k], taus[k], pts, method)
-            continue
-        stacked = jax.vmap(lambda m, q, v, tq: module_terms(m, q, v, tq, pts, method))(
-            _stack([system.modules[k] for k in group]), jnp.stack([state.q[k] for k in group]),
-            jnp.stack([state.v[k] for k in group]), jnp.stack([taus[k] for k in group]))
-        for j, k in enumerate(group):
-            terms[k] = jax.tree.map(lambda x, j=j: x[j], stacked)
-    return tuple(terms)
+        by_shape = {}
+        for k in group:
+            by_shape.setdefault(tuple(jnp.shape(a[k]) for a in per_module), []).append(k)
+        for members in by_shape.values():
+            if len(members) == 1:
+                k = members[0]
+                out[k] = fn(system.modules[k], pts, *(a[k] for a in per_module))
+                continue
+            stacked = jax.vmap(lambda m, *xs: fn(m, pts, *xs))(
+                _stack([system.modules[k] for k in members]), *(jnp.stack([a[k] for k in members]) for a in per_module))
+            for j, k in enumerate(members):
+                out[k] = jax.tree.map(lambda x, j=j: x[j], stacked)
+    return tuple(out)
 
 
-def _side_kinematics(contact, terms, m, slot, dtype):
-    """(R, p, ẋ, ẍᵒᵖᵉⁿ) of one side of a contact; the ground is fixed (zero motion)."""
+def _all_module_terms(system, state, taus, method):
+    """Step 2 (:func:`~mrds_jax.dynamics.interface.module_terms`: Ψ and Λ⁻¹ over every task row of every point) for
+    every module with contact points; the reference the constraint directions' route is tested against
+    (``tests/test_constraint_space.py``)."""
+    return _per_module(system, lambda m, pts, q, v, tq: module_terms(m, q, v, tq, pts, method), state.q, state.v, taus)
+
+
+def _side_motion(contact, motion, m, slot, dtype):
+    """(R, p, ẋ) of one side of a contact from its module's :class:`~mrds_jax.dynamics.interface.PointMotion`; the
+    ground is fixed."""
     if m < 0:
-        z = jnp.zeros(6, dtype=dtype)
-        return contact.ground_R, contact.ground_p, z, z
-    t = terms[m]
-    return t.R[slot], t.p[slot], t.xd[slot], t.xdd_open[slot]
+        return contact.ground_R, contact.ground_p, jnp.zeros(6, dtype=dtype)
+    pm = motion[m]
+    return pm.R[slot], pm.p[slot], pm.xd[slot]
 
 
-def contact_kinematics(contact, side_E, side_P):
-    """Relative kinematics of a contact from its two sides' world quantities (6-D, [angular; linear]).
+def _side_acceleration(terms, m, slot, dtype):
+    """ẍᵒᵖᵉⁿ of one side (zero on the ground)."""
+    return jnp.zeros(6, dtype=dtype) if m < 0 else terms[m].xdd_open[slot]
 
-    Returns (T_E, T_P, ᴱẋ_EP, ᴱẍᵒᵖᵉⁿ_EP): T_E = −ℜᵀ S and T_P = ℜᵀ with S = ᴵS_EP (Bonaventura eq. 20, r = p_P − p_E)
-    and ℜ = ᴵℜ_E; ᴱẋ_EP = ℜᵀ(ẋ_P − S ẋ_E) (Bonaventura eq. 98); ᴱẍᵒᵖᵉⁿ_EP = ℜᵀ(ẍ_P − S ẍ_E − ζ) (Bonaventura eq. 83) with
-    ζ = [ω × ω_rel; ω × (ω × r) + 2 ω × ṙ_rel] (Bonaventura eq. 81 in [angular; linear]), ω = ᴵω_IE and
-    [ω_rel; ṙ_rel] = ẋ_P − S ẋ_E = ℜ ᴱẋ_EP.
-    """
-    R_E, p_E, xd_E, xdd_E = side_E
-    _, p_P, xd_P, xdd_P = side_P
+
+class RelativeMotion(NamedTuple):
+    """A contact's relative kinematics at the velocity level (:func:`relative_motion`)."""
+    T_E: jnp.ndarray    # (6, 6) −ℜᵀS, the operator of side E
+    T_P: jnp.ndarray    # (6, 6) ℜᵀ, the operator of side P
+    xd: jnp.ndarray     # (6,) ᴱẋ_EP (Bonaventura eq. 98)
+    zeta: jnp.ndarray   # (6,) ζ (Bonaventura eq. 81)
+    RT: jnp.ndarray     # (3, 3) ᴵR_Eᵀ
+    r: jnp.ndarray      # (3,) p_P − p_E
+
+
+def relative_motion(side_E, side_P):
+    """T_E = −ℜᵀ S and T_P = ℜᵀ with S = ᴵS_EP (Bonaventura eq. 20, r = p_P − p_E) and ℜ = ᴵℜ_E;
+    ᴱẋ_EP = ℜᵀ(ẋ_P − S ẋ_E) (Bonaventura eq. 98); ζ = [ω × ω_rel; ω × (ω × r) + 2 ω × ṙ_rel] (Bonaventura eq. 81 in
+    [angular; linear]), ω = ᴵω_IE and [ω_rel; ṙ_rel] = ẋ_P − S ẋ_E = ℜ ᴱẋ_EP. Sides: (R, p, ẋ), world quantities."""
+    R_E, p_E, xd_E = side_E
+    _, p_P, xd_P = side_P
     r = p_P - p_E
     RT = R_E.T
-    RfT = spatial_rotation(RT)
     T_E = -spatial_rotation(RT).at[3:, :3].set(-matmul(RT, skew(r)))     # −ℜᵀS = −[[Rᵀ, 0], [−Rᵀr̃, Rᵀ]]
     rel = xd_P - rigid_body_motion(r, xd_E)
     w = xd_E[:3]
     zeta = jnp.concatenate([cross(w, rel[:3]), cross(w, cross(w, r)) + 2.0 * cross(w, rel[3:])])
-    return T_E, RfT, _rotate6(RT, rel), _rotate6(RT, xdd_P - rigid_body_motion(r, xdd_E) - zeta)
+    return RelativeMotion(T_E, spatial_rotation(RT), _rotate6(RT, rel), zeta, RT, r)
+
+
+def relative_open_acceleration(rel, xdd_E, xdd_P):
+    """ᴱẍᵒᵖᵉⁿ_EP = ℜᵀ(ẍ_P − S ẍ_E − ζ) (Bonaventura eq. 83) from the sides' open-chain accelerations."""
+    return _rotate6(rel.RT, xdd_P - rigid_body_motion(rel.r, xdd_E) - rel.zeta)
+
+
+def contact_kinematics(contact, side_E, side_P):
+    """Relative kinematics of a contact from its two sides' world quantities (R, p, ẋ, ẍ) (6-D, [angular; linear]):
+    (T_E, T_P, ᴱẋ_EP, ᴱẍᵒᵖᵉⁿ_EP) of :func:`relative_motion` and :func:`relative_open_acceleration`."""
+    rel = relative_motion(side_E[:3], side_P[:3])
+    return rel.T_E, rel.T_P, rel.xd, relative_open_acceleration(rel, side_E[3], side_P[3])
 
 
 def rigid_body_motion(r, x):
@@ -147,41 +182,65 @@ def _taus(system, tau, dtype):
 
 
 def constraint_system(system, state, tau=None, t=0.0, method="direct"):
-    """Steps 2-3 up to the linear system: Bᶜ (Bonaventura eq. 88, Table 17's contact-pair blocks,
-    :func:`~mrds_jax.system.constraint_space.constraint_space_matrix`), yᶜ (Bonaventura eq. 89) and the pieces needed
-    afterwards."""
+    """Steps 2-3 up to the linear system: Bᶜ (Bonaventura eq. 88, Table 17's contact-pair blocks), yᶜ (Bonaventura
+    eq. 89) and the pieces needed afterwards.
+
+    The points' placements and velocities come first (:func:`~mrds_jax.dynamics.interface.point_motion`), so the
+    contacts' constrained directions Wₐ = Tₐᵀ ψᶜ are known before Step 2's solve: each module is asked for Ψ and
+    Λ⁻¹ only along them (:func:`~mrds_jax.dynamics.interface.module_terms_along` with
+    :func:`~mrds_jax.system.constraint_space.constraint_directions`: the four-loop biped's solve with H takes 12
+    columns instead of its 8 points' 48 task rows), and Bᶜ is summed from the modules' Dₖᵀ Λₖ⁻¹ Dₖ
+    (:func:`~mrds_jax.system.constraint_space.constraint_space_matrix_from_columns`)."""
     system_state(system, state, "forward dynamics")
     conn = system.connectivity
     d = conn.dim
     rows = task_slice(d)
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
-    terms = _all_module_terms(system, state, taus, method)
+    motion = _per_module(system, lambda m, pts, q, v: point_motion(m, q, v, pts), state.q, state.v)
     sides = contact_sides(conn)
-    T, W, xdd_open_EP, xd_EP, F_u, modes = [], [], [], [], [], []
+    T, W, rel, xd_EP, F_u, modes = [], [], [], [], [], []
     for c, (mE, sE, mP, sP) in zip(system.contacts, conn.sides):
-        side_E, side_P = _side_kinematics(c, terms, mE, sE, dtype), _side_kinematics(c, terms, mP, sP, dtype)
-        T_E, T_P, xd, xdd = contact_kinematics(c, side_E, side_P)
-        m = _current_modes(c, side_E, side_P, xd, t, dtype)
-        Ti = tuple(Tx[rows, rows] for Tx, k in ((T_E, mE), (T_P, mP)) if k >= 0)
+        side_E, side_P = _side_motion(c, motion, mE, sE, dtype), _side_motion(c, motion, mP, sP, dtype)
+        r = relative_motion(side_E, side_P)
+        m = _current_modes(c, side_E, side_P, r.xd, t, dtype)
+        Ti = tuple(Tx[rows, rows] for Tx, k in ((r.T_E, mE), (r.T_P, mP)) if k >= 0)
         modes.append(m)
+        rel.append(r)
         T.append(Ti)
         W.append(tuple(matmul(Tx.T, m.psi_c) for Tx in Ti))                 # Wₐ = Tₐᵀ ψᶜ
-        xd_EP.append(xd[rows])
-        xdd_open_EP.append(xdd[rows])
+        xd_EP.append(r.xd[rows])
         F_u.append(c.free_force(t, dtype))
-    Bc = constraint_space_matrix(sides, W, terms, conn.n_c, d, dtype)       # Bonaventura eq. 88, Table 17
+    applied = any(c.applied is not None for c in system.contacts)
+    free = ([matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)] if applied else None)    # ψᵘFᵘ
+    layouts = constraint_layouts(system)
+    D = [constraint_directions(sides, W, layouts[k], k, len(pts), d,
+                               point_forces(sides, T, free, k, len(pts), d) if applied else None) if pts else None
+         for k, pts in enumerate(conn.points)]
+    terms = _per_module(system, lambda mod, pts, q, v, tq, Dk: module_terms_along(mod, q, v, tq, pts, Dk, method),
+                        state.q, state.v, taus, D)
+    Bc = constraint_space_matrix_from_columns(layouts, [None if tk is None else tk.K for tk in terms], conn.n_c,
+                                              dtype)                          # Bonaventura eq. 88, Table 17
+    xdd_open_EP = [relative_open_acceleration(r, _side_acceleration(terms, mE, sE, dtype),
+                                              _side_acceleration(terms, mP, sP, dtype))[rows]
+                   for r, (mE, sE, mP, sP) in zip(rel, conn.sides)]
     y = [m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]             # Bonaventura eq. 90
-    if any(c.applied is not None for c in system.contacts):                # − B ψᵘFᵘ (Bonaventura eq. 89)
-        U = [matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)]
-        x_U = [None if tk is None else
-               operational_inverse_inertia_times(tk, point_forces(sides, T, U, k, len(conn.points[k]), d))
-               for k, tk in enumerate(terms)]
-        y = [yi - bu for yi, bu in zip(y, contact_accelerations(sides, T, x_U, d))]
     xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
-    yc = (jnp.concatenate([xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]) if y   # Bonaventura eq. 89
-          else jnp.zeros(0, dtype))
-    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(T), terms, tuple(modes))
+    yc = [xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]   # Bonaventura eq. 89
+    if applied:                                                              # − ψᶜᵀ B ψᵘFᵘ (Bonaventura eq. 89)
+        pushed = along_contacts(layouts, [None if tk is None else tk.K[:, lay.free] for tk, lay in zip(terms, layouts)],
+                                conn.n_c, 1, dtype)
+        yc = [yi - b[:, 0] for yi, b in zip(yc, pushed)]
+    yc = jnp.concatenate(yc) if yc else jnp.zeros(0, dtype)
+    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(T), terms, tuple(modes),
+                            motion)
+
+
+def response_to_contact_forces(tk, layout, F_c):
+    """Ψₖ Aₖᵀ F_EP (Bonaventura eq. 74 with the forces of eq. 95-96 and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ of eq. 86) from the
+    module's responses along its constraint directions: Σᵢ Uₖ[:, cols(i)] Fᶜᵢ, plus the free-force column's."""
+    out = sum(matmul(tk.U[:, si], F_c[i]) for i, si in zip(layout.contacts, layout.slices))
+    return out + tk.U[:, layout.free.start] if layout.free is not None else out
 
 
 def _current_modes(contact, side_E, side_P, xd6, t, dtype):
@@ -234,14 +293,8 @@ def forward_dynamics(system, state, tau=None, t=0.0, solver=SolverSettings(), me
         F_c_split.append(fc)
         F_EP.append(matmul(m.psi_u, fu) + matmul(m.psi_c, fc))                                   # Bonaventura eq. 86
         phi_v.append(matmul(m.psi_c.T, xd) - c.constraint_velocity_and_acceleration(t, fc.dtype)[0])  # Bonaventura eq. 105
-    sides = contact_sides(conn)
-    qdd = []
-    for k, tk in enumerate(cs.terms):
-        if tk is None:
-            qdd.append(None)
-            continue
-        f_k = point_forces(sides, cs.T, F_EP, k, len(conn.points[k]), conn.dim)                 # Aₖᵀ F (Bonaventura eq. 95-96)
-        qdd.append(tk.qdd_open + matmul(tk.Psi, f_k))                                           # Bonaventura eq. 74
+    qdd = [None if tk is None else tk.qdd_open + response_to_contact_forces(tk, layout, F_c_split)
+           for tk, layout in zip(cs.terms, constraint_layouts(system))]
     dtype = state.q[0].dtype
     taus = _taus(system, tau, dtype)
     if coupled is not None:

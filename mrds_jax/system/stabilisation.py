@@ -198,11 +198,11 @@ def pd_suppression(kp, kv, position_targets=()):
     return Stabilisation(pd_kv=kv, pd_kp=kp, position_targets=tuple(position_targets))
 
 
-def _side(contact, terms, m, slot, dtype):
+def _side(contact, motion, m, slot, dtype):
     if m < 0:
         return contact.ground_R, contact.ground_p, jnp.zeros(6, dtype=dtype)
-    tk = terms[m]
-    return tk.R[slot], tk.p[slot], tk.xd[slot]
+    pm = motion[m]
+    return pm.R[slot], pm.p[slot], pm.xd[slot]
 
 
 def stabilisation_terms(system, cs, t, stab):
@@ -215,7 +215,7 @@ def stabilisation_terms(system, cs, t, stab):
     phi_p, phi_v = [], []
     for i, (c, (mE, sE, mP, sP)) in enumerate(zip(system.contacts, conn.sides)):
         psi_c = modes[i].psi_c if modes else c.psi_c
-        pp, pv = contact_errors(c, _side(c, cs.terms, mE, sE, dtype), _side(c, cs.terms, mP, sP, dtype), t,
+        pp, pv = contact_errors(c, _side(c, cs.motion, mE, sE, dtype), _side(c, cs.motion, mP, sP, dtype), t,
                                 psi_c=psi_c, xd_EP=cs.xd_EP[i], targets=targets)
         phi_p.append(pp)
         phi_v.append(pv)
