@@ -48,6 +48,7 @@ class Step2Pieces(NamedTuple):
     bias: jnp.ndarray         # (nv,) C v + G
     J: jnp.ndarray            # (n·d, nv) the points' task Jacobians
     points_at: Callable       # q̈ -> (R, p, ẋ, ẍ) of the points, ẍ classical at that q̈
+    J_transpose_times: Callable   # D (n·d, c) -> Jᵀ D
 
 
 def _step2_pieces(module, q, v, points):
@@ -56,11 +57,13 @@ def _step2_pieces(module, q, v, points):
     if _uses_ground_coordinates(module):
         g = ground.ground_terms(module, q, v, points)
         return Step2Pieces(g.H, g.bias, g.J, lambda qdd: (g.points.R, g.points.p, g.points.xd,
-                                                          ground.point_accelerations_at(module, g, qdd)))
+                                                          ground.point_accelerations_at(module, g, qdd)),
+                           lambda D: ground.jacobian_transpose_times(module, g, D))
     kin = forward_kinematics(module, q, v)
-    return Step2Pieces(mass_matrix_from_kinematics(module, kin), nonlinear_effects_from_kinematics(module, kin),
-                       task_jacobian(module, q, points, "world_aligned", kin),
-                       lambda qdd: _points_kinematics(module, kin, link_accelerations(module, kin, qdd), points))
+    J = task_jacobian(module, q, points, "world_aligned", kin)
+    return Step2Pieces(mass_matrix_from_kinematics(module, kin), nonlinear_effects_from_kinematics(module, kin), J,
+                       lambda qdd: _points_kinematics(module, kin, link_accelerations(module, kin, qdd), points),
+                       lambda D: matmul(J.T, D))
 
 
 def _solve_with_mass_matrix(module, pieces, tau, columns):
@@ -77,7 +80,7 @@ def _terms_along(module, q, v, tau, points, D, method="direct"):
     if method != "direct":
         return interface.module_terms_along.dispatch(object)(module, q, v, tau, points, D, method)
     pieces = _step2_pieces(module, q, v, points)
-    V = matmul(pieces.J.T, D)
+    V = pieces.J_transpose_times(D)
     qdd, U = _solve_with_mass_matrix(module, pieces, tau, V)
     return interface.ColumnTerms(qdd, pieces.points_at(qdd)[3], U, matmul(V.T, U))
 
