@@ -5,20 +5,20 @@ ancestor matrix, and no recursion is left but the placements.
 
 The textbook bodies are the link-coordinate steps of ``kinematics.py``, ``crba.py`` and ``rnea.py``
 (Featherstone, *Rigid Body Dynamics Algorithms*, Tables 5.1 and 6.2). Their equations are coordinate-free
-(Featherstone §5.3 writes the RNEA's eq. 5.7-5.9 without a coordinate system, §6.2 the CRBA's
-Iᶜᵢ = Σ_{j∈ν(i)} Iⱼ, eq. 6.14-6.17); expressed in one fixed frame, every transform between a link and its parent
-is the identity, and each recursion unrolls into a sum:
+(Featherstone eq. 5.7-5.9 write the RNEA without a coordinate system, and Featherstone §6.2 derives the CRBA from
+Iᶜᵢ = Σ_{j∈ν(i)} Iⱼ); expressed in one fixed frame, every transform between a link and its parent is the identity,
+and each recursion unrolls into a sum:
 
-* velocities (Table 5.1 line 5, eq. 5.7): vᵢ = v_λ(i) + Sᵢ q̇ᵢ, so vᵢ = Σ_{k⪯i} Sₖ q̇ₖ (k over i and its
+* velocities (Table 5.1 line 5, Featherstone eq. 5.7): vᵢ = v_λ(i) + Sᵢ q̇ᵢ, so vᵢ = Σ_{k⪯i} Sₖ q̇ₖ (k over i and its
   ancestors): :func:`ground_kinematics`;
-* accelerations (line 6, eq. 5.8): aᵢ = a_λ(i) + Sᵢ q̈ᵢ + Ṡᵢ q̇ᵢ with, in a fixed frame,
-  Ṡᵢ q̇ᵢ = vᵢ × Sᵢ q̇ᵢ + ⁰Xᵢ S̊ᵢ q̇ᵢ (the link-coordinate cᵢ = S̊ᵢ q̇ᵢ + vᵢ × Sᵢ q̇ᵢ of eq. 5.6 carried to the ground
-  frame), so aᵢ = a₀ + Σ_{k⪯i} (Sₖ q̈ₖ + cₖ): :func:`link_accelerations`;
+* accelerations (line 6, Featherstone eq. 5.8): aᵢ = a_λ(i) + Sᵢ q̈ᵢ + Ṡᵢ q̇ᵢ with, in a fixed frame,
+  Ṡᵢ q̇ᵢ = vᵢ × Sᵢ q̇ᵢ + ⁰Xᵢ S̊ᵢ q̇ᵢ (the link-coordinate cᵢ = S̊ᵢ q̇ᵢ + vᵢ × Sᵢ q̇ᵢ of Featherstone eq. 5.6 carried to
+  the ground frame), so aᵢ = a₀ + Σ_{k⪯i} (Sₖ q̈ₖ + cₖ): :func:`link_accelerations`;
 * composite inertias (Table 6.2's backward pass): Iᶜᵢ = Σ_{j⪰i} Iⱼ (j over i and its descendants), with each
   link inertia moved to the ground frame once, Iⱼ = ⁰Xⱼ* Iⱼ ʲX₀ (:func:`~mrds_jax.spatial.transform_inertia`);
-  H_ij = Sᵢᵀ Iᶜ_j Sⱼ for i ⪯ j (eq. 6.17): :func:`mass_matrix`, the assembly
+  H_ij = Sᵢᵀ Iᶜ_j Sⱼ for i ⪯ j (Featherstone §6.2): :func:`mass_matrix`, the assembly
   :func:`~.crba.assemble_mass_matrix` shares with the level-scan route;
-* RNEA's forces (lines 9-15, eq. 5.9): fᵢᴮ = Iᵢ aᵢ + vᵢ ×* Iᵢ vᵢ, fᵢ = Σ_{j⪰i} fⱼᴮ, τᵢ = Sᵢᵀ fᵢ:
+* RNEA's forces (lines 9-15, Featherstone eq. 5.9): fᵢᴮ = Iᵢ aᵢ + vᵢ ×* Iᵢ vᵢ, fᵢ = Σ_{j⪰i} fⱼᴮ, τᵢ = Sᵢᵀ fᵢ:
   :func:`nonlinear_effects`.
 
 Only the placements ⁰Tᵢ = ⁰T_λ(i) ᶦ⁻¹Tᵢ are a true outward recursion (``levels.outward`` on the module's route).

@@ -186,8 +186,8 @@ def with_loop_points(module, n_points):
 class ColumnTerms(NamedTuple):
     """Step 2 of a module along given constraint directions (:func:`module_terms_along`): Ψ and Λ⁻¹ only in the
     directions D (n·d x c, the points' task rows stacked) in which the system's contacts can push, instead of every
-    task row of every point: U = Ψ D = H⁻¹ Jᵀ D (Bonaventura eq. 75) and K = Dᵀ Λ⁻¹ D = (Jᵀ D)ᵀ U (Bonaventura
-    eq. 69-70). With D the identity this is :class:`ModuleTerms`' Ψ and Λ⁻¹."""
+    task row of every point: U = Ψ D = H⁻¹ Jᵀ D (Bonaventura eq. 75) and K = Dᵀ Λ⁻¹ D = (Jᵀ D)ᵀ U
+    (Bonaventura eq. 69-70). With D the identity this is :class:`ModuleTerms`' Ψ and Λ⁻¹."""
     qdd_open: jnp.ndarray   # (nv,) q̈ᵒᵖᵉⁿ (Bonaventura eq. 68)
     xdd_open: jnp.ndarray   # (n, 6) the points' classical open-chain accelerations, world axes
     U: jnp.ndarray          # (nv, c) Ψ D

@@ -68,7 +68,7 @@ def _step2_pieces(module, q, v, points):
 
 def _solve_with_mass_matrix(module, pieces, tau, columns):
     """(q̈ᵒᵖᵉⁿ, H⁻¹ columns) from one solve ``mass_matrix_solve(H, [τ − C v − G | columns])`` (Bonaventura eq. 68
-    and, with columns = Jᵀ, eq. 75)."""
+    and, with columns = Jᵀ, Bonaventura eq. 75)."""
     X = mass_matrix_solve(module, pieces.H, jnp.concatenate([(tau - pieces.bias)[:, None], columns], axis=1))
     return X[:, 0], X[:, 1:]
 

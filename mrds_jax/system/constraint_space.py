@@ -199,7 +199,7 @@ def constraint_directions(sides, W, layout, k, n_points, d, free_forces=None):
 
 
 def constraint_space_matrix_from_columns(layouts, K, n_c, dtype):
-    """Bᶜ (n_C x n_C) from each module's Kₖ = Dₖᵀ Λₖ⁻¹ Dₖ (:func:`constraint_directions`):
+    """Bᶜ (n_C x n_C, Bonaventura eq. 88) from each module's Kₖ = Dₖᵀ Λₖ⁻¹ Dₖ (:func:`constraint_directions`):
     Bᶜᵢⱼ = Σₖ Kₖ[cols(i), cols(j)] over the modules that both contacts touch — Table 17's blocks, the same sum
     as :func:`constraint_space_matrix` with each module's sides gathered into its columns."""
     C = len(n_c)

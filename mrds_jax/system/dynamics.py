@@ -156,7 +156,8 @@ def relative_open_acceleration(rel, xdd_E, xdd_P):
 
 def contact_kinematics(contact, side_E, side_P):
     """Relative kinematics of a contact from its two sides' world quantities (R, p, ẋ, ẍ) (6-D, [angular; linear]):
-    (T_E, T_P, ᴱẋ_EP, ᴱẍᵒᵖᵉⁿ_EP) of :func:`relative_motion` and :func:`relative_open_acceleration`."""
+    (T_E, T_P, ᴱẋ_EP, ᴱẍᵒᵖᵉⁿ_EP) of :func:`relative_motion` (ζ of Bonaventura eq. 81) and
+    :func:`relative_open_acceleration` (Bonaventura eq. 83)."""
     rel = relative_motion(side_E[:3], side_P[:3])
     return rel.T_E, rel.T_P, rel.xd, relative_open_acceleration(rel, side_E[3], side_P[3])
 
@@ -182,8 +183,8 @@ def _taus(system, tau, dtype):
 
 
 def constraint_system(system, state, tau=None, t=0.0, method="direct"):
-    """Steps 2-3 up to the linear system: Bᶜ (Bonaventura eq. 88, Table 17's contact-pair blocks), yᶜ (Bonaventura
-    eq. 89) and the pieces needed afterwards.
+    """Steps 2-3 up to the linear system: Bᶜ (Bonaventura eq. 88, Table 17's contact-pair blocks),
+    yᶜ (Bonaventura eq. 89) and the pieces needed afterwards.
 
     The points' placements and velocities come first (:func:`~mrds_jax.dynamics.interface.point_motion`), so the
     contacts' constrained directions Wₐ = Tₐᵀ ψᶜ are known before Step 2's solve: each module is asked for Ψ and
@@ -237,8 +238,8 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
 
 
 def response_to_contact_forces(tk, layout, F_c):
-    """Ψₖ Aₖᵀ F_EP (Bonaventura eq. 74 with the forces of eq. 95-96 and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ of eq. 86) from the
-    module's responses along its constraint directions: Σᵢ Uₖ[:, cols(i)] Fᶜᵢ, plus the free-force column's."""
+    """Ψₖ Aₖᵀ F_EP (Bonaventura eq. 74 with the forces of Bonaventura eq. 95-96 and ᴱᴾF_EP = ψᵘFᵘ + ψᶜFᶜ of
+    Bonaventura eq. 86) from the module's responses along its constraint directions: Σᵢ Uₖ[:, cols(i)] Fᶜᵢ, plus the free-force column's."""
     out = sum(matmul(tk.U[:, si], F_c[i]) for i, si in zip(layout.contacts, layout.slices))
     return out + tk.U[:, layout.free.start] if layout.free is not None else out
 
