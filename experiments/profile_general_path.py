@@ -6,8 +6,12 @@ Each stage is ``jax.jit(jax.vmap(stage))`` of one scenario's function over a bat
 the system and forces are arguments, not constants), stage by stage as the general path computes them:
 
 * module stages on the largest looped module: forward kinematics with velocities, CRBA (H), RNEA at q̈ = 0
-  (C v + G), the points' task Jacobians, the SPD solve H⁻¹[τ − b | Jᵀ] (Cholesky and two substitutions), and the
-  whole Step 2 (``module_terms``: q̈ᵒᵖᵉⁿ, Ψ, Λ⁻¹, point kinematics);
+  (C v + G), the points' task Jacobians, the SPD solve H⁻¹[τ − b | Jᵀ] (all in link coordinates), the whole Step 2
+  over every task row (``module_terms``: q̈ᵒᵖᵉⁿ, Ψ, Λ⁻¹, point kinematics), and the ground-coordinate pieces
+  (``mrds_jax.dynamics.ground``) that ``constraint_system`` uses on the level-scan route: kinematics, H and C v + G,
+  the points;
+* ``constraint_system`` asks each module for Step 2 along its constraint directions only
+  (``module_terms_along``), so its row contains Step 2 as the rollout computes it;
 * system stages: Steps 2-3 (``constraint_system``: Bᶜ, yᶜ), Steps 2-4 (``forward_dynamics`` with the default
   solver), and the acceleration the rollout calls (force elements and the default Baumgarte stabilisation
   included), and one semi-implicit Euler step.
@@ -46,6 +50,8 @@ from bench_gpu import count_kernels  # noqa: E402
 
 import mrds_jax  # noqa: E402
 from mrds_jax import system as S  # noqa: E402
+from mrds_jax.dynamics import ground  # noqa: E402
+from mrds_jax.dynamics.common import gravity_acceleration  # noqa: E402
 from mrds_jax.dynamics.crba import mass_matrix_from_kinematics, mass_matrix_solve  # noqa: E402
 from mrds_jax.dynamics.interface import module_terms  # noqa: E402
 from mrds_jax.dynamics.kinematics import forward_kinematics, task_jacobian  # noqa: E402
@@ -112,6 +118,12 @@ def stages(system, forces, dt):
         return tuple(q[-1] for q in tr.q), tuple(v[-1] for v in tr.v)
     del acc
     name = f"module {k} ({system.modules[k].nv} dof, {len(pts)} points)"
+
+    def ground_h_b(m, q, v, p):
+        kin = ground.ground_kinematics(m, q, v)
+        inertias = ground.ground_inertias(m, kin)
+        acc = ground.link_accelerations(m, kin, jnp.zeros_like(v), gravity_acceleration(m))
+        return ground.mass_matrix(m, kin, inertias), ground.nonlinear_effects(m, kin, inertias, acc)
     return [
         (f"{name}: kinematics (FK with v)", mod(lambda m, q, v, p: forward_kinematics(m, q, v)[2:4])),
         (f"{name}: + CRBA (H)", mod(lambda m, q, v, p: mass_matrix_from_kinematics(m, forward_kinematics(m, q, v)))),
@@ -120,6 +132,10 @@ def stages(system, forces, dt):
         (f"{name}: + points' Jacobians", mod(lambda m, q, v, p: task_jacobian(m, q, p))),
         (f"{name}: FK + H + b + J + H⁻¹[τ−b | Jᵀ]", mod(solve)),
         (f"{name}: Step 2 module_terms", mod(lambda m, q, v, p: module_terms(m, q, v, jnp.zeros_like(v), p))),
+        (f"{name}: ground coordinates: kinematics", mod(lambda m, q, v, p: ground.ground_kinematics(m, q, v)[3:])),
+        (f"{name}: ground coordinates: + H and C v + G", mod(ground_h_b)),
+        (f"{name}: ground coordinates: + the points (R, p, ẋ, J, J̇v)",
+         mod(lambda m, q, v, p: ground.ground_terms(m, q, v, p)[1:6])),
         ("system: Steps 2-3 constraint_system (Bᶜ, yᶜ)",
          lambda sy, fo, st: constraint_system(sy, st, tau0(sy, st))[:2]),
         ("system: Steps 2-4 forward_dynamics", lambda sy, fo, st: S.forward_dynamics(sy, st, tau0(sy, st)).qdd),

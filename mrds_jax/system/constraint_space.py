@@ -216,8 +216,9 @@ def constraint_space_matrix_from_columns(layouts, K, n_c, dtype):
 
 
 def along_contacts(layouts, per_module, n_c, n_cols, dtype):
-    """Per contact i, Σₖ per_module[k][cols(i)] (n_cᵢ x n_cols): a module quantity with one row per column of Dₖ
-    (Kₖ's free-force column, or Uₖᵀ Gₖᵀ) summed into the contacts' constrained directions."""
+    """Per contact i, the sum over modules k of ``per_module[k]``'s rows at contact i's columns (n_cᵢ x n_cols): a
+    module quantity with one row per column of Dₖ (Kₖ's free-force column, or Uₖᵀ Gₖᵀ) summed into the contacts'
+    constrained directions."""
     out = [None] * len(n_c)
     for layout, X in zip(layouts, per_module):
         if X is None:
