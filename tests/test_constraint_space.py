@@ -111,27 +111,36 @@ def test_factored_and_formed_operational_inertia_routes_agree(make):
                                        np.asarray(t.Lam_inv @ x), rtol=0, atol=1e-12 * np.abs(t.Lam_inv @ x).max())
 
 @pytest.mark.parametrize("make", [planar_fourbar, dual_arm_grasp], ids=["fourbar_typeB", "dual_arm"])
-def test_rigid_tree_terms_along_directions_equal_the_full_terms_projected(make):
-    """``module_terms_along`` of a rigid tree (one solve with H for the c columns Jᵀ D) equals the generic answer
-    every module type gives (Ψ D and Dᵀ Λ⁻¹ D from the full Ψ over all task rows), on both of its recursions,
-    for random directions D."""
+def test_terms_along_directions_equal_the_full_terms_projected(make):
+    """``module_terms_along`` — the rigid tree's own form on each recursion (ground coordinates: one solve for the
+    c columns; unrolled: block by block) and the generic block-by-block form — equals U = Ψ D and K = Dᵀ Λ⁻¹ D
+    from the full Step 2 terms and the dense D, for random directions with two blocks sharing columns."""
     from mrds_jax.dynamics import interface
     system, state = make()
     s = perturbed(system, state, np.random.default_rng(5))
     conn = system.connectivity
     generic = interface.module_terms_along.dispatch(object)
+    rng = np.random.default_rng(3)
     for k, pts in enumerate(conn.points):
         if not pts:
             continue
-        D = jnp.asarray(np.random.default_rng(k).standard_normal((len(pts) * conn.dim, 4)))
-        tau = jnp.asarray(np.random.default_rng(9).standard_normal(system.modules[k].nv))
+        d, n = conn.dim, len(pts)
+        slots = [0, n - 1, 0] if n > 1 else [0, 0, 0]
+        blocks = [jnp.asarray(rng.standard_normal((d, w))) for w in (2, 3, 2)]
+        D = interface.Directions(blocks, slots, [0, 2, 0], 5)                 # blocks 0 and 2 share columns 0:2
+        tau = jnp.asarray(rng.standard_normal(system.modules[k].nv))
         for recursion in ("unrolled", "level_scan"):
             m = system.modules[k].with_recursion(recursion)
-            fast = jax.jit(lambda q, v: interface.module_terms_along(m, q, v, tau, pts, D))(s.q[k], s.v[k])
-            ref = jax.jit(lambda q, v: generic(m, q, v, tau, pts, D))(s.q[k], s.v[k])
-            for name in ref._fields:
-                a, b = np.asarray(getattr(fast, name)), np.asarray(getattr(ref, name))
-                np.testing.assert_allclose(a, b, rtol=0, atol=1e-11 * max(1.0, np.abs(b).max()), err_msg=name)
+            full = jax.jit(lambda q, v: interface.module_terms(m, q, v, tau, pts))(s.q[k], s.v[k])
+            Dd = np.asarray(D.dense(n, d))
+            ref = dict(qdd_open=full.qdd_open, xdd_open=full.xdd_open, U=np.asarray(full.Psi) @ Dd,
+                       K=Dd.T @ np.asarray(full.Lam_inv) @ Dd)
+            for label, f in (("own", interface.module_terms_along), ("generic", generic)):
+                got = jax.jit(lambda q, v, f=f: f(m, q, v, tau, pts, D))(s.q[k], s.v[k])
+                for name, b in ref.items():
+                    a, b = np.asarray(getattr(got, name)), np.asarray(b)
+                    np.testing.assert_allclose(a, b, rtol=0, atol=1e-11 * max(1.0, np.abs(b).max()),
+                                               err_msg=f"{label} {recursion} {name}")
 
 
 def psd_batch(rng, n=8):

@@ -42,6 +42,7 @@ import abc
 import functools
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from ..model.tree import task_slice
@@ -183,11 +184,43 @@ def with_loop_points(module, n_points):
     return module
 
 
+@jax.tree_util.register_pytree_node_class
+class Directions:
+    """A module's constraint directions D (n·d x c, the points' task rows stacked), given block by block: entry e
+    puts the (d x wₑ) block ``blocks[e]`` at the rows of point ``slots[e]`` and columns ``starts[e]`` ..
+    ``starts[e] + wₑ`` (entries that share rows and columns add); zero elsewhere. A pytree: the blocks are its
+    leaves, the layout (``slots``, ``starts``, ``width``) is static."""
+
+    def __init__(self, blocks, slots, starts, width):
+        self.blocks, self.slots, self.starts, self.width = tuple(blocks), tuple(slots), tuple(starts), int(width)
+
+    def column_groups(self):
+        """(start, stop, entries) of every distinct column range, in column order."""
+        groups = {}
+        for e, (a, blk) in enumerate(zip(self.starts, self.blocks)):
+            groups.setdefault((a, a + blk.shape[-1]), []).append(e)
+        return [(a, b, es) for (a, b), es in sorted(groups.items())]
+
+    def dense(self, n_points, d):
+        """D itself, (n_points·d x width)."""
+        D = jnp.zeros((n_points * d, self.width), self.blocks[0].dtype)
+        for s, a, blk in zip(self.slots, self.starts, self.blocks):
+            D = D.at[d * s:d * (s + 1), a:a + blk.shape[-1]].add(blk)
+        return D
+
+    def tree_flatten(self):
+        return self.blocks, (self.slots, self.starts, self.width)
+
+    @classmethod
+    def tree_unflatten(cls, aux, blocks):
+        return cls(blocks, *aux)
+
+
 class ColumnTerms(NamedTuple):
     """Step 2 of a module along given constraint directions (:func:`module_terms_along`): Ψ and Λ⁻¹ only in the
-    directions D (n·d x c, the points' task rows stacked) in which the system's contacts can push, instead of every
-    task row of every point: U = Ψ D = H⁻¹ Jᵀ D (Bonaventura eq. 75) and K = Dᵀ Λ⁻¹ D = (Jᵀ D)ᵀ U
-    (Bonaventura eq. 69-70). With D the identity this is :class:`ModuleTerms`' Ψ and Λ⁻¹."""
+    directions D (:class:`Directions`) in which the system's contacts can push, instead of every task row of every
+    point: U = Ψ D = H⁻¹ Jᵀ D (Bonaventura eq. 75) and K = Dᵀ Λ⁻¹ D = (Jᵀ D)ᵀ U (Bonaventura eq. 69-70). With D
+    the identity this is :class:`ModuleTerms`' Ψ and Λ⁻¹."""
     qdd_open: jnp.ndarray   # (nv,) q̈ᵒᵖᵉⁿ (Bonaventura eq. 68)
     xdd_open: jnp.ndarray   # (n, 6) the points' classical open-chain accelerations, world axes
     U: jnp.ndarray          # (nv, c) Ψ D
@@ -196,15 +229,25 @@ class ColumnTerms(NamedTuple):
 
 @functools.singledispatch
 def module_terms_along(module, q, v, tau, points, D, method="direct"):
-    """:class:`ColumnTerms` of ``module`` along the directions ``D`` (n·d x c) at its points ``points``. Any module
-    type answers through its :meth:`ModuleContract.module_terms` (Ψ D and Dᵀ Λ⁻¹ D from the full Ψ, J or Λ⁻¹); a
-    type may register a form that solves with H only for the c columns Jᵀ D (the rigid tree does,
-    :mod:`.tree_module`: the four-loop biped's 8 points have 48 task rows, its loops push along 12). Optional: not
-    one of :data:`METHODS`, so a new module type need not answer it."""
+    """:class:`ColumnTerms` of ``module`` along the directions ``D`` (:class:`Directions`) at its points
+    ``points``. Any module type answers through its :meth:`ModuleContract.module_terms`: block by block,
+    Ψ[:, s] W and (J[s]ᵀ Wₐ)ᵀ (Ψ[:, s'] W_b), or Wₐᵀ Λ⁻¹[s, s'] W_b where the module gives no J (the pair blocks of
+    Table 17). A type may register a form that solves with H only for the c columns Jᵀ D (the rigid tree does on
+    its level-scan route, :mod:`.tree_module`: the four-loop biped's 8 points have 48 task rows, its loops push
+    along 12). Optional: not one of :data:`METHODS`, so a new module type need not answer it."""
     t = module_terms(module, q, v, tau, points, method)
-    U = matmul(t.Psi, D)
-    K = matmul(matmul(t.J.T, D).T, U) if t.J is not None else matmul(D.T, matmul(t.Lam_inv, D))
-    return ColumnTerms(t.qdd_open, t.xdd_open, U, K)
+    d = module.task_dim
+    rows = [slice(d * s, d * (s + 1)) for s in D.slots]
+    groups = D.column_groups()
+    U = [sum(matmul(t.Psi[:, rows[e]], D.blocks[e]) for e in es) for _, _, es in groups]
+    if t.J is not None:
+        V = [sum(matmul(t.J[rows[e]].T, D.blocks[e]) for e in es) for _, _, es in groups]
+        K = [[matmul(Va.T, Ub) for Ub in U] for Va in V]
+    else:
+        K = [[sum(matmul(D.blocks[e].T, matmul(t.Lam_inv[rows[e], rows[f]], D.blocks[f])) for e in ea for f in eb)
+              for _, _, eb in groups] for _, _, ea in groups]
+    return ColumnTerms(t.qdd_open, t.xdd_open, jnp.concatenate(U, axis=1),
+                       jnp.concatenate([jnp.concatenate(row, axis=1) for row in K], axis=0))
 
 
 def missing_methods(implementation):

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from ..dynamics.interface import Directions
 from ..spatial.linalg import matmul
 
 
@@ -61,12 +62,18 @@ def point_forces(sides, T, forces, k, n_points, d):
     ᴱᴾF_EP of contact i, (d,) or (d, m)."""
     trailing = forces[0].shape[1:] if forces else ()
     dtype = forces[0].dtype if forces else jnp.float32
+    zero = jnp.zeros((d,) + trailing, dtype=dtype)
+    return jnp.concatenate([zero if f is None else f for f in forces_per_point(sides, T, forces, k, n_points)])
+
+
+def forces_per_point(sides, T, forces, k, n_points):
+    """Aₖᵀ F point by point: per operational point of module k, the sum of Tₐᵀ F_{i(a)} over the sides a there, or
+    None where no contact acts (:func:`point_forces` stacks them)."""
     per_slot = [None] * n_points
     for a, side in _module_sides(sides, k):
         f = matmul(T[side.contact][a].T, forces[side.contact])
         per_slot[side.slot] = f if per_slot[side.slot] is None else per_slot[side.slot] + f
-    zero = jnp.zeros((d,) + trailing, dtype=dtype)
-    return jnp.concatenate([zero if f is None else f for f in per_slot])
+    return per_slot
 
 
 def contact_accelerations(sides, T, point_accelerations, d):
@@ -178,24 +185,27 @@ def constraint_layouts(system):
     return [column_layout(sides, conn.n_c, k, applied) for k in range(len(system.modules))]
 
 
-def constraint_directions(sides, W, layout, k, n_points, d, free_forces=None):
-    """D (n_points·d x c) of module k: for each contact i of ``layout``, Aₖᵀ ψᶜᵢ — its sides' Wₐ = Tₐᵀ ψᶜᵢ placed at
-    their points' rows (summed where a Type B contact has both sides on the module) — then, with
-    ``free_forces`` (Aₖᵀ ψᵘFᵘ, (n_points·d,)), that vector as one more column. Then Dᵀ Λₖ⁻¹ D holds every block
-    of Bᶜ that module k adds (Table 17, module docstring) and Ψₖ D the module's response to each column."""
-    blocks = []
-    for i in layout.contacts:
-        per_slot = [None] * n_points
+def constraint_directions(sides, W, layout, k, free_forces=None):
+    """D of module k (:class:`~mrds_jax.dynamics.interface.Directions`): for each contact i of ``layout``, Aₖᵀ ψᶜᵢ —
+    its sides' Wₐ = Tₐᵀ ψᶜᵢ at their points' rows, in the contact's columns (a Type B contact with both sides on the
+    module has two entries there, which add) — then, with ``free_forces`` (per point slot, the (d,) force
+    Aₖᵀ ψᵘFᵘ there, or None), those as one more column. Then Dᵀ Λₖ⁻¹ D holds every block of Bᶜ that module k adds
+    (Table 17, module docstring) and Ψₖ D the module's response to each column."""
+    blocks, slots, starts = [], [], []
+    for i, cols in zip(layout.contacts, layout.slices):
         for a, side in enumerate(sides[i]):
             if side.module == k:
-                w = W[i][a]
-                per_slot[side.slot] = w if per_slot[side.slot] is None else per_slot[side.slot] + w
-        width = next(w.shape[1] for w in per_slot if w is not None)
-        zero = jnp.zeros((d, width), dtype=next(w for w in per_slot if w is not None).dtype)
-        blocks.append(jnp.concatenate([zero if w is None else w for w in per_slot], axis=0))
+                blocks.append(W[i][a])
+                slots.append(side.slot)
+                starts.append(cols.start)
     if layout.free is not None:
-        blocks.append(free_forces[:, None])
-    return jnp.concatenate(blocks, axis=1)
+        for s, f in enumerate(free_forces):
+            if f is not None:
+                blocks.append(f[:, None])
+                slots.append(s)
+                starts.append(layout.free.start)
+    width = layout.free.stop if layout.free is not None else (layout.slices[-1].stop if layout.slices else 0)
+    return Directions(blocks, slots, starts, width)
 
 
 def constraint_space_matrix_from_columns(layouts, K, n_c, dtype):

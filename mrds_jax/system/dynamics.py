@@ -38,7 +38,7 @@ from ..dynamics.interface import (ModuleTerms, module_terms, module_terms_along,
 from ..model.tree import task_slice
 from ..spatial import cross, skew, spatial_rotation
 from .constraint_space import (along_contacts, constraint_directions, constraint_layouts,
-                               constraint_space_matrix_from_columns, contact_sides, point_forces)
+                               constraint_space_matrix_from_columns, contact_sides, forces_per_point)
 from .solve import SolverSettings, solve_constraint_system
 from .couplings import constraint_rows, coupled_constraint_system
 from ..validation import constraint_conditioning, is_traced, per_module, system_state
@@ -90,14 +90,16 @@ def _per_module(system, fn, *per_module):
             continue
         by_shape = {}
         for k in group:
-            by_shape.setdefault(tuple(jnp.shape(a[k]) for a in per_module), []).append(k)
+            args = tuple(a[k] for a in per_module)
+            key = (jax.tree.structure(args), tuple(jnp.shape(x) for x in jax.tree.leaves(args)))
+            by_shape.setdefault(key, []).append(k)
         for members in by_shape.values():
             if len(members) == 1:
                 k = members[0]
                 out[k] = fn(system.modules[k], pts, *(a[k] for a in per_module))
                 continue
             stacked = jax.vmap(lambda m, *xs: fn(m, pts, *xs))(
-                _stack([system.modules[k] for k in members]), *(jnp.stack([a[k] for k in members]) for a in per_module))
+                _stack([system.modules[k] for k in members]), *(_stack([a[k] for k in members]) for a in per_module))
             for j, k in enumerate(members):
                 out[k] = jax.tree.map(lambda x, j=j: x[j], stacked)
     return tuple(out)
@@ -215,8 +217,8 @@ def constraint_system(system, state, tau=None, t=0.0, method="direct"):
     applied = any(c.applied is not None for c in system.contacts)
     free = ([matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)] if applied else None)    # ψᵘFᵘ
     layouts = constraint_layouts(system)
-    D = [constraint_directions(sides, W, layouts[k], k, len(pts), d,
-                               point_forces(sides, T, free, k, len(pts), d) if applied else None) if pts else None
+    D = [constraint_directions(sides, W, layouts[k], k,
+                               forces_per_point(sides, T, free, k, len(pts)) if applied else None) if pts else None
          for k, pts in enumerate(conn.points)]
     terms = _per_module(system, lambda mod, pts, q, v, tq, Dk: module_terms_along(mod, q, v, tq, pts, Dk, method),
                         state.q, state.v, taus, D)
