@@ -91,27 +91,6 @@ def test_module_terms_default_route_equals_the_recursive_route(all_kinds_tree, r
         np.testing.assert_allclose(a, b, atol=1e-10 * scale, rtol=0, err_msg=name)
 
 
-def test_jacobian_transpose_times_by_the_force_pass_equals_j_transpose_d(all_kinds_tree):
-    """Jᵀ D by moving D's columns to o as wrenches and summing them over subtrees (no J formed) against the
-    formed J's transpose times D, on a spatial and on a planar module."""
-    module, frames, (q, v, _) = all_kinds_tree
-    D = jnp.asarray(np.random.default_rng(6).standard_normal((6 * len(frames), 5)))
-
-    def both(module, frames, D):
-        def f(q, v):
-            g = ground.ground_terms(module, q, v, frames)
-            return ground.jacobian_transpose_times(module, g, D), g.J.T @ D
-        return f
-    by_forces, formed = jax.jit(jax.vmap(both(module, frames, D)))(q, v)
-    np.testing.assert_allclose(by_forces, formed, atol=1e-12 * float(np.abs(formed).max()), rtol=0)
-    planar = _planar_module()
-    D3 = jnp.asarray(np.random.default_rng(7).standard_normal((6, 2)))
-    by_forces, formed = jax.jit(both(planar, ("tip", "elbow"), D3))(jnp.array([0.3, -1.1, 0.05]),
-                                                                   jnp.array([0.7, -0.4, 0.2]))
-    assert formed.shape == (3, 2)
-    np.testing.assert_allclose(by_forces, formed, atol=1e-12 * float(np.abs(formed).max()), rtol=0)
-
-
 def test_reference_terms_in_ground_coordinates_equal_the_link_coordinate_ones(all_kinds_tree):
     """Lilly & Orin's reference-member terms (H₀, C₀v + G₀, the points' placements, velocities, J̇v, Jacobians):
     ground coordinates (level-scan route) against link coordinates (unrolled route)."""

@@ -168,23 +168,6 @@ def point_kinematics(module, kin, points):
     return GroundPoints(R, p, xd, J), links, r
 
 
-def jacobian_transpose_times(module, terms, D):
-    """Jᵀ D (nv x c) for the points' stacked task-row directions D (m·d x c) without forming J: each column of D is a
-    wrench [n; f] at each point (task rows; zero rows off a planar module's plane), moved to o (n + (p − o) × f),
-    summed over the points in each link's subtree (the RNEA's force pass, Featherstone Table 5.1 lines 12-15), and
-    read by the coordinates' subspaces: (Jᵀ D)ₖ = Sₖᵀ Σ_{points below link(k)} ⁰X*_p D_p. Equal to ``J.T @ D`` for
-    the J of :func:`point_kinematics` (``tests/test_constraint_space.py``)."""
-    t = module.topology
-    m, c = len(terms.links), D.shape[1]
-    per_point = D.reshape(m, module.task_dim, c)
-    if module.task_dim != 6:                                         # the planar task rows [ω_z, v_x, v_y]
-        per_point = jnp.zeros((m, 6, c), D.dtype).at[:, task_slice(module.task_dim)].set(per_point)
-    n, f = per_point[:, :3], per_point[:, 3:]
-    at_o = jnp.concatenate([n + cross(terms.r[:, None, :], jnp.swapaxes(f, 1, 2)).swapaxes(1, 2), f], axis=1)
-    F = _masked_sum(t.ancestor_mask()[:, np.asarray(terms.links)], at_o)     # (n, 6, c): Σ over the points below
-    return jnp.sum(terms.kinematics.S[:, :, None] * jnp.swapaxes(F[t.dof_links()], 0, 1), axis=0)
-
-
 def point_accelerations(acc, xd, links, r):
     """Classical accelerations [ω̇; p̈] of the points from the link accelerations ``acc`` about o:
     p̈ = a_o + ω̇ × (p − o) + ω × ṗ (``kinematics.frame_acceleration``, world-aligned)."""

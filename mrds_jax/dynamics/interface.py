@@ -203,10 +203,12 @@ class Directions:
 
     def dense(self, n_points, d):
         """D itself, (n_points·d x width)."""
-        D = jnp.zeros((n_points * d, self.width), self.blocks[0].dtype)
-        for s, a, blk in zip(self.slots, self.starts, self.blocks):
-            D = D.at[d * s:d * (s + 1), a:a + blk.shape[-1]].add(blk)
-        return D
+        rows = []
+        for s in range(n_points):
+            placed = [jnp.pad(blk, ((0, 0), (a, self.width - a - blk.shape[-1])))
+                      for slot, a, blk in zip(self.slots, self.starts, self.blocks) if slot == s]
+            rows.append(sum(placed) if placed else jnp.zeros((d, self.width), self.blocks[0].dtype))
+        return jnp.concatenate(rows, axis=0)
 
     def tree_flatten(self):
         return self.blocks, (self.slots, self.starts, self.width)
