@@ -40,6 +40,7 @@ from ..spatial import act_motion, compose, cross, cross_force, cross_motion, tra
 from ..spatial.linalg import matmul
 from .common import gravity_acceleration, link_inertias, with_armature
 from .crba import assemble_mass_matrix
+from .kinematics import _placement_step
 from .levels import outward, uses_level_scan
 from .stacked_joints import joint_motions, joint_velocity_products, link_coordinates
 
@@ -59,11 +60,10 @@ def _placements(module, local_R, local_p):
     (``levels.outward``: a level scan, or link by link)."""
     t = module.topology
     at_support = (jnp.eye(3, dtype=local_p.dtype), jnp.zeros(3, dtype=local_p.dtype))
-    step = lambda parent, local: (compose(*parent, *local), None)  # noqa: E731  (kinematics._placement_step)
     if uses_level_scan(t):
-        (R, p), _ = outward(t, step, at_support, (local_R, local_p))
+        (R, p), _ = outward(t, _placement_step, at_support, (local_R, local_p))
         return R, p
-    world, _ = outward(t, step, at_support, list(zip(local_R, local_p)))
+    world, _ = outward(t, _placement_step, at_support, list(zip(local_R, local_p)))
     return jnp.stack([w[0] for w in world]), jnp.stack([w[1] for w in world])
 
 
