@@ -66,7 +66,10 @@ def _support(kind, R, p, s, u):
     elif kind == "box":
         x = np.sign(v) * s
     elif kind == "cylinder":
-        x = np.r_[s[0] * v[:2] / np.linalg.norm(v[:2]), np.sign(v[2]) * s[1]]
+        # along the axis (a cap's normal, which an exact face-on contact gives to the last bit on some CPUs) every
+        # point of the cap is a support point: take its centre, whose support value u·x is that of any of them
+        radial = np.linalg.norm(v[:2])
+        x = np.r_[s[0] * v[:2] / radial if radial > 0 else np.zeros(2), np.sign(v[2]) * s[1]]
     elif kind == "ellipsoid":
         x = s ** 2 * v / np.linalg.norm(s * v)
     return p + R @ x
