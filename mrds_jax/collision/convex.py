@@ -38,7 +38,7 @@ class ConvexSettings(NamedTuple):
     m) on the checked pairs; GJK's and EPA's normals on curved surfaces are good to about √tolerance only (EPA's
     faces are secants: MuJoCo's has the same limit), which :func:`refine_direction` and :func:`witness_points`
     then bring to round-off (tests/test_collision_convex.py, test_collision_mesh.py)."""
-    gjk_iterations: int = 48
+    gjk_iterations: int = 16
     epa_iterations: int = 40
     tolerance: float = 1e-14
 
@@ -279,7 +279,10 @@ def _expand(poly, k, w, a, b, eps):
     free = ~poly.alive | sees
     free_slots = jnp.nonzero(free, size=F, fill_value=F)[0]
     rank = jnp.cumsum(horizon.reshape(-1)) - 1
-    slot = jnp.where(horizon.reshape(-1), free_slots[jnp.clip(rank, 0, F - 1)], F).reshape(F, 3)
+    # the face indices in the polytope's own integer type (jnp.nonzero gives int64 under x64: a scatter of those into
+    # the int32 faces is a FutureWarning now and an error in a later JAX)
+    slot = jnp.where(horizon.reshape(-1), free_slots[jnp.clip(rank, 0, F - 1)], F).reshape(F, 3).astype(
+        poly.faces.dtype)
     V = poly.w.shape[0]
     # the new face of the horizon edge starting (ending) at each vertex: its neighbours across (b, w) and (w, a)
     by_start = jnp.full(V, F, slot.dtype).at[jnp.where(horizon, start, V)].set(slot, mode="drop")
@@ -635,39 +638,96 @@ def _fixed_directions(like):
     return jnp.concatenate([faces, corners / jnp.sqrt(3.0)])
 
 
-def convex_contact(A, B, settings=ConvexSettings()):
-    """(gap, point, n) of two convex shapes: GJK, and EPA where GJK finds them overlapping, then
-    :func:`refine_direction` (from GJK's normal, or from the normals of EPA's nearest faces, the best taken); n the
-    unit normal from A to B, point the midpoint of the witness points (:func:`witness_points`),
-    gap = −h_A(n) − h_B(−n) at n held constant (module docstring). Both algorithms run (fixed shapes); the overlap
-    decides which one's answer is taken. Two polytopes (boxes, meshes: :data:`POLYTOPES`) skip the Newton steps:
-    their Minkowski difference is a polytope, whose nearest face GJK and EPA reach exactly in finitely many steps
-    (only the snap onto the geoms' faces and edges is tried), the cost that matters for a robot of mesh links."""
+class GJKStage(NamedTuple):
+    """What :func:`convex_contact` takes from GJK: the point v of D nearest to the origin, its barycentric λ over the
+    simplex, the simplex, the unit normal from A to B where apart, and whether the shapes are apart."""
+    v: jax.Array
+    lam: jax.Array
+    simplex: Simplex
+    normal: jax.Array
+    apart: jax.Array
+
+
+def gjk_stage(A, B, settings=ConvexSettings()):
+    """:class:`GJKStage` of two convex shapes (:func:`gjk`; apart when the distance exceeds 1e-12 of their sizes)."""
     v, lam, simplex = gjk(A, B, settings)
     n_sep, dist = unit_or(-v, jnp.zeros_like(v).at[2].set(1.0))
-    scale = A.scale + B.scale
-    apart = dist > 1e-12 * scale
-    _, _, y_a, y_b, normals = epa(simplex, A, B, settings)
-    # fewer live faces than candidates (a polytope's EPA converges in a few steps): the dead ones' zero normals
-    # would win the minimum of f (f(0) = 0 < the depth) — they start from the nearest face's normal instead
-    normals = jnp.where(dot(normals, normals)[:, None] > 0.5, normals, normals[0])
-    if A.kind in POLYTOPES and B.kind in POLYTOPES:     # D is a polytope: GJK and EPA end on one of its faces
-        starts = jax.lax.stop_gradient(jnp.where(apart, n_sep, normals[0]))[None]
-        steps = 0                                        # only the snap onto the faces' and edges' normals
-    else:
-        starts = jax.lax.stop_gradient(jnp.where(apart, n_sep[None],
-                                                 jnp.concatenate([normals, _fixed_directions(A.p)])))
-        steps = REFINE_STEPS
+    return GJKStage(v, lam, simplex, n_sep, dist > 1e-12 * (A.scale + B.scale))
+
+
+def _refined_contact(A, B, starts, steps, x_a, x_b):
+    """(gap, point, n) from :func:`refine_direction` at each of ``starts`` (the best taken), the gap by the
+    separating-axis formula at n held constant (module docstring), the point the midpoint of the witness points
+    (:func:`witness_points`, from the algorithm's x_a, x_b)."""
     refined = jax.vmap(lambda u: refine_direction(A, B, u, steps))(starts)
     f = jax.vmap(lambda u: A.height(u) + B.height(-u))(jax.lax.stop_gradient(refined))
     n = refined[jnp.argmin(f)]
     fixed = jax.lax.stop_gradient(n)
     gap = -A.height(fixed) - B.height(-fixed)
-    x_a = jnp.where(apart, lam @ simplex.a, y_a)
-    x_b = jnp.where(apart, lam @ simplex.b, y_b)
     w_a, w_b = witness_points(A, B, n, gap, x_a, x_b)
     return gap, 0.5 * (w_a + w_b), n
 
 
+def _polytopes(A, B):
+    return A.kind in POLYTOPES and B.kind in POLYTOPES
+
+
+def apart_contact(A, B, stage):
+    """(gap, point, n) of two shapes GJK found apart: the Newton refinement from GJK's normal (none for two
+    polytopes, whose D's nearest feature GJK reaches exactly: only the snap onto their faces and edges)."""
+    starts = jax.lax.stop_gradient(stage.normal)[None]
+    return _refined_contact(A, B, starts, 0 if _polytopes(A, B) else REFINE_STEPS, stage.lam @ stage.simplex.a,
+                            stage.lam @ stage.simplex.b)
+
+
+def overlap_contact(A, B, stage, settings=ConvexSettings()):
+    """(gap, point, n) of two overlapping shapes: EPA from GJK's simplex, then the Newton refinement from the
+    normals of EPA's nearest faces and the 14 fixed directions (:func:`_fixed_directions`), the best taken (two
+    polytopes: from EPA's nearest face only, snapped)."""
+    _, _, y_a, y_b, normals = epa(stage.simplex, A, B, settings)
+    # fewer live faces than candidates (a polytope's EPA converges in a few steps): the dead ones' zero normals
+    # would win the minimum of f (f(0) = 0 < the depth) — they start from the nearest face's normal instead
+    normals = jnp.where(dot(normals, normals)[:, None] > 0.5, normals, normals[0])
+    if _polytopes(A, B):
+        return _refined_contact(A, B, jax.lax.stop_gradient(normals[0])[None], 0, y_a, y_b)
+    starts = jax.lax.stop_gradient(jnp.concatenate([normals, _fixed_directions(A.p)]))
+    return _refined_contact(A, B, starts, REFINE_STEPS, y_a, y_b)
+
+
+def _choose(apart, if_apart, if_overlap):
+    return jax.tree.map(lambda x, y: jnp.where(apart[(...,) + (None,) * (x.ndim - apart.ndim)], x, y),
+                        if_apart, if_overlap)
+
+
+def convex_contact(A, B, settings=ConvexSettings()):
+    """(gap, point, n) of two convex shapes: GJK (:func:`gjk_stage`), then :func:`apart_contact` where GJK finds
+    them apart and :func:`overlap_contact` (EPA) where it finds them overlapping; n the unit normal from A to B,
+    point the midpoint of the witness points, gap = −h_A(n) − h_B(−n) at n held constant (module docstring). Both
+    branches run (one pair, fixed shapes); :func:`convex_contacts` computes a stack of pairs and runs EPA only when
+    one of them overlaps. Two polytopes (boxes, meshes: :data:`POLYTOPES`) skip the Newton steps: their Minkowski
+    difference is a polytope, whose nearest face GJK and EPA reach exactly in finitely many steps (only the snap
+    onto the geoms' faces and edges is tried), the cost that matters for a robot of mesh links."""
+    stage = gjk_stage(A, B, settings)
+    return _choose(stage.apart, apart_contact(A, B, stage), overlap_contact(A, B, stage, settings))
+
+
+def convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, settings=ConvexSettings()):
+    """:func:`convex_contact` of a stack of pairs of the kinds (kind1, kind2) (leading axis on the poses and sizes):
+    GJK and the apart refinement for every pair, EPA and the overlap refinement only when one of them overlaps
+    (``lax.cond``: a robot's self-collision pairs are apart at most steps, and EPA is most of the cost; under an
+    outer ``vmap`` the branches are both computed, as in :func:`convex_contact`). The same numbers as
+    :func:`convex_contact` pair by pair."""
+    shapes = lambda R1, p1, size1, R2, p2, size2: (Shape(kind1, R1, p1, size1), Shape(kind2, R2, p2, size2))
+    args = (R1, p1, size1, R2, p2, size2)
+    stage = jax.vmap(lambda *a: gjk_stage(*shapes(*a), settings))(*args)
+    apart = jax.vmap(lambda *a: apart_contact(*shapes(*a[:6]), a[6]))(*args, stage)
+
+    def with_overlaps(_):
+        overlap = jax.vmap(lambda *a: overlap_contact(*shapes(*a[:6]), a[6], settings))(*args, stage)
+        return _choose(stage.apart, apart, overlap)
+
+    return jax.lax.cond(jnp.all(stage.apart), lambda _: apart, with_overlaps, None)
+
+
 __all__ = ["ConvexSettings", "Shape", "support", "support_height", "closest_simplex_point", "gjk", "epa",
-           "convex_contact"]
+           "GJKStage", "gjk_stage", "apart_contact", "overlap_contact", "convex_contact", "convex_contacts"]

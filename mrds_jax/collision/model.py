@@ -34,7 +34,9 @@ import numpy as np
 
 from ..pytree import pytree_dataclass, static
 from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range, geom_world_pose
-from .narrowphase import SLOTS, canonical, collide, supports
+from .broadphase import BroadPhase, gather_near, kind_capacity, pair_bounds
+from .closest_points import contact_frame, unit_or
+from .narrowphase import SLOTS, ContactSlots, canonical, collide_many, supports
 
 
 class SlotSet(NamedTuple):
@@ -48,6 +50,7 @@ class SlotSet(NamedTuple):
     friction: jax.Array
     restitution: jax.Array
     pair: jax.Array
+    overflow: jax.Array = None    # () bool: more pairs of one kind within reach than the broad phase's buffer holds
 
 
 @pytree_dataclass
@@ -316,26 +319,41 @@ def geom_world_poses(model, frame_poses):
                  for g in model.geoms)
 
 
-def contact_slots(model, geom_poses):
+def contact_slots(model, geom_poses, reach=None, broad=BroadPhase()):
     """Every pair's :class:`~.narrowphase.ContactSlots` at the world poses ``geom_poses`` (a sequence of (R, p),
     one per geom of ``model``, e.g. from :func:`geom_world_poses`), concatenated in pair order with
     the pairs' friction and restitution per slot: a :class:`SlotSet` of static length ``model.n_slots``. Works
-    on one configuration; batch with ``jax.vmap``."""
+    on one configuration; batch with ``jax.vmap``.
+
+    ``reach`` None: every pair's narrow phase runs (the exact slots of all pairs). A number or an (n_pairs,) array
+    (m): the broad phase (:mod:`.broadphase`) first — per pair kind, only the pairs whose bounding capsules come
+    nearer than their reach, at most ``broad``'s capacity of them (:func:`~.broadphase.kind_capacity`), nearest
+    first, run the narrow phase; the other pairs' slots are not valid, their gap the bounding capsules' distance (a
+    lower bound of the pair's, at least the reach where the pair is out of reach), their point the midpoint of the
+    geoms' origins; ``overflow`` says whether a kind had more pairs within reach than places (the farthest were
+    left out)."""
     if len(geom_poses) != len(model.geoms):
         raise CollisionError(f"contact_slots: {len(geom_poses)} geom poses for {len(model.geoms)} geoms")
     slot_pair = np.asarray(model.slot_pair, dtype=np.int32)
     if not model.pairs:
         dtype = jnp.zeros(0).dtype
         return SlotSet(jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype),
-                       jnp.zeros(0, bool), jnp.zeros(0, dtype), jnp.zeros(0, dtype), jnp.asarray(slot_pair))
+                       jnp.zeros(0, bool), jnp.zeros(0, dtype), jnp.zeros(0, dtype), jnp.asarray(slot_pair),
+                       jnp.zeros((), bool))
     groups = pair_groups(model)
-    parts = []
+    if reach is not None:
+        bounds = pair_bounds(model, geom_poses)
+        reach = jnp.broadcast_to(jnp.asarray(reach, bounds.dtype), bounds.shape)
+    parts, overflow = [], jnp.zeros((), bool)
     for (k1, k2), members in groups.items():
-        stack = lambda which, field: jnp.stack([jnp.asarray(geom_poses[model.pairs[k][which]][field])
-                                                for k in members])
-        sizes = lambda which: stacked_sizes([model.geoms[model.pairs[k][which]].size for k in members])
-        out = jax.vmap(lambda *a: collide(k1, k2, *a))(stack(0, 0), stack(0, 1), sizes(0), stack(1, 0),
-                                                        stack(1, 1), sizes(1))
+        members = np.asarray(members, dtype=np.int32)
+        capacity = len(members) if reach is None else kind_capacity((k1, k2), len(members), broad)
+        if capacity < len(members):
+            buffer = gather_near(bounds[members], reach[members], capacity)
+            overflow = overflow | buffer.overflow
+        out = _group_slots(model, geom_poses, k1, k2, buffer.index if capacity < len(members) else None)
+        if capacity < len(members):
+            out = _scatter_group(model, geom_poses, members, buffer.index, out, bounds[members])
         parts.append(out)
     order = _slot_order(model, groups)
     gap, point, frame, valid = [jnp.concatenate([getattr(p, f).reshape((-1,) + getattr(p, f).shape[2:])
@@ -343,7 +361,39 @@ def contact_slots(model, geom_poses):
     friction = model.friction[slot_pair]
     valid = valid & ~coincident_slots(model, gap, point, frame[:, 0], friction, valid)
     return SlotSet(gap, point, frame, valid, friction=friction, restitution=model.restitution[slot_pair],
-                   pair=jnp.asarray(slot_pair))
+                   pair=jnp.asarray(slot_pair), overflow=overflow)
+
+
+def _group_slots(model, geom_poses, k1, k2, chosen):
+    """The narrow phase of the pairs ``chosen`` of the kind (k1, k2), in one ``vmap`` (one traced body per pair kind,
+    not per pair): ``chosen`` the group's own pairs in order (static: every pair computed) or positions within the
+    group (traced: the broad phase's buffer). :class:`~.narrowphase.ContactSlots` with a leading axis len(chosen)."""
+    members = pair_groups(model)[(k1, k2)]
+    i = np.asarray([model.pairs[k][0] for k in members], dtype=np.int32)
+    j = np.asarray([model.pairs[k][1] for k in members], dtype=np.int32)
+    sizes1 = stacked_sizes([model.geoms[k].size for k in i])
+    sizes2 = stacked_sizes([model.geoms[k].size for k in j])
+    R = jnp.stack([jnp.asarray(R) for R, _ in geom_poses])
+    p = jnp.stack([jnp.asarray(p) for _, p in geom_poses])
+    if chosen is not None:                              # traced positions within the group
+        i, j, sizes1, sizes2 = jnp.asarray(i)[chosen], jnp.asarray(j)[chosen], sizes1[chosen], sizes2[chosen]
+    return collide_many(k1, k2, R[i], p[i], sizes1, R[j], p[j], sizes2)
+
+
+def _scatter_group(model, geom_poses, members, index, computed, bounds):
+    """A group's slots (n, S, …) from the narrow phase of its buffer (``index`` into the group, ``computed``): the
+    others not valid, at the bounding capsules' distance ``bounds``, at the midpoint of the geoms' origins, the
+    normal along the line from geom 1's origin to geom 2's."""
+    n, count = len(members), computed.gap.shape[1]
+    p = jnp.stack([jnp.asarray(p) for _, p in geom_poses])
+    i = np.asarray([model.pairs[k][0] for k in members], dtype=np.int32)
+    j = np.asarray([model.pairs[k][1] for k in members], dtype=np.int32)
+    normal, _ = unit_or(p[j] - p[i], jnp.zeros_like(p[i]).at[:, 2].set(1.0))
+    far = ContactSlots(jnp.repeat(bounds[:, None], count, axis=1),
+                       jnp.repeat((0.5 * (p[i] + p[j]))[:, None], count, axis=1),
+                       jnp.repeat(contact_frame(normal)[:, None], count, axis=1),
+                       jnp.zeros((n, count), bool))
+    return jax.tree.map(lambda whole, part: whole.at[index].set(part.astype(whole.dtype)), far, computed)
 
 
 def stacked_sizes(sizes):

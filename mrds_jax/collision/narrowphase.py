@@ -65,7 +65,7 @@ import jax.numpy as jnp
 
 from .closest_points import (box_edges, box_vertices, contact_frame, dot, point_box, point_cylinder,
                              segment_segment, unit_or)
-from .convex import Shape, convex_contact, support
+from .convex import Shape, convex_contact, convex_contacts, support
 from .geoms import KINDS
 from ..spatial import cross
 from ..spatial.transforms import rotate, rotate_transpose
@@ -333,6 +333,12 @@ def plane_mesh(R1, p1, size1, R2, p2, size2):
     return gap, point, normal, ~repeated
 
 
+CONVEX_ROUTE = (("capsule", "cylinder"), ("box", "cylinder"), ("cylinder", "cylinder"), ("sphere", "ellipsoid"),
+                ("capsule", "ellipsoid"), ("box", "ellipsoid"), ("cylinder", "ellipsoid"), ("ellipsoid", "ellipsoid"),
+                *((kind, "mesh") for kind in ("sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh")))
+# the pairs (in KINDS order) on the general convex route: GJK, EPA and the Newton refinement (.convex)
+
+
 def convex_pair(kind1, kind2):
     """1 slot of two convex primitives by GJK and EPA (:func:`~.convex.convex_contact`, MuJoCo's mjc_Convex for
     the pairs it has no analytic routine for)."""
@@ -351,10 +357,7 @@ _PAIRS = {
     ("capsule", "capsule"): (capsule_capsule, 2), ("capsule", "box"): (capsule_box, 4),
     ("box", "box"): (box_box, 17),
     ("plane", "ellipsoid"): (plane_ellipsoid, 1), ("plane", "mesh"): (plane_mesh, 5),
-    **{pair: (convex_pair(*pair), 1) for pair in (
-        ("capsule", "cylinder"), ("box", "cylinder"), ("cylinder", "cylinder"), ("sphere", "ellipsoid"),
-        ("capsule", "ellipsoid"), ("box", "ellipsoid"), ("cylinder", "ellipsoid"), ("ellipsoid", "ellipsoid"),
-        *((kind, "mesh") for kind in ("sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh")))},
+    **{pair: (convex_pair(*pair), 1) for pair in CONVEX_ROUTE},
 }
 # static slot count of every supported ordered pair (both orders)
 SLOTS = {**{k: n for k, (_, n) in _PAIRS.items()}, **{k[::-1]: n for k, (_, n) in _PAIRS.items()}}
@@ -368,6 +371,20 @@ def supports(kind1, kind2):
 def canonical(kind1, kind2):
     """True when (kind1, kind2) is in :data:`~.geoms.KINDS` order (computed as given, not swapped)."""
     return KINDS.index(kind1) <= KINDS.index(kind2)
+
+
+def collide_many(kind1, kind2, R1, p1, size1, R2, p2, size2):
+    """:func:`collide` of a stack of pairs of one kind (a leading axis on every pose and size): one ``vmap``, and on
+    the general convex route :func:`~.convex.convex_contacts`, which runs EPA only when one of the pairs overlaps.
+    The same slots as :func:`collide` pair by pair."""
+    if not canonical(kind1, kind2) and supports(kind1, kind2):
+        slots = collide_many(kind2, kind1, R2, p2, size2, R1, p1, size1)
+        return ContactSlots(slots.gap, slots.point, contact_frame(-slots.frame[..., 0, :]), slots.valid)
+    if (kind1, kind2) in CONVEX_ROUTE:
+        gap, point, n = convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2)
+        return ContactSlots(gap[:, None], point[:, None], contact_frame(n)[:, None],
+                            jnp.ones((gap.shape[0], 1), dtype=bool))
+    return jax.vmap(lambda *a: collide(kind1, kind2, *a))(R1, p1, size1, R2, p2, size2)
 
 
 def collide(kind1, kind2, R1, p1, size1, R2, p2, size2):

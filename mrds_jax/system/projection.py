@@ -48,13 +48,14 @@ def project_positions(system, state, t=0.0, iterations=10, position_targets=(), 
         J_b = jax.jacfwd(lambda dv: bilateral(_retract(system, q, dv)))(jnp.zeros(nv, dtype=dtype))
         return jnp.concatenate([bilateral(q), r_u]), jnp.concatenate([J_b, J_u])
 
-    def body(_, q):
+    def body(i, carry):                # iterations + 1 passes, the last one only measuring the residual: Φ_p (and
+        q, _ = carry                   # the narrow phase in it) is traced and compiled once, not twice
         r, J = phi_p(q)
         dv = -jnp.linalg.lstsq(J, r, rcond=rcond)[0]
-        return _retract(system, q, dv)
+        return _retract(system, q, jnp.where(i < iterations, dv, 0.0)), r
 
-    q = jax.lax.fori_loop(0, iterations, body, tuple(state.q))
-    r = phi_p(q)[0]
+    r0 = jax.eval_shape(lambda q: phi_p(q)[0], tuple(state.q))
+    q, r = jax.lax.fori_loop(0, iterations + 1, body, (tuple(state.q), jnp.zeros(r0.shape, r0.dtype)))
     return SystemState(q, tuple(state.v)), (jnp.max(jnp.abs(r)) if r.size else jnp.zeros((), dtype))
 
 

@@ -289,10 +289,12 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
                           "rows): the impulses stay finite", ContactSolveWarning, stacklevel=3)
         if np.any(np.asarray(traj.overflow)):
             first = float(np.asarray(traj.t)[np.flatnonzero(np.asarray(traj.overflow))[0]])
-            warnings.warn(f"more one-sided rows or contact slots could act than the step's buffer holds (first at "
+            warnings.warn(f"more one-sided rows or contact slots could act than the step's buffer holds, or more "
+                          f"collision pairs of one kind were within reach than the broad phase computes (first at "
                           f"t = {first:g} s; buffer_capacity gives {buffer_capacity(system, settings)} limit rows and "
                           "contact slots): the farthest were left out of those steps; raise "
-                          "ContactSettings.max_limit_rows / max_contacts", ContactOverflowWarning, stacklevel=3)
+                          "ContactSettings.max_limit_rows / max_contacts / broad_phase.max_pairs",
+                          ContactOverflowWarning, stacklevel=3)
     return traj
 
 

@@ -29,6 +29,7 @@ Systems without unilateral rows keep the exact acceleration-level path of :mod:`
 give the same motion (tests/test_contact_step.py). Everything is shape-static (inactive rows are masked), pure, and
 jit/vmap/grad-able; gradients go through :func:`~.ncp.solve_ncp`'s implicit derivative.
 """
+import functools
 from typing import Callable, NamedTuple, Optional
 
 import jax
@@ -49,6 +50,7 @@ from .limits import limited_joints
 from .ncp import NCPSettings, RowLayout, solve_ncp, validate_ncp_settings
 from .position_correction import PositionCorrection, correction_multipliers
 from .stabilisation import constraint_errors, constraint_jacobian
+from ..collision.broadphase import BroadPhase
 
 
 class ContactSettings(NamedTuple):
@@ -66,7 +68,12 @@ class ContactSettings(NamedTuple):
     first, and only they enter the solve (:func:`contact_step`); more candidates than places is an overflow, named
     in the step's report (``StepReport.overflow``) and in a warning of :func:`~.simulate.simulate` — the farthest
     candidates are left out of that step. None: from the model, :func:`buffer_capacity` (every limited joint, a
-    joint's two rows cannot both be near; at most :data:`AUTO_MAX_CONTACTS` contact slots)."""
+    joint's two rows cannot both be near; at most :data:`AUTO_MAX_CONTACTS` contact slots).
+
+    ``broad_phase`` (:class:`~mrds_jax.collision.BroadPhase`): before the narrow phase, only the collision pairs
+    whose bounding capsules can come within the margin during the step (:func:`candidates`), at most
+    ``broad_phase.max_pairs`` of each pair kind, are computed; more is an overflow too (the same report and
+    warning)."""
     ncp: NCPSettings = NCPSettings()
     baumgarte: float = 0.2
     restitution_velocity: float = 1e-3
@@ -74,6 +81,7 @@ class ContactSettings(NamedTuple):
     correction: PositionCorrection = PositionCorrection()
     max_limit_rows: Optional[int] = None
     max_contacts: Optional[int] = None
+    broad_phase: BroadPhase = BroadPhase()
 
 
 AUTO_MAX_CONTACTS = 32    # MuJoCo's humanoid standing has ~10 contacts, a quadruped 4-8
@@ -99,6 +107,12 @@ def validate_contact_settings(settings, where="simulate"):
         value = getattr(settings, name)
         if value is not None:
             validation.count(value, f"ContactSettings.{name}", where)
+    if not isinstance(settings.broad_phase, BroadPhase):
+        raise validation.ArgumentError(f"{where}: ContactSettings.broad_phase must be a BroadPhase, got "
+                                       f"{type(settings.broad_phase).__name__}")
+    if settings.broad_phase.max_pairs is not None:
+        validation.count(settings.broad_phase.max_pairs, "BroadPhase.max_pairs", where)
+    validation.positive(settings.broad_phase.slack, "BroadPhase.slack", where, allow_zero=True)
     validate_position_correction(settings.correction, where)
     return settings
 
@@ -415,7 +429,7 @@ def unilateral_violations_and_jacobian(system, state):
     normal row of :func:`slot_rows` (the derivative of a gap along a rigid motion is the normal relative velocity of
     the touching points, Δ in place of v), zero rows where nothing is violated. From the step's own rows, so a
     projection differentiates no narrow phase."""
-    cand = candidates(system, state)             # the limit rows' gaps and the slots, as the step sees them
+    cand = candidates(system, state, 0.0)        # the limit rows' gaps and the slots, as the step sees them
     violated_l = cand.limit_gap < 0.0
     out = [jnp.where(violated_l, cand.limit_gap, 0.0)]
     jac = [jnp.where(violated_l[:, None], cand.limit_jacobian, 0.0)]
@@ -433,19 +447,33 @@ def _candidate_gaps(cand):
     return cand.limit_gap if cand.slots is None else jnp.concatenate([cand.limit_gap, cand.slots.gap])
 
 
-def state_gaps(system, state):
+def state_gaps(system, state, within=None, settings=ContactSettings()):
     """(n_limit_rows + n_slots,) gaps of every one-sided row and contact slot at ``state``, as stored in
-    :attr:`ContactTrajectory.gaps` (the limit rows first, in :func:`row_layout`'s order)."""
-    return _candidate_gaps(candidates(system, state))
+    :attr:`ContactTrajectory.gaps` (the limit rows first, in :func:`row_layout`'s order); ``within``, ``settings``:
+    the broad phase's (:func:`candidates`: a pair it leaves out stores its bounding capsules' distance, a lower
+    bound of its gap)."""
+    return _candidate_gaps(candidates(system, state, within, settings))
 
 
-def contact_gaps(system, state):
+@functools.partial(jax.jit, static_argnames="within")
+def _slots_at(system, state, within=None):
+    """The collision model's :class:`~mrds_jax.collision.SlotSet` at a state (:func:`candidates`), compiled once per
+    system structure (the checks below run it on concrete states; op by op, the narrow phase's loops would be
+    traced again at every call)."""
+    return candidates(system, state, within).slots
+
+
+def contact_gaps(system, state, within=None):
     """Per candidate pair of the collision model (by geom names): the smallest gap of its valid slots at ``state``
-    (m; negative: penetration), as a dict — what ``mrds-jax check`` lists. Concrete states only."""
+    (m; negative: penetration), as a dict — what ``mrds-jax check`` lists. Concrete states only. ``within`` None:
+    every pair's narrow phase; 0.0: the broad phase's (:func:`candidates`), the pairs it leaves out at +inf, and
+    None when it overflowed (more pairs of a kind within reach than it computes)."""
     model = collision_model_of(system)
     if model is None or not model.n_slots:
         return {}
-    slots = candidates(system, state).slots
+    slots = _slots_at(system, state, within)
+    if within is not None and bool(slots.overflow):
+        return None
     gap, valid = np.asarray(slots.gap), np.asarray(slots.valid)
     out, start = {}, 0
     for (i, j), n in zip(model.pairs, model.slots):
@@ -459,7 +487,9 @@ def start_violations(system, state, tol=1e-9):
     """The collision pairs that penetrate (by geom names, :func:`contact_gaps`) and the limited joints past a limit
     (by ``module.joint``; limited tendons by name) at a concrete ``state``, each with its depth (m or rad, > ``tol``), as two dicts: what
     :func:`~.simulate.simulate` warns about at the start and :func:`~.projection.make_consistent` resolves."""
-    pairs = {name: -g for name, g in contact_gaps(system, state).items() if g < -tol}
+    gaps = contact_gaps(system, state, 0.0)             # the pairs near enough to penetrate (broad phase) ...
+    gaps = contact_gaps(system, state) if gaps is None else gaps     # ... or, past its capacity, every pair
+    pairs = {name: -g for name, g in gaps.items() if g < -tol}
     joints = {}
     limits = limit_rows(system)
     for k, iq, _, lo, hi, name in limits.joints:
@@ -583,10 +613,17 @@ def limit_gaps_and_rows(system, limits, state):
     return (jnp.stack(gaps) if gaps else jnp.zeros(0, dtype)), jnp.concatenate(rows)
 
 
-def candidates(system, state):
-    """:class:`Candidates` at ``state``: the limit rows' gaps and the collision model's slots (its narrow phase,
-    every pair) with the geoms' frame Jacobians, from which any slot's rows follow (:func:`slot_rows`)."""
+def candidates(system, state, within=None, settings=ContactSettings()):
+    """:class:`Candidates` at ``state``: the limit rows' gaps and the collision model's slots with the geoms' frame
+    Jacobians, from which any slot's rows follow (:func:`slot_rows`).
+
+    ``within`` None: every pair's narrow phase (exact slots of all pairs: the checks and reports that list every
+    pair). A duration (s): the broad phase first (:func:`~mrds_jax.collision.contact_slots`), each pair's reach
+    ``settings.margin`` plus twice the distance its geoms' points can travel in that time at ``state.v``
+    (:func:`~mrds_jax.collision.broadphase.step_reach`) plus ``settings.broad_phase.slack``: the step passes its dt,
+    the projection out of penetration 0."""
     from ..collision import contact_slots
+    from ..collision.broadphase import geom_speed_bounds, step_reach
     dtype = state.q[0].dtype
     limit_gap, limit_J = limit_gaps_and_rows(system, limit_rows(system), state)
     model = collision_model_of(system)
@@ -595,7 +632,14 @@ def candidates(system, state):
         return Candidates(limit_gap, limit_J, None, jnp.zeros((0, 6, nv), dtype), jnp.zeros((0, 3), dtype),
                           np.zeros((0, 2), np.int32))
     frames = _geom_frames(system, model, state)
-    slots = contact_slots(model, tuple((R, p) for R, p, _, _ in frames))
+    poses = tuple((R, p) for R, p, _, _ in frames)
+    reach = None
+    if within is not None:
+        v_flat = _flat_v(system, state.v)
+        twists = [matmul(J, v_flat) for _, _, _, J in frames]
+        speeds = geom_speed_bounds(model, poses, twists, [o for _, _, o, _ in frames])
+        reach = step_reach(model, speeds, settings.margin, within, settings.broad_phase)
+    slots = contact_slots(model, poses, reach, settings.broad_phase)
     slot_geoms = np.array([model.pairs[k] for k in model.slot_pair], dtype=np.int32).reshape(-1, 2)
     return Candidates(limit_gap, limit_J, slots, jnp.stack([f[3] for f in frames]),
                       jnp.stack([f[2] for f in frames]), slot_geoms)
@@ -705,6 +749,7 @@ def active_rows(system, cand, v, v_c, dt, settings):
         vn = vel[:, 0]
         near_c = sl.valid & _near(sl.gap, vn, dt, settings.margin)
         ic, ac, over_c = gather_nearest(near_c, sl.gap + dt * vn, cap_c)
+        over_c = over_c | sl.overflow                  # the broad phase's buffer of pairs (candidates)
         gap_c = sl.gap[ic]
         bouncing, bounce = newton_bounce(gap_c, slot_velocities(cand, v)[ic, 0], vn[ic], sl.restitution[ic], dt,
                                          settings.restitution_velocity)
@@ -772,7 +817,7 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     Jb, gb = bilateral_rows(system, state, v_free, t, dt, settings.baumgarte)
     loops = eliminate_bilateral(system, factors, Jb, gb, _bilateral_active(system, active_contacts, dtype), v_free,
                                 settings.ncp.prox)
-    cand = candidates(system, state)
+    cand = candidates(system, state, dt, settings)
     rows = active_rows(system, cand, _flat_v(system, v), loops.velocity, dt, settings)
     G, Psi_a, X = reduced_problem(system, factors, loops, Jb, rows)
     sol = solve_ncp(G, rows.g, rows.layout, rows.friction, rows.active, jnp.asarray(lam_prev, dtype)[rows.rows],
@@ -918,7 +963,8 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
             acts0)
     carry, (qs, vs, reps, mean_iterations, gaps, acts) = jax.lax.scan(block, init, None,
                                                                       length=n_steps // decimation)
-    gaps = jnp.concatenate([gaps, state_gaps(system, SystemState(carry[0], carry[1]))[None]])   # at every stored state
+    gaps = jnp.concatenate([gaps, state_gaps(system, SystemState(carry[0], carry[1]), dt, settings)[None]])  # at
+    #                                                                                  every stored state, as a step
     cat = lambda first, rest: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)  # noqa: E731
     t = t0 + dt * decimation * jnp.arange(n_steps // decimation + 1, dtype=dtype)
     reps = cat(zeros, reps)
