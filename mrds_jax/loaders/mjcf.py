@@ -90,9 +90,13 @@ gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kep
 them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
 equalities on joints other than hinges and slides (a universal joint's hinges included), ``tendon`` equalities on
 spatial tendons, equality ``flex``/``distance``, flexes, a free joint below a moving body. Not physics, so not
-read: the time step and integrator, visual elements. **Keyframes** (``<key>``: ``qpos``, ``qvel``) come with the mapping:
+read: visual elements. The time step and integrator come with the mapping (``mapping.timestep``,
+``mapping.integrator``: ``simulate`` takes dt as an argument), and an integrator other than what runs is named in a
+warning at load (:func:`integrator_note`: MuJoCo's ``implicit`` and ``implicitfast`` treat damping implicitly, ours
+explicitly). **Keyframes** (``<key>``: ``qpos``, ``qvel``, ``ctrl``) come with the mapping:
 ``mapping.keyframe_state("home", system)`` is the key's state made consistent (projected onto the loops,
-couplings, joint limits and out of penetration by :func:`~mrds_jax.system.make_consistent`); a key's ``ctrl``,
+couplings, joint limits and out of penetration by :func:`~mrds_jax.system.make_consistent`) and
+``mapping.keyframe_forces("home", forces)`` the force elements with the key's ``ctrl`` on the actuators; a key's
 ``act`` and ``time`` are not read.
 
 State conversions (free joints: MuJoCo's qvel is [v_world; ω_body], ours [ω_body; v_body]) come with
@@ -118,8 +122,13 @@ class MjcfMapping:
     ``qpos_index[k]``/``dof_index[k]``: integer arrays into MuJoCo's qpos/qvel of module k's q and v (in
     order). ``free[k]``: (q offset, v offset) of module k's free joints. ``qpos0``: MuJoCo's reference
     configuration (where body-based ``connect``/``weld`` anchors were computed: a consistent state).
-    ``keyframes``: the file's ``<key>``s as (name, qpos, qvel), unnamed ones as ``key<k>``; ``constrained``: whether
-    the file closes loops or couples joints (active equalities), so that a keyframe needs projecting onto them."""
+    ``keyframes``: the file's ``<key>``s as (name, qpos, qvel, ctrl), unnamed ones as ``key<k>``; ``constrained``:
+    whether the file closes loops or couples joints (active equalities), so that a keyframe needs projecting onto
+    them. ``actuator_names``: MuJoCo's actuators in its ctrl order (unnamed ones ``actuator<u>``), by which a key's
+    ctrl reaches the :class:`~mrds_jax.system.Actuators` (:meth:`keyframe_forces`). ``timestep`` and
+    ``integrator``: the file's ``<option timestep integrator>`` (MuJoCo's names: "Euler", "RK4", "implicit",
+    "implicitfast"), to pass on as ``simulate``'s dt; what runs instead of the integrator is named at load
+    (:func:`load_mjcf`)."""
     module_names: tuple
     qpos_index: tuple
     dof_index: tuple
@@ -127,6 +136,9 @@ class MjcfMapping:
     qpos0: np.ndarray
     keyframes: tuple = ()
     constrained: bool = False
+    actuator_names: tuple = ()
+    timestep: float = 0.002
+    integrator: str = "Euler"
 
     def keyframe(self, key):
         """(qpos, qvel) of keyframe ``key`` (its name or index); UnknownNameError listing the keyframes otherwise."""
@@ -135,15 +147,41 @@ class MjcfMapping:
             if not -len(names) <= key < len(names):
                 raise UnknownNameError(f"keyframe index {key} out of range: the file has {len(names)} keyframes "
                                        f"{names}")
-            return self.keyframes[key][1:]
+            return self.keyframes[key][1:3]
         if key not in names:
             raise UnknownNameError(f"no keyframe named {key!r}; the file's keyframes are {names}"
                                    f"{did_you_mean(key, names)}")
-        return self.keyframes[names.index(key)][1:]
+        return self.keyframes[names.index(key)][1:3]
+
+    def keyframe_ctrl(self, key):
+        """MuJoCo's ``key_ctrl`` of keyframe ``key`` (name or index), in MuJoCo's actuator order
+        (``actuator_names``)."""
+        self.keyframe(key)                                  # the named error for an unknown key
+        names = [k[0] for k in self.keyframes]
+        return self.keyframes[key if isinstance(key, (int, np.integer)) else names.index(key)][3]
+
+    def keyframe_forces(self, key, forces):
+        """``forces`` (``load_mjcf(..., return_forces=True)``'s) with every :class:`~mrds_jax.system.Actuators`
+        driven by keyframe ``key``'s ctrl (matched by actuator name; :func:`~mrds_jax.system.with_control`): a
+        position-controlled robot then holds the key's pose, as MuJoCo's ``mj_resetDataKeyframe`` sets it. Actuators
+        the loader left out (named at load) take no part."""
+        from ..system import Actuators, with_control
+        ctrl = dict(zip(self.actuator_names, np.asarray(self.keyframe_ctrl(key), dtype=float)))
+        out = []
+        for f in forces:
+            if isinstance(f, Actuators):
+                missing = [n for n in f.actuator_names if n not in ctrl]
+                if missing:
+                    raise UnknownNameError(f"keyframe {key!r}: actuators {missing} are not in the file's ctrl "
+                                           f"({list(self.actuator_names)})")
+                f = with_control(f, np.array([ctrl[n] for n in f.actuator_names]))
+            out.append(f)
+        return tuple(out)
 
     def keyframe_state(self, key, system=None, iterations=20, tol=1e-9):
         """The :class:`~mrds_jax.system.SystemState` of the file's keyframe ``key`` (name or index: MuJoCo's
-        ``key_qpos``, ``key_qvel``; its ``ctrl``/``act``/``time`` are not read), made consistent for ``system``
+        ``key_qpos``, ``key_qvel``; its ``ctrl`` through :meth:`keyframe_forces`, its ``act``/``time`` are not
+        read), made consistent for ``system``
         when given: :func:`~mrds_jax.system.make_consistent` projects it onto the loops, couplings, joint limits
         and, with collision, out of penetration (MuJoCo starts a key as written and lets its soft constraints pull
         it together; our constraints are exact, so a start must satisfy them). ``system`` is required when the file
@@ -1023,6 +1061,9 @@ class _Importer:
         if mocap.size:
             self.warn(f"mocap bodies {names(mj.mjtObj.mjOBJ_BODY, mocap, 'body')} are kept fixed where the file "
                       "puts them")
+        note = integrator_note(INTEGRATOR_NAMES.get(int(m.opt.integrator), str(m.opt.integrator)))
+        if note:
+            self.warn(note)
 
 
 def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto", return_collision=False,
@@ -1090,8 +1131,12 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
         qi.append(np.concatenate(q_))
         di.append(np.concatenate(d_))
         free.append(tuple(offs))
+    integrator = INTEGRATOR_NAMES.get(int(model.opt.integrator), str(model.opt.integrator))
     mapping = MjcfMapping(tuple(imp.names), tuple(qi), tuple(di), tuple(free), np.array(model.qpos0),
-                          keyframes=_keyframes(model, imp.mj), constrained=bool(contacts or imp.couplings))
+                          keyframes=_keyframes(model, imp.mj), constrained=bool(contacts or imp.couplings),
+                          actuator_names=tuple(_name(model, imp.mj, imp.mj.mjtObj.mjOBJ_ACTUATOR, u, "actuator")
+                                               for u in range(model.nu)),
+                          timestep=float(model.opt.timestep), integrator=integrator)
     return (system, mapping, *((forces,) if return_forces else ()), *collision)
 
 
@@ -1100,6 +1145,27 @@ _NV = {0: 6, 1: 3, 2: 1, 3: 1}
 
 
 def _keyframes(model, mujoco):
-    """The model's keyframes as (name, qpos, qvel) (MuJoCo's ``key_qpos``/``key_qvel``; unnamed ones ``key<k>``)."""
+    """The model's keyframes as (name, qpos, qvel, ctrl) (MuJoCo's ``key_qpos``/``key_qvel``/``key_ctrl``; unnamed
+    ones ``key<k>``)."""
     return tuple((_name(model, mujoco, mujoco.mjtObj.mjOBJ_KEY, k, "key"), np.array(model.key_qpos[k]),
-                  np.array(model.key_qvel[k])) for k in range(model.nkey))
+                  np.array(model.key_qvel[k]), np.array(model.key_ctrl[k])) for k in range(model.nkey))
+
+
+INTEGRATOR_NAMES = {0: "Euler", 1: "RK4", 2: "implicit", 3: "implicitfast"}    # mjtIntegrator
+
+
+def integrator_note(integrator):
+    """What runs in place of MuJoCo's ``integrator`` (its name), or None where it is what runs: a system with
+    contact or joint limits takes the velocity-level step (semi-implicit Euler, as MuJoCo's Euler: no note); without,
+    ``simulate``'s ``integrator`` argument (RK4 by default: no note for MuJoCo's RK4). MuJoCo's implicit
+    integrators treat velocity-dependent forces (joint damping, actuator velocity gains and the derivative terms of
+    position servos) implicitly; here they are explicit, stable for dt below about 2 × (inertia / damping)."""
+    if integrator in ("implicit", "implicitfast"):
+        return (f"the file's integrator {integrator!r} is not available: velocity-dependent forces (joint damping, "
+                "actuator velocity gains) are integrated explicitly — the velocity-level step (semi-implicit Euler) "
+                "with contact or limits, simulate's integrator argument (RK4 by default) without; stiff damping may "
+                "need a smaller dt than the file's")
+    if integrator == "RK4":
+        return ("the file's integrator 'RK4' runs as simulate's default (RK4) without contact or limits; with them "
+                "the velocity-level step (semi-implicit Euler) runs")
+    return None
