@@ -258,3 +258,30 @@ def test_a_contact_on_an_edge_two_boxes_share_is_one_slot():
     np.testing.assert_allclose(gap[k], d, atol=1e-12)
     np.testing.assert_allclose(abs(np.dot(np.asarray(slots.frame[k, 0]), u)), 1.0, atol=1e-12)
     np.testing.assert_allclose(np.min(gap[valid]), d, atol=1e-12)           # the nearest distance is kept
+
+
+def test_convex_pairs_of_several_kinds_share_one_body_with_the_same_slots():
+    """The general convex route's pairs of several kinds (here capsule–cylinder and cylinder–cylinder, as on Go1)
+    form one group (pair_groups) computed by one traced body, each geom's kind a code into the
+    group's kinds (convex.per_kind): its slots equal collide() pair by pair, each kind on its own body, apart and
+    overlapping."""
+    from mrds_jax.collision.model import pair_groups
+    geoms = [cylinder("c1", "ball", "c", 0.1, 0.2), capsule("k2", "arm", "f_l2", 0.05, 0.1),
+             cylinder("c4", "arm", "f_l4", 0.08, 0.1), capsule("k1", "arm", "f_l1", 0.04, 0.1)]
+    model = collision_model(geoms, MODULES)
+    groups = pair_groups(model)
+    union = [kinds for kinds in groups if isinstance(kinds[0], tuple)]
+    assert len(union) == 1 and len(groups[union[0]]) >= 3 and union[0] == (("capsule", "cylinder"), ("cylinder",))
+    rng = np.random.default_rng(3)
+    for spread in (0.05, 0.4):                                   # most pairs overlapping, then most apart
+        poses = [(jnp.asarray(np.linalg.qr(rng.normal(size=(3, 3)))[0]), jnp.asarray(rng.normal(size=3) * spread))
+                 for _ in model.geoms]
+        poses = [(R * jnp.sign(jnp.linalg.det(R)), p) for R, p in poses]
+        slots = jax.jit(contact_slots)(model, poses)
+        for k, (i, j) in enumerate(model.pairs):
+            e = jax.jit(collide, static_argnums=(0, 1))(model.geoms[i].kind, model.geoms[j].kind, *poses[i],
+                                                         model.geoms[i].size, *poses[j], model.geoms[j].size)
+            sel = np.asarray(slots.pair) == k
+            for field in ("gap", "point", "frame"):
+                np.testing.assert_allclose(np.asarray(getattr(slots, field))[sel], np.asarray(getattr(e, field)),
+                                           atol=1e-12, err_msg=f"{field} of {model.pair_names()[k]}")

@@ -125,6 +125,8 @@ def kind_capacity(kinds, count, settings=BroadPhase()):
     ``settings`` (:class:`BroadPhase`): never more than ``count``."""
     if settings.max_pairs is not None:
         return min(count, int(settings.max_pairs))
+    if isinstance(kinds[0], tuple):                   # a group of several kinds on the convex route (pair_groups)
+        return min(count, GENERAL_PAIRS)
     general = (any(k in EXPENSIVE_KINDS for k in kinds) and "plane" not in kinds) or kinds == ("box", "box") \
         or "mesh" in kinds
     return min(count, GENERAL_PAIRS if general else CLOSED_FORM_PAIRS)

@@ -87,22 +87,45 @@ def support_height(kind, R, p, size, n):
     return dot(n, support(kind, R, p, size, n))
 
 
+def per_kind(kind, code, fn):
+    """``fn(kind)`` for one static kind. For a tuple of kinds — a geom whose kind is data, ``code`` its index into the
+    tuple — every kind's ``fn`` computed and the one of ``code`` selected: one traced body serves pairs of several
+    kinds (:func:`convex_contacts` of a group of mixed kinds), whose compile time is then paid once, not per kind."""
+    if isinstance(kind, str):
+        return fn(kind)
+    outs = [fn(k) for k in kind]
+
+    def pick(*xs):
+        out = xs[0]
+        for i, x in enumerate(xs[1:], 1):
+            out = jnp.where(code == i, x, out)
+        return out
+
+    return jax.tree.map(pick, *outs)
+
+
 class Shape(NamedTuple):
-    """A geom as the convex algorithms see it: its kind (static) and world pose and size."""
-    kind: str
+    """A geom as the convex algorithms see it: its kind (static: a name, or a tuple of names with ``code`` the index
+    of this geom's, :func:`per_kind`) and world pose and size (padded with zeros to 3 entries in a tuple's case)."""
+    kind: object
     R: jax.Array
     p: jax.Array
     size: jax.Array
+    code: jax.Array = None
+
+    def one(self, kind):
+        """This shape as one of its possible kinds (for a function written per kind)."""
+        return self._replace(kind=kind, code=None)
 
     def support(self, u):
-        return support(self.kind, self.R, self.p, self.size, u)
+        return per_kind(self.kind, self.code, lambda k: support(k, self.R, self.p, self.size, u))
 
     def height(self, n):
-        return support_height(self.kind, self.R, self.p, self.size, n)
+        return per_kind(self.kind, self.code, lambda k: support_height(k, self.R, self.p, self.size, n))
 
     @property
     def scale(self):
-        return extent(self.kind, self.size)
+        return per_kind(self.kind, self.code, lambda k: extent(k, self.size))
 
 
 def _difference_support(A, B, u):
@@ -352,6 +375,8 @@ def _snap(shape, u):
     edge normal, a capsule's or cylinder's side, a cylinder's cap axis; a mesh's face or edge,
     :func:`_snap_mesh`), renormalised: the kinks of f, where the
     optimal normal of a flat feature lies exactly and GJK's and EPA's approach it only to their tolerance."""
+    if not isinstance(shape.kind, str):
+        return per_kind(shape.kind, shape.code, lambda k: _snap(shape.one(k), u))
     local = rotate_transpose(shape.R, u)
     if shape.kind in ("sphere", "ellipsoid"):
         return u
@@ -510,6 +535,8 @@ def _kink_normals(shape, u):
     highest vertex along u to the next two where they tie with it (an edge, or a face). Moving u while keeping
     c · u = 0 keeps the same support feature, on which the support function is smooth: the second-order model
     of :func:`refine_direction` on a kink."""
+    if not isinstance(shape.kind, str):
+        return per_kind(shape.kind, shape.code, lambda k: _kink_normals(shape.one(k), u))
     local = rotate_transpose(shape.R, u)
     axes = jnp.eye(3, dtype=u.dtype)
     none = jnp.zeros((2, 3), u.dtype)
@@ -602,7 +629,8 @@ def _edge_edge_witnesses(A, B, n):
     unique witness points of such a contact (two crossing edges, a box's edge across a cylinder's side); and
     whether they are."""
     def world_segment(shape, u):
-        centre, axis, half, is_segment = _support_segment(shape.kind, shape.size, rotate_transpose(shape.R, u))
+        centre, axis, half, is_segment = per_kind(shape.kind, shape.code, lambda k: _support_segment(
+            k, shape.size, rotate_transpose(shape.R, u)))
         return shape.p + rotate(shape.R, centre), rotate(shape.R, axis), half, is_segment
 
     c_a, e_a, h_a, seg_a = world_segment(A, n)
@@ -619,8 +647,8 @@ def witness_points(A, B, n, gap, x_a, x_b):
     edges, an edge across a capsule's or cylinder's side) their closest points in closed form
     (:func:`_edge_edge_witnesses`), unique and exact for the refined n."""
     def face(shape, u, x):
-        local, single = _support_face_point(shape.kind, shape.size, rotate_transpose(shape.R, u),
-                                            rotate_transpose(shape.R, x - shape.p))
+        local, single = per_kind(shape.kind, shape.code, lambda k: _support_face_point(
+            k, shape.size, rotate_transpose(shape.R, u), rotate_transpose(shape.R, x - shape.p)))
         return shape.p + rotate(shape.R, local), single
 
     y_a, single_a = face(A, n, x_a)
@@ -669,7 +697,9 @@ def _refined_contact(A, B, starts, steps, x_a, x_b):
 
 
 def _polytopes(A, B):
-    return A.kind in POLYTOPES and B.kind in POLYTOPES
+    """Both shapes polytopes whatever their kind's code (:data:`POLYTOPES`)."""
+    kinds = lambda shape: (shape.kind,) if isinstance(shape.kind, str) else shape.kind
+    return all(k in POLYTOPES for k in kinds(A) + kinds(B))
 
 
 def apart_contact(A, B, stage):
@@ -711,23 +741,27 @@ def convex_contact(A, B, settings=ConvexSettings()):
     return _choose(stage.apart, apart_contact(A, B, stage), overlap_contact(A, B, stage, settings))
 
 
-def convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, settings=ConvexSettings()):
+def convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, codes=None, settings=ConvexSettings()):
     """:func:`convex_contact` of a stack of pairs of the kinds (kind1, kind2) (leading axis on the poses and sizes):
     GJK and the apart refinement for every pair, EPA and the overlap refinement only when one of them overlaps
     (``lax.cond``: a robot's self-collision pairs are apart at most steps, and EPA is most of the cost; under an
     outer ``vmap`` the branches are both computed, as in :func:`convex_contact`). The same numbers as
-    :func:`convex_contact` pair by pair."""
-    shapes = lambda R1, p1, size1, R2, p2, size2: (Shape(kind1, R1, p1, size1), Shape(kind2, R2, p2, size2))
-    args = (R1, p1, size1, R2, p2, size2)
+    :func:`convex_contact` pair by pair. ``kind1``/``kind2`` may be tuples of kinds with ``codes`` = (c1, c2), each
+    pair's indices into them (:func:`per_kind`): a group of pairs of mixed kinds in one traced body."""
+    n = jnp.shape(p1)[0]
+    codes = (jnp.zeros(n, jnp.int32), jnp.zeros(n, jnp.int32)) if codes is None else codes
+    shapes = lambda R1, p1, size1, R2, p2, size2, c1, c2: (Shape(kind1, R1, p1, size1, c1),
+                                                          Shape(kind2, R2, p2, size2, c2))
+    args = (R1, p1, size1, R2, p2, size2, *codes)
     stage = jax.vmap(lambda *a: gjk_stage(*shapes(*a), settings))(*args)
-    apart = jax.vmap(lambda *a: apart_contact(*shapes(*a[:6]), a[6]))(*args, stage)
+    apart = jax.vmap(lambda *a: apart_contact(*shapes(*a[:8]), a[8]))(*args, stage)
 
     def with_overlaps(_):
-        overlap = jax.vmap(lambda *a: overlap_contact(*shapes(*a[:6]), a[6], settings))(*args, stage)
+        overlap = jax.vmap(lambda *a: overlap_contact(*shapes(*a[:8]), a[8], settings))(*args, stage)
         return _choose(stage.apart, apart, overlap)
 
     return jax.lax.cond(jnp.all(stage.apart), lambda _: apart, with_overlaps, None)
 
 
 __all__ = ["ConvexSettings", "Shape", "support", "support_height", "closest_simplex_point", "gjk", "epa",
-           "GJKStage", "gjk_stage", "apart_contact", "overlap_contact", "convex_contact", "convex_contacts"]
+           "GJKStage", "gjk_stage", "apart_contact", "overlap_contact", "convex_contact", "convex_contacts", "per_kind"]

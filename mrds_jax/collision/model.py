@@ -36,7 +36,7 @@ from ..pytree import pytree_dataclass, static
 from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range, geom_world_pose
 from .broadphase import BroadPhase, gather_near, kind_capacity, pair_bounds
 from .closest_points import contact_frame, unit_or
-from .narrowphase import SLOTS, ContactSlots, canonical, collide_many, supports
+from .narrowphase import SLOTS, ContactSlots, canonical, collide_many, convex_union, supports
 
 
 class SlotSet(NamedTuple):
@@ -373,11 +373,14 @@ def _group_slots(model, geom_poses, k1, k2, chosen):
     j = np.asarray([model.pairs[k][1] for k in members], dtype=np.int32)
     sizes1 = stacked_sizes([model.geoms[k].size for k in i])
     sizes2 = stacked_sizes([model.geoms[k].size for k in j])
+    codes = _kind_codes(model, (k1, k2), members)
     R = jnp.stack([jnp.asarray(R) for R, _ in geom_poses])
     p = jnp.stack([jnp.asarray(p) for _, p in geom_poses])
     if chosen is not None:                              # traced positions within the group
         i, j, sizes1, sizes2 = jnp.asarray(i)[chosen], jnp.asarray(j)[chosen], sizes1[chosen], sizes2[chosen]
-    return collide_many(k1, k2, R[i], p[i], sizes1, R[j], p[j], sizes2)
+        codes = None if codes is None else tuple(jnp.asarray(c)[chosen] for c in codes)
+    return collide_many(k1, k2, R[i], p[i], sizes1, R[j], p[j], sizes2,
+                        None if codes is None else tuple(jnp.asarray(c) for c in codes))
 
 
 def _scatter_group(model, geom_poses, members, index, computed, bounds):
@@ -399,8 +402,9 @@ def _scatter_group(model, geom_poses, members, index, computed, bounds):
 def stacked_sizes(sizes):
     """The sizes of one pair kind's geoms stacked for one ``vmap``: meshes' (V, 3) vertex arrays padded to the
     group's largest V by repeating their last vertex (which changes no maximum over vertices)."""
-    if jnp.ndim(sizes[0]) < 2:
-        return jnp.stack(sizes)
+    if jnp.ndim(sizes[0]) < 2:                         # primitives of several kinds (one group): zeros to the longest
+        count = max(jnp.shape(s)[0] for s in sizes)
+        return jnp.stack([jnp.concatenate([s, jnp.zeros(count - jnp.shape(s)[0], jnp.result_type(s))]) for s in sizes])
     count = max(jnp.shape(s)[0] for s in sizes)
     return jnp.stack([jnp.concatenate([s, jnp.repeat(s[-1:], count - jnp.shape(s)[0], axis=0)]) for s in sizes])
 
@@ -451,13 +455,35 @@ def coincident_slots(model, gap, point, normal, friction, valid):
 def pair_groups(model):
     """{(kind1, kind2): pair indices} in first-appearance order: the pairs one ``vmap`` of the narrow phase
     computes together (one traced body per pair kind, not per pair: a robot with hundreds of cylinder–capsule
-    pairs compiles one GJK/EPA)."""
+    pairs compiles one GJK/EPA). The pairs of the general convex route on primitives
+    (:func:`~.narrowphase.convex_union`) of two or more kinds form one group, keyed by the tuples of their first
+    and second kinds (KINDS order), computed by one traced body whatever the kind (:func:`~.convex.per_kind`):
+    GJK, EPA and the refinement compile once, not once per kind."""
     groups = {}
     for k, (i, j) in enumerate(model.pairs):
         kinds = (model.geoms[i].kind, model.geoms[j].kind)
         assert canonical(*kinds)
         groups.setdefault(kinds, []).append(k)
-    return groups
+    union = [kinds for kinds in groups if convex_union(*kinds)]
+    if len(union) < 2:
+        return groups
+    key = tuple(tuple(sorted({kinds[side] for kinds in union}, key=KINDS.index)) for side in (0, 1))
+    out = {}
+    for kinds, members in groups.items():
+        if kinds in union:
+            out.setdefault(key, []).extend(members)
+        else:
+            out[kinds] = members
+    return {kinds: sorted(members) for kinds, members in out.items()}
+
+
+def _kind_codes(model, key, members):
+    """Per side, the index of each member pair's geom kind into the group key's tuple of kinds (None for a group of
+    one kind)."""
+    if not isinstance(key[0], tuple):
+        return None
+    return tuple(np.asarray([key[side].index(model.geoms[model.pairs[k][side]].kind) for k in members],
+                            dtype=np.int32) for side in (0, 1))
 
 
 def _slot_order(model, groups):

@@ -339,6 +339,13 @@ CONVEX_ROUTE = (("capsule", "cylinder"), ("box", "cylinder"), ("cylinder", "cyli
 # the pairs (in KINDS order) on the general convex route: GJK, EPA and the Newton refinement (.convex)
 
 
+def convex_union(kind1, kind2):
+    """Whether pairs of the kinds (kind1, kind2) (KINDS order) may share one traced body with pairs of other kinds
+    (:func:`~.convex.per_kind`): the general convex route on primitives (sizes of at most 3 entries; a mesh's
+    vertex arrays are not padded to a primitive's)."""
+    return (kind1, kind2) in CONVEX_ROUTE and "mesh" not in (kind1, kind2)
+
+
 def convex_pair(kind1, kind2):
     """1 slot of two convex primitives by GJK and EPA (:func:`~.convex.convex_contact`, MuJoCo's mjc_Convex for
     the pairs it has no analytic routine for)."""
@@ -373,10 +380,16 @@ def canonical(kind1, kind2):
     return KINDS.index(kind1) <= KINDS.index(kind2)
 
 
-def collide_many(kind1, kind2, R1, p1, size1, R2, p2, size2):
+def collide_many(kind1, kind2, R1, p1, size1, R2, p2, size2, codes=None):
     """:func:`collide` of a stack of pairs of one kind (a leading axis on every pose and size): one ``vmap``, and on
     the general convex route :func:`~.convex.convex_contacts`, which runs EPA only when one of the pairs overlaps.
-    The same slots as :func:`collide` pair by pair."""
+    The same slots as :func:`collide` pair by pair. On the convex route ``kind1`` and ``kind2`` may be tuples of
+    kinds (each pair in KINDS order, sizes padded to 3) with ``codes`` = (c1, c2) each pair's indices into them
+    (:func:`~.convex.per_kind`): pairs of mixed kinds in one traced body (:func:`convex_union`)."""
+    if isinstance(kind1, tuple) or isinstance(kind2, tuple):
+        gap, point, n = convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, codes)
+        return ContactSlots(gap[:, None], point[:, None], contact_frame(n)[:, None],
+                            jnp.ones((gap.shape[0], 1), dtype=bool))
     if not canonical(kind1, kind2) and supports(kind1, kind2):
         slots = collide_many(kind2, kind1, R2, p2, size2, R1, p1, size1)
         return ContactSlots(slots.gap, slots.point, contact_frame(-slots.frame[..., 0, :]), slots.valid)
