@@ -60,6 +60,7 @@ def _mujoco_pairs(model, data, qpos):
     return out
 
 
+@pytest.mark.filterwarnings("error::FutureWarning", "error::DeprecationWarning")   # no JAX warning on the way
 @pytest.mark.parametrize("robot,floor", [("go1", True), ("humanoid", False)])
 def test_broad_phase_keeps_every_pair_mujoco_finds_within_reach(robot, floor):
     with warnings.catch_warnings():

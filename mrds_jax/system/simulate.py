@@ -227,7 +227,9 @@ def _check_contact_arguments(system, velocity_level, unilateral, contact_setting
 
 class ContactOverflowWarning(UserWarning):
     """More one-sided rows or contact slots could act in some step than the step's buffer holds
-    (:class:`~.timestepping.ContactSettings` ``max_limit_rows``, ``max_contacts``)."""
+    (:class:`~.timestepping.ContactSettings` ``max_limit_rows``, ``max_contacts``), or more collision pairs of one
+    kind were within reach than the broad phase computes (``ContactSettings.broad_phase``,
+    :class:`~mrds_jax.collision.BroadPhase` ``max_pairs``)."""
 
 
 class ContactSolveWarning(UserWarning):
