@@ -7,7 +7,8 @@ the narrow phase of every pair, float64:
   reaches the narrow phase, with MuJoCo's gap to 1e-6 (apart or overlapping);
 * a step's slots with the broad phase equal those of every pair's narrow phase on every pair within reach;
 * more pairs of one kind within reach than its capacity: the overflow is reported, in the step's report and in
-  ``simulate``'s warning, and the nearest pairs are the ones computed;
+  ``simulate``'s warning, and the nearest pairs are the ones computed; with the default capacities ``simulate``
+  doubles them and runs again until nothing overflows, the same motion as a run with room for every pair;
 * a second ``simulate`` of the same system and shapes compiles nothing.
 """
 import logging
@@ -145,6 +146,8 @@ def test_overflow_is_reported_and_the_nearest_pairs_are_computed():
     with pytest.warns(ContactOverflowWarning, match="broad_phase.max_pairs"):
         S.simulate(system, state, dt=1e-3, n_steps=2, contact_settings=settings)
     assert not bool(candidates(system, state, 1e-3, ContactSettings()).slots.overflow)
+    traj = S.simulate(system, state, dt=1e-3, n_steps=2, contact_settings=settings, check=False)
+    assert np.all(np.asarray(traj.pair_overflow)[1:]) and not np.any(np.asarray(traj.overflow))
 
 
 def test_second_simulate_with_the_same_shapes_compiles_nothing():
@@ -166,3 +169,16 @@ def test_second_simulate_with_the_same_shapes_compiles_nothing():
         logging.getLogger("jax").removeHandler(handler)
     compiled = [m for m in messages if m.startswith("Compiling")]
     assert not compiled, compiled
+
+
+def test_simulate_grows_a_default_capacity_that_overflowed(monkeypatch):
+    from mrds_jax.collision import broadphase
+    system, state, _ = _balls(3)
+    monkeypatch.setattr(broadphase, "CLOSED_FORM_PAIRS", 2)                # 3 plane–sphere pairs, 2 places
+    with pytest.warns(ContactOverflowWarning, match=r"capacity_factor=2"):
+        grown = S.simulate(system, state, dt=1e-3, n_steps=3, contact_settings=ContactSettings())
+    assert not np.any(np.asarray(grown.pair_overflow)) and not np.any(np.asarray(grown.overflow))
+    roomy = S.simulate(system, state, dt=1e-3, n_steps=3,
+                       contact_settings=ContactSettings(broad_phase=BroadPhase(max_pairs=3)))
+    for a, b in zip(grown.q, roomy.q):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

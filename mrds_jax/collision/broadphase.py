@@ -44,11 +44,14 @@ class BroadPhase(NamedTuple):
     computed together); None: :data:`CLOSED_FORM_PAIRS` for kinds with a closed-form narrow phase (a plane's
     included), :data:`GENERAL_PAIRS` for the general convex route on primitives (one group for all its kinds) and
     box–box, :data:`MESH_PAIRS` for pairs with a mesh, never more than the kind's pairs (a kind with no more pairs
-    than places is computed whole). ``slack`` (m): added to the reach of every pair — the
+    than places is computed whole); ``capacity_factor`` multiplies those defaults (``simulate`` doubles it and runs
+    again when a run with the default capacities overflowed, as a neighbour list is reallocated: set ``max_pairs`` to
+    fix the capacity instead). ``slack`` (m): added to the reach of every pair — the
     contact margin and the distance both geoms can travel within the step (:func:`step_reach`) — to cover the change
     of velocity within the step."""
     max_pairs: Optional[int] = None
     slack: float = 1e-3
+    capacity_factor: int = 1
 
 
 class PairBuffer(NamedTuple):
@@ -127,14 +130,17 @@ def kind_capacity(kinds, count, settings=BroadPhase()):
     ``settings`` (:class:`BroadPhase`): never more than ``count``."""
     if settings.max_pairs is not None:
         return min(count, int(settings.max_pairs))
+    return min(count, int(settings.capacity_factor) * _default_capacity(kinds))
+
+
+def _default_capacity(kinds):
     if isinstance(kinds[0], tuple):                   # a group of several kinds on the convex route (pair_groups)
-        return min(count, GENERAL_PAIRS)
+        return GENERAL_PAIRS
     if "plane" in kinds:                              # closed forms (a mesh's: its lowest vertices)
-        return min(count, CLOSED_FORM_PAIRS)
+        return CLOSED_FORM_PAIRS
     if "mesh" in kinds:
-        return min(count, MESH_PAIRS)
-    general = kinds in CONVEX_ROUTE or kinds == ("box", "box")
-    return min(count, GENERAL_PAIRS if general else CLOSED_FORM_PAIRS)
+        return MESH_PAIRS
+    return GENERAL_PAIRS if kinds in CONVEX_ROUTE or kinds == ("box", "box") else CLOSED_FORM_PAIRS
 
 
 def gather_near(bound, reach, capacity):

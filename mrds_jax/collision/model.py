@@ -477,6 +477,13 @@ def pair_groups(model):
     return {kinds: sorted(members) for kinds, members in out.items()}
 
 
+def pair_capacities(model, broad=BroadPhase()):
+    """{pair kind (a :func:`pair_groups` key): (capacity, pairs)}: how many of each group's pairs the broad phase
+    ``broad`` computes at most (:func:`~.broadphase.kind_capacity`), and how many the group has."""
+    return {kinds: (kind_capacity(kinds, len(members), broad), len(members))
+            for kinds, members in pair_groups(model).items()}
+
+
 def _kind_codes(model, key, members):
     """Per side, the index of each member pair's geom kind into the group key's tuple of kinds (None for a group of
     one kind)."""

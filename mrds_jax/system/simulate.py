@@ -29,8 +29,8 @@ from .limits import report_limits
 from .solve import SolverSettings
 from .acceleration import resolve_stabilisation, system_acceleration
 from .solve_report import _last_finite_state, _state_at, _weak_contacts
-from .timestepping import (ContactSettings, buffer_capacity, contact_rollout, has_unilateral_rows, start_violations,
-                           validate_contact_modes, validate_contact_settings)
+from .timestepping import (ContactSettings, buffer_capacity, collision_model_of, contact_rollout, has_unilateral_rows,
+                           start_violations, validate_contact_modes, validate_contact_settings)
 
 # the public names of the run-time files, importable from here as before the split (module docstring)
 from ..integrate import INTEGRATORS, SimulationError, Trajectory, check_trajectory, rollout  # noqa: F401
@@ -255,6 +255,17 @@ def _warn_start_violations(system, state):
                       "it before the run", PenetrationWarning, stacklevel=4)
 
 
+def _broad_phase_can_grow(system, traj, settings):
+    """Whether a concrete run overflowed the broad phase's default capacities (``max_pairs`` unset) and doubling
+    ``BroadPhase.capacity_factor`` would give some pair kind more places."""
+    from ..collision.model import pair_capacities
+    model = collision_model_of(system)
+    if (model is None or settings.broad_phase.max_pairs is not None or is_traced(traj.pair_overflow)
+            or not np.any(np.asarray(traj.pair_overflow))):
+        return False
+    return any(capacity < count for capacity, count in pair_capacities(model, settings.broad_phase).values())
+
+
 def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, check, tol, t_end, residual_warn,
                       settings, contact_modes, mode_params):
     """:func:`simulate` for systems with unilateral rows (its docstring)."""
@@ -271,8 +282,20 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
         n_steps = int(round((float(t_end) - float(t0)) / float(dt)))
         n_steps -= n_steps % decimation
     q0, v0, dt_, t0_, forces, tau = float_leaves_as((tuple(state0.q), tuple(state0.v), dt, t0, forces, tau), dtype)
-    traj = _contact_core(system, q0, v0, dt_, t0_, forces, tau, float_leaves_as(mode_params, dtype), n_steps=n_steps, decimation=decimation,
-                         settings=settings, contact_modes=contact_modes)
+    run = lambda settings: _contact_core(system, q0, v0, dt_, t0_, forces, tau, float_leaves_as(mode_params, dtype),  # noqa: E731
+                                         n_steps=n_steps, decimation=decimation, settings=settings,
+                                         contact_modes=contact_modes)
+    traj = run(settings)
+    while _broad_phase_can_grow(system, traj, settings):
+        first = float(np.asarray(traj.t)[np.flatnonzero(np.asarray(traj.pair_overflow))[0]])
+        settings = settings._replace(broad_phase=settings.broad_phase._replace(
+            capacity_factor=2 * settings.broad_phase.capacity_factor))
+        warnings.warn(f"more collision pairs of one kind were within reach than the broad phase's default capacity "
+                      f"(first at t = {first:g} s): run again with twice the capacity, "
+                      f"ContactSettings(broad_phase=BroadPhase(capacity_factor={settings.broad_phase.capacity_factor}))"
+                      " (pass it, or BroadPhase(max_pairs=...), to compile the larger buffer at once)",
+                      ContactOverflowWarning, stacklevel=3)
+        traj = run(settings)
     if check and not is_traced(traj.first_nonfinite) and np.ndim(traj.first_nonfinite) == 0:
         if int(traj.first_nonfinite) >= 0:
             raise SimulationError(f"the state became NaN/inf at step {int(traj.first_nonfinite)} "
@@ -289,8 +312,9 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
                           f"residual {np.nanmax(worst):.2e}, at most {int(its.max())} iterations a step); raise "
                           "ContactSettings.ncp stages/iterations, or the problem is ill-posed (Painlevé, redundant "
                           "rows): the impulses stay finite", ContactSolveWarning, stacklevel=3)
-        if np.any(np.asarray(traj.overflow)):
-            first = float(np.asarray(traj.t)[np.flatnonzero(np.asarray(traj.overflow))[0]])
+        overflow = np.asarray(traj.overflow) | np.asarray(traj.pair_overflow)
+        if np.any(overflow):
+            first = float(np.asarray(traj.t)[np.flatnonzero(overflow)[0]])
             warnings.warn(f"more one-sided rows or contact slots could act than the step's buffer holds, or more "
                           f"collision pairs of one kind were within reach than the broad phase computes (first at "
                           f"t = {first:g} s; buffer_capacity gives {buffer_capacity(system, settings)} limit rows and "

@@ -112,6 +112,7 @@ def validate_contact_settings(settings, where="simulate"):
                                        f"{type(settings.broad_phase).__name__}")
     if settings.broad_phase.max_pairs is not None:
         validation.count(settings.broad_phase.max_pairs, "BroadPhase.max_pairs", where)
+    validation.count(settings.broad_phase.capacity_factor, "BroadPhase.capacity_factor", where)
     validation.positive(settings.broad_phase.slack, "BroadPhase.slack", where, allow_zero=True)
     validate_position_correction(settings.correction, where)
     return settings
@@ -215,6 +216,8 @@ class StepReport(NamedTuple):
     iterations: jnp.ndarray        # () ADMM iterations of the step (0: nothing to solve, or the warm start solved it)
     converged: jnp.ndarray         # () bool: residuals within NCPSettings.tolerance
     overflow: jnp.ndarray          # () bool: more rows could act than the buffer holds (:class:`ContactSettings`)
+    pair_overflow: jnp.ndarray = None   # () bool: more collision pairs of one kind within reach than the broad phase
+    #                                     computes (``ContactSettings.broad_phase``)
 
 
 # ----------------------------------------------------------------------------- the rows' static structure
@@ -749,7 +752,6 @@ def active_rows(system, cand, v, v_c, dt, settings):
         vn = vel[:, 0]
         near_c = sl.valid & _near(sl.gap, vn, dt, settings.margin)
         ic, ac, over_c = gather_nearest(near_c, sl.gap + dt * vn, cap_c)
-        over_c = over_c | sl.overflow                  # the broad phase's buffer of pairs (candidates)
         gap_c = sl.gap[ic]
         bouncing, bounce = newton_bounce(gap_c, slot_velocities(cand, v)[ic, 0], vn[ic], sl.restitution[ic], dt,
                                          settings.restitution_velocity)
@@ -843,8 +845,9 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
         gaps_c, points, frames = cand.slots.gap, cand.slots.point, cand.slots.frame
     else:
         gaps_c, points, frames = jnp.zeros(0, dtype), jnp.zeros((0, 3), dtype), jnp.zeros((0, 3, 3), dtype)
+    pair_overflow = cand.slots.overflow if n_slots else jnp.zeros((), bool)
     report = StepReport(lam, sigma, jnp.concatenate([cand.limit_gap, gaps_c]), points, frames, sol.primal, sol.dual,
-                        sol.complementarity, sol.iterations, sol.converged, rows.overflow)
+                        sol.complementarity, sol.iterations, sol.converged, rows.overflow, pair_overflow)
     return q_new, v_new, report
 
 
@@ -874,6 +877,8 @@ class ContactTrajectory(NamedTuple):
     converged: jnp.ndarray = None        # (n_out,) bool: every one of those steps within NCPSettings.tolerance
     overflow: jnp.ndarray = None         # (n_out,) bool: some step had more candidate rows than the buffer holds
     activations: tuple = ()              # per stateful Actuators element of ``forces``: (n_out, nu) activations
+    pair_overflow: jnp.ndarray = None    # (n_out,) bool: some step had more collision pairs of one kind within reach
+    #                                      than the broad phase computes (``ContactSettings.broad_phase``)
 
     def contact_forces(self, system):
         """(n_out, n_slots, 3) world-axes mean force on geom 2 by geom 1 of every contact slot over the step that
@@ -925,7 +930,7 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
                        jnp.zeros(layout.n_unilateral + layout.n_contacts, dtype),
                        jnp.zeros((layout.n_contacts, 3), dtype), jnp.zeros((layout.n_contacts, 3, 3), dtype),
                        *(jnp.zeros((), dtype) for _ in range(3)), jnp.zeros((), jnp.int32), jnp.ones((), bool),
-                       jnp.zeros((), bool))
+                       jnp.zeros((), bool), jnp.zeros((), bool))
 
     stateful = [i for i, el in enumerate(forces) if getattr(el, "stateful", False)]
 
@@ -954,7 +959,7 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
         worst = [jnp.max(x) for x in (reps.primal, reps.dual, reps.complementarity)]
         last = last._replace(primal=worst[0], dual=worst[1], complementarity=worst[2],
                              iterations=jnp.max(reps.iterations), converged=jnp.all(reps.converged),
-                             overflow=jnp.any(reps.overflow))
+                             overflow=jnp.any(reps.overflow), pair_overflow=jnp.any(reps.pair_overflow))
         # the first step's gaps are those of the state the block starts from: the stored state before this one
         return carry, (carry[0], carry[1], last, jnp.mean(reps.iterations.astype(dtype)), reps.gaps[0], carry[5])
 
@@ -971,4 +976,4 @@ def contact_rollout(system, q0, v0, dt, n_steps, decimation=1, t0=0.0, forces=()
     return ContactTrajectory(t, cat(tuple(q0), qs), cat(tuple(v0), vs), reps.impulses, gaps, reps.points,
                              reps.frames, reps.primal, reps.dual, reps.complementarity, carry[4],
                              jnp.asarray(dt, dtype), reps.iterations, cat(jnp.zeros((), dtype), mean_iterations),
-                             reps.converged, reps.overflow, cat(acts0, acts))
+                             reps.converged, reps.overflow, cat(acts0, acts), reps.pair_overflow)
