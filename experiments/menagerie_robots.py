@@ -29,6 +29,8 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 OUT = ROOT / "experiments" / "out" / "menagerie_robots.md"
@@ -56,14 +58,14 @@ def machine():
     return f"{platform.machine()}, {model}, {os.cpu_count()} cores"
 
 
-def run_one(name, decimation):
+def run_one(name, decimation, max_pairs=None, max_contacts=None):
     """One robot, in this process: a dict of the measurements."""
     import jax
     jax.config.update("jax_enable_x64", True)
     import mujoco
-    import numpy as np
     from mrds_jax import system as S
     from mrds_jax.loaders.mjcf import Floor, compile_mjcf, load_mjcf
+    from mrds_jax.collision import BroadPhase
     from mrds_jax.system.timestepping import collision_model_of
 
     fname, key, _ = ROBOTS[name]
@@ -89,7 +91,24 @@ def run_one(name, decimation):
                 rows.append(data.qpos[:3].copy())
         t_mj.append(time.perf_counter() - t0)
         base_mj = np.array(rows)
-    out.update(dt=dt, n_steps=n_steps, mujoco_s=min(t_mj), mujoco_version=mujoco.__version__)
+    out.update(dt=dt, n_steps=n_steps, decimation=decimation, mujoco_s=min(t_mj), mujoco_version=mujoco.__version__)
+    # diagnostics: the same run with the joints' friction loss off (not modelled here: the loader's warning names
+    # it), then also with every geom's solimp at MuJoCo's default (the files' feet have a soft, wide solimp that the
+    # stiff solref leaves in place)
+    out["frictionloss"] = bool(np.any(model.dof_frictionloss > 0))
+    out["solimp_set"] = bool(np.any(np.abs(model.geom_solimp[:, :3] - [0.9, 0.95, 0.001]) > 1e-12))
+    variants = {}
+    for variant in ("frictionloss_off", "frictionloss_off_solimp_default"):
+        model.dof_frictionloss[:] = 0.0
+        if variant.endswith("solimp_default"):
+            model.geom_solimp[:] = [0.9, 0.95, 0.001, 0.5, 2.0]
+        mujoco.mj_resetDataKeyframe(model, data, kid)
+        rows = [data.qpos[:3].copy()]
+        for i in range(n_steps):
+            mujoco.mj_step(model, data)
+            if (i + 1) % decimation == 0:
+                rows.append(data.qpos[:3].copy())
+        variants[variant] = np.array(rows)
 
     # ours
     with warnings.catch_warnings(record=True) as caught:
@@ -102,8 +121,12 @@ def run_one(name, decimation):
         cm = collision_model_of(system)
         out.update(geoms=len(cm.geoms), pairs=len(cm.pairs), slots=int(cm.n_slots),
                    file_dt=float(mapping.timestep), integrator=mapping.integrator)
+        settings = None
+        if max_pairs or max_contacts:
+            settings = S.ContactSettings(max_contacts=max_contacts, broad_phase=BroadPhase(max_pairs=max_pairs))
+        out["settings"] = {"max_pairs": max_pairs, "max_contacts": max_contacts}
         run = jax.jit(lambda s: S.simulate(system, s, dt, n_steps, decimation=decimation, forces=forces,
-                                           check=False))
+                                           check=False, contact_settings=settings))
         t0 = time.perf_counter()
         compiled = run.lower(state).compile()
         out["compile_s"] = time.perf_counter() - t0
@@ -118,6 +141,10 @@ def run_one(name, decimation):
     out["n_stored"] = [int(base.shape[0]), int(base_mj.shape[0])]
     m = min(base.shape[0], base_mj.shape[0])
     out["base_diff_m"] = float(np.linalg.norm(base[:m] - base_mj[:m], axis=1).max())
+    out["base_diff_variants_m"] = {k: float(np.linalg.norm(base[:m] - b[:m], axis=1).max())
+                                   for k, b in variants.items()}
+    out["base_path"] = base.tolist()
+    out["base_path_mujoco"] = base_mj.tolist()
     out["base_end"] = [base[-1].tolist(), base_mj[-1].tolist()]
     out["overflow"] = bool(np.any(np.asarray(tr.overflow)))
     out["converged"] = float(np.mean(np.asarray(tr.converged)))
@@ -130,7 +157,7 @@ def run_one(name, decimation):
 
 def fmt_row(label, r):
     if "error" in r:
-        return f"| {label} | {r.get('pairs', '—')} | {r.get('slots', '—')} | — | — | — | — | — | — | — | — | — | {r['error']} |"
+        return f"| {label} |" + " — |" * 11 + f" {r['error']} |"
     ratio = r["wall_s"] / r["mujoco_s"]
     per_s = 1.0 / (r["n_steps"] * r["dt"])     # per simulated second
     z, z_mj = r["base_end"][0][2], r["base_end"][1][2]
@@ -150,6 +177,26 @@ def table(results, header_lines):
     for name, r in results.items():
         label = ROBOTS[name][2] if name in ROBOTS else NOT_RUN[name][0]
         lines.append(fmt_row(label, r))
+    ran = {n: r for n, r in results.items() if "error" not in r}
+    if ran:
+        lines += ["", "Where the base differs, and from which MuJoCo run (cm; largest over the run unless said): at "
+                  "the start (keyframe_state projects the key out of penetration and onto the limits, MuJoCo starts "
+                  "it as written), the time of the largest difference, at 1 s; then the largest against MuJoCo with "
+                  "the file's joint friction loss (not modelled here) off, and with every geom's solimp also at "
+                  "MuJoCo's default (0.9, 0.95, 0.001) in place of the file's (the feet of Go1 and ANYmal C have a "
+                  "wide, soft one, 0.015 1 0.031, that the stiff solref leaves in place):", "",
+                  "| robot | largest | at the start | largest at t (s) | at 1 s | friction loss off | friction loss "
+                  "off, default solimp |",
+                  "|---|---|---|---|---|---|---|"]
+        for n, r in ran.items():
+            d = np.linalg.norm(np.asarray(r["base_path"]) - np.asarray(r["base_path_mujoco"]), axis=1)
+            v = r["base_diff_variants_m"]
+            fl = f"{v['frictionloss_off'] * 100:.2f}" if r["frictionloss"] else "(none in the file)"
+            si = (f"{v['frictionloss_off_solimp_default'] * 100:.2f}" if r["solimp_set"]
+                  else "(the file's is the default)")
+            t_max = int(np.argmax(d)) * r["decimation"] * r["dt"]
+            lines.append(f"| {ROBOTS[n][2]} | {d.max() * 100:.2f} | {d[0] * 100:.2f} | {t_max:.2f} | "
+                         f"{d[-1] * 100:.2f} | {fl} | {si} |")
     notes = []
     for name, r in results.items():
         for w in r.get("warnings", []):
@@ -157,9 +204,12 @@ def table(results, header_lines):
         if r.get("finite") is False:
             notes.append(f"- {name}: the state became non-finite")
         if "deepest_m" in r:
+            st = r.get("settings") or {}
+            st = ", ".join(f"{k} {v}" for k, v in st.items() if v)
             notes.append(f"- {name}: {r['geoms']} geoms with the floor, dt {r['dt']:g} s (the file's: "
                          f"{r['file_dt']:g} s, integrator {r['integrator']}), {r['n_steps']} steps; deepest "
-                         f"penetration {r['deepest_m']:.2e} m; finite: {r['finite']}")
+                         f"penetration {r['deepest_m']:.2e} m; finite: {r['finite']}"
+                         + (f"; contact settings: {st}" if st else ""))
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
@@ -168,13 +218,15 @@ def main():
     ap.add_argument("--robots", nargs="*", default=list(ROBOTS) + list(NOT_RUN))
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per robot (its subprocess)")
     ap.add_argument("--decimation", type=int, default=5, help="store every n-th state (the base is compared there)")
+    ap.add_argument("--max-pairs", type=int, default=None, help="BroadPhase.max_pairs (default: the library's)")
+    ap.add_argument("--max-contacts", type=int, default=None, help="ContactSettings.max_contacts (default: auto)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--docs", action="store_true", help="also write the table into docs/benchmarks.md")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        Path(args.json).write_text(json.dumps(run_one(args.one, args.decimation)))
+        Path(args.json).write_text(json.dumps(run_one(args.one, args.decimation, args.max_pairs, args.max_contacts)))
         return
 
     results = {}
@@ -185,6 +237,8 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             js = Path(tmp) / "r.json"
             cmd = [sys.executable, __file__, "--one", name, "--json", str(js), "--decimation", str(args.decimation)]
+            cmd += ["--max-pairs", str(args.max_pairs)] if args.max_pairs else []
+            cmd += ["--max-contacts", str(args.max_contacts)] if args.max_contacts else []
             t0 = time.perf_counter()
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -199,18 +253,28 @@ def main():
 
     import jax
     import mujoco
-    header = [f"`python experiments/menagerie_robots.py{' --docs' if args.docs else ''}` "
-              f"({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {machine()}; load "
-              f"{os.getloadavg()[0]:.1f} at the end; jax {jax.__version__}, mujoco {mujoco.__version__}, "
-              f"Python {platform.python_version()}). 1 s from each robot's keyframe on an added floor, float64, "
-              "one scenario (batch 1), the whole collision set with the broad phase's defaults; MuJoCo the same "
-              "file, floor and keyframe with stiff contacts (solref 2 ms), one core. Times are wall clock per "
-              "simulated second, after compilation (the better of two runs; MuJoCo's the best of three). Peak "
-              "memory is the robot's own subprocess's `ru_maxrss` after its run (resident high-water mark, XLA "
-              "included; tracemalloc does not see XLA's memory). The base is compared with MuJoCo's every "
-              f"{args.decimation} steps (Euclidean distance of the free joint's position). Overflow: some step had "
-              "more rows, contact slots or broad-phase pairs within reach than its buffers hold. Converged: "
-              "the fraction of stored states whose every step met the solver's tolerance."]
+    settings_text = ("the broad phase's and contact buffer's defaults" if not (args.max_pairs or args.max_contacts)
+                     else f"BroadPhase.max_pairs {args.max_pairs or 'default'}, ContactSettings.max_contacts "
+                          f"{args.max_contacts or 'auto'}")
+    opts = [("--robots", " ".join(args.robots) if args.robots != list(ROBOTS) + list(NOT_RUN) else None),
+            ("--timeout", f"{args.timeout:g}" if args.timeout != 600 else None), ("--max-pairs", args.max_pairs),
+            ("--max-contacts", args.max_contacts), ("--docs", "" if args.docs else None)]
+    command = "python experiments/menagerie_robots.py" + "".join(f" {k} {v}".rstrip() for k, v in opts
+                                                                 if v is not None)
+    header = [f"`{command}` ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {machine()}; "
+              f"load {os.getloadavg()[0]:.1f} at the end; jax {jax.__version__}, mujoco {mujoco.__version__}, "
+              f"Python {platform.python_version()}).",
+              "",
+              f"1 s from each robot's keyframe on an added floor, float64, one scenario (batch 1), the whole "
+              f"collision set with {settings_text}; MuJoCo runs the same file, floor and keyframe with stiff contacts "
+              "(solref 2 ms) on one core. Times are wall clock per simulated second after compilation (ours the "
+              "better of two runs, MuJoCo's the best of three). 'Load + keyframe' is load_mjcf, keyframe_state (its "
+              "projection compiled and run) and keyframe_forces. Peak memory is the robot's own subprocess's "
+              "`ru_maxrss` after its run (the resident high-water mark, XLA's buffers and code included; "
+              "tracemalloc does not see XLA's memory). The base (the free joint's position) is compared with "
+              f"MuJoCo's every {args.decimation} steps. Overflow: some step had more rows, contact slots or "
+              "broad-phase pairs within reach than its buffers hold (the farthest are left out). Converged: the "
+              "fraction of stored states whose every step met the solver's tolerance."]
     text = table(results, header)
     print(text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
