@@ -151,7 +151,8 @@ def run_one(name, decimation, max_pairs=None, max_contacts=None):
     out["finite"] = int(tr.first_nonfinite) < 0
     gaps = np.asarray(tr.gaps)[:, -cm.n_slots:] if cm.n_slots else np.zeros((1, 1))
     out["deepest_m"] = float(max(-np.nanmin(gaps), 0.0))
-    out["warnings"] = sorted({f"{w.category.__name__}: {str(w.message)[:240]}" for w in caught})
+    out["warnings"] = sorted({f"{w.category.__name__}: {str(w.message).replace(str(ROOT) + os.sep, '')[:240]}"
+                              for w in caught})
     return out
 
 
