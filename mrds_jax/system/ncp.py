@@ -361,6 +361,18 @@ def solution_modes(lam, sigma, layout, mu, active, tol, velocity_scale=None):
     return separated, sticking, sliding, closed_u
 
 
+MODE_ULPS = 1024
+"""The modes of the derivative are decided no finer than this many ulp of the dtype (:func:`mode_tolerance`)."""
+
+
+def mode_tolerance(mode_tol, dtype):
+    """``NCPSettings.mode_tol`` floored at :data:`MODE_ULPS` ulp of ``dtype`` (1.2e-4 in float32; float64 keeps 1e-7):
+    a solution converged to 64 ulp (:func:`convergence_tolerance`) decides stick or slip only above its own error,
+    else float32's gradient takes a rounding-level slip for sliding (2 % off float64's on a table pushed across
+    the floor; tests/test_contact_float32.py)."""
+    return max(float(mode_tol), MODE_ULPS * float(jnp.finfo(dtype).eps))
+
+
 def _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, tol):
     """The linearisation of the solution's mode conditions: rows M such that M dλ = −P (dG λ + dg) + Q dμ
     (module docstring). Returns (M, P, Qmu) with P the selector of σ-rows and Qmu the friction sensitivity."""
@@ -445,14 +457,39 @@ def _solve_core_jvp(layout, settings, primals, tangents):
     dG, dg, dmu, _, _ = tangents
     lam, info = _solve_fixed_modes(G, g, mu, active, lam0, layout, settings)
     sigma = matmul(G, lam) + g
-    M, Pmat, Qmu = _mode_jacobian_system(G, g, lam, sigma, layout, mu, active, settings.mode_tol)
-    scale = _scale(G)
+    M, Pmat, Qmu = _mode_jacobian_system(G, g, lam, sigma, layout, mu, active,
+                                         mode_tolerance(settings.mode_tol, G.dtype))
     rhs = -matmul(Pmat, matmul(dG, lam) + dg) + matmul(Qmu, dmu)
-    # Tikhonov-regularised least squares (minimum-norm dλ for redundant rows): (MᵀM + εI) dλ = Mᵀ rhs
-    eps = settings.tikhonov * scale * scale
-    A = matmul(M.T, M) + eps * jnp.eye(M.shape[0], dtype=G.dtype)
-    dlam = lu_solve_dense(A, matmul(M.T, rhs))
+    dlam = regularised_least_squares(M, rhs, settings.tikhonov, _scale(G))
     return (lam, info), (dlam * active.astype(G.dtype), jnp.zeros_like(info))
+
+
+def equilibrate_rows(M, b):
+    """(D M, D b) with D = 1/max|Mᵢ| per row (rows of zeros kept): the same solutions of a consistent M x = b, on a
+    matrix whose rows all have unit size (a sliding row μλ_n P_t G_t/‖σ_t‖ can be 1e6 times the others near the
+    stick-slip switch)."""
+    size = jnp.max(jnp.abs(M), axis=1)
+    d = jnp.where(size > 0, 1.0 / jnp.where(size > 0, size, 1.0), 1.0)
+    return d[:, None] * M, d * b
+
+
+def derivative_regularisation(tikhonov, scale, MtM):
+    """The Tikhonov weight ε of :func:`regularised_least_squares`: ``tikhonov`` × ``scale``², floored at m ulp of
+    the dtype × max diag MᵀM, the rounding of MᵀM's entries (Higham 2002, §3.5): below it a rank-deficient MᵀM
+    (redundant feet) is not numerically positive definite and its solve is inf/NaN (float32: 1e-12 < 2e-7)."""
+    m = MtM.shape[0]
+    floor = m * jnp.finfo(MtM.dtype).eps * jnp.max(jnp.diagonal(MtM), initial=0.0)
+    return jnp.maximum(tikhonov * scale * scale, floor)
+
+
+def regularised_least_squares(M, b, tikhonov, scale):
+    """dλ = (MᵀM + εI)⁻¹ Mᵀ b after :func:`equilibrate_rows`: Tikhonov-regularised least squares, the minimum-norm
+    solution (to O(ε)) where M is rank-deficient (redundant rows), finite in float32 too
+    (:func:`derivative_regularisation`)."""
+    M, b = equilibrate_rows(M, b)
+    MtM = matmul(M.T, M)
+    eps = derivative_regularisation(tikhonov, scale, MtM)
+    return lu_solve_dense(MtM + eps * jnp.eye(M.shape[0], dtype=M.dtype), matmul(M.T, b))
 
 
 _solve_core.defjvp(_solve_core_jvp)
@@ -481,8 +518,8 @@ def validate_ncp_problem(G, g, layout, mu, active=None, lam0=None, settings=NCPS
     ``simulate``'s inputs are checked: shapes that do not fit ``layout`` (G not square (m, m), g, μ, ``active`` or
     the warm start not of their lengths) and settings that cannot work (stages or iterations < 1, ρ ≤ 0, relaxation
     outside (0, 2)); on concrete values also NaN/inf in G, g, μ or the warm start, μ < 0, and a G that is not
-    symmetric positive semidefinite (its smallest eigenvalue below −1e-9 of its largest: no impulse minimises the
-    problem's energy). Traced values are checked for their shapes only."""
+    symmetric positive semidefinite (its smallest eigenvalue below −1e-9 of its largest, −64 ulp in float32: no
+    impulse minimises the problem's energy). Traced values are checked for their shapes only."""
     if not isinstance(layout, RowLayout):
         raise validation.ArgumentError(f"{where}: layout must be a RowLayout, got {type(layout).__name__}")
     m = layout.size
@@ -505,7 +542,8 @@ def validate_ncp_problem(G, g, layout, mu, active=None, lam0=None, settings=NCPS
     if not validation.is_traced(G) and m:
         Gs = 0.5 * (np.asarray(G, float) + np.asarray(G, float).T)
         w = np.linalg.eigvalsh(Gs)
-        if w[0] < -1e-9 * max(abs(w[-1]), np.finfo(float).tiny):
+        floor = max(1e-9, 64 * float(jnp.finfo(jnp.asarray(G).dtype).eps))    # a float32 G is PSD to its rounding
+        if w[0] < -floor * max(abs(w[-1]), np.finfo(float).tiny):
             raise validation.ArgumentError(f"{where}: G must be symmetric positive semidefinite (a Delassus matrix "
                                            f"J H⁻¹ Jᵀ); its smallest eigenvalue is {w[0]:.3g} (largest {w[-1]:.3g})")
 
