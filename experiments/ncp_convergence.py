@@ -15,7 +15,7 @@ Scenes (the smallest first):
 Starts are perturbed by a uniform random base velocity of ±``--perturb`` m/s (and rad/s), seed 0.
 
     python experiments/ncp_convergence.py [--scenes incline biped cassie] [--dtype float64 float32]
-                                          [--batch 8] [--steps 200] [--perturb 0.05]
+                                          [--batch 8] [--steps 200] [--perturb 0.05] [--no-sliding-polish]
 
 Each dtype runs in its own process (``jax_enable_x64`` is process-wide). Prints one line per scene and dtype:
 steps converged (fraction of batch × steps), iterations per step mean / p99 / max, the worst primal residual,
@@ -118,7 +118,9 @@ def perturbed_starts(v0, batch, perturb, seed=0):
     return jnp.asarray(v, v0[0].dtype)
 
 
-def run(scene, dtype, batch, steps, perturb, settings=ContactSettings()):
+def run(scene, dtype, batch, steps, perturb, sliding_polish=True):
+    base = ContactSettings()
+    settings = base._replace(ncp=base.ncp._replace(sliding_polish=sliding_polish))
     if dtype == "float32":
         from mrds_jax.console import allow_float32
         allow_float32()
@@ -167,18 +169,21 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--perturb", type=float, default=0.05)
     ap.add_argument("--one", action="store_true", help="run the one scene and dtype given, print JSON")
+    ap.add_argument("--no-sliding-polish", action="store_true", help="NCPSettings(sliding_polish=False)")
     ap.add_argument("--cassie-start", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cassie_start:
         print("START " + json.dumps(cassie_start()))
         return
     if args.one:
-        print("RESULT " + json.dumps(run(args.scenes[0], args.dtype[0], args.batch, args.steps, args.perturb)))
+        print("RESULT " + json.dumps(run(args.scenes[0], args.dtype[0], args.batch, args.steps, args.perturb,
+                                         not args.no_sliding_polish)))
         return
     for scene in args.scenes:
         for dtype in args.dtype:
             p = subprocess.run([sys.executable, __file__, "--one", "--scenes", scene, "--dtype", dtype, "--batch",
-                                str(args.batch), "--steps", str(args.steps), "--perturb", str(args.perturb)],
+                                str(args.batch), "--steps", str(args.steps), "--perturb", str(args.perturb)]
+                               + ["--no-sliding-polish"] * args.no_sliding_polish,
                                capture_output=True, text=True, env=os.environ)
             lines = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
             if p.returncode or not lines:

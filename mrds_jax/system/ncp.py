@@ -34,10 +34,11 @@ and dual residuals (Boyd et al. 2011, §3.4.1), and a stage ends early when they
 spectral rule's trigger). Warm start from the previous step's λ and, for the scaled dual, from its constraint
 velocities on the rows that carry an impulse (u₀ = −σ̃(λ₀)/ρ: a solved problem is a fixed point at iteration 0).
 The warm start and each stage's last iterate are polished (OSQP's solution polishing, Stellato et al. 2020, §5.2):
-with the modes they show fixed, the sticking rows' linear system (:func:`polish_modes`) and, for sliding contacts
-too, Newton on the mode conditions (:func:`newton_polish`); a polish that meets the tolerance is the answer, so a
-step whose contacts keep their modes — standing, and sliding on (a cube down an incline: 13 ADMM iterations a step
-on average before, 0 after its first steps) — costs no iteration and is exact to rounding. Fixed shapes: the solve batches
+with the modes they show fixed, the sticking rows' linear system (:func:`polish_modes`) and, for the warm start and
+sliding contacts too, Newton on the mode conditions (:func:`newton_polish`, ``NCPSettings.sliding_polish``); a
+polish that meets the tolerance is the answer, so a step whose contacts keep their modes — standing, and sliding on
+(a cube down an incline: 13 ADMM iterations a step on average before, 0 after its first steps) — costs no
+iteration. Fixed shapes: the solve batches
 under ``vmap`` and runs on a GPU; no LAPACK call (:mod:`mrds_jax.spatial.linalg`).
 
 **Residuals** (:func:`ncp_residuals`), in impulse-velocity units, reported per step: primal = the largest
@@ -91,7 +92,10 @@ class NCPSettings(NamedTuple):
     entry of G; ``prox`` the proximal weight η relative to it; ``tikhonov`` the relative regularisation of the
     derivative's linear system; ``mode_tol`` the relative tolerance that decides the modes (separated, sticking,
     sliding) for the derivative; ``relaxation`` α ∈ (0, 2) the over-relaxation of the z-update (Boyd et al.
-    2011, §3.4.3; 1 is plain ADMM)."""
+    2011, §3.4.3; 1 is plain ADMM); ``sliding_polish`` Newton-polishes the warm start with its sliding contacts
+    (:func:`newton_polish`: a cube sliding down an incline then needs no iteration after its first steps; it costs
+    about 4 m³ a step: measured 1.8× the run time on Cassie with a floor and 1.3× on the four-loop biped, where it
+    saves nothing; experiments/out/ncp_convergence.md)."""
     stages: int = 8
     iterations: int = 50
     rho: float = 0.1
@@ -100,6 +104,7 @@ class NCPSettings(NamedTuple):
     mode_tol: float = 1e-7
     relaxation: float = 1.6
     tolerance: float = 1e-7
+    sliding_polish: bool = True
 
 
 class NCPSolution(NamedTuple):
@@ -329,20 +334,25 @@ def _admm(G, g, layout, mu, active, lam0, settings):
     z0 = project(lam0)
     rho0 = jnp.asarray(settings.rho, dtype) * scale
 
-    def polished(z):
-        """The better of the two polishes of z: polish_modes (sticking contacts, exact on G_cc's range even where it
-        is ill-conditioned) and newton_polish (sliding contacts too, by least squares: weaker where M is
-        ill-conditioned, its normal matrix squares M's condition)."""
+    def polished(z, sliding=False):
+        """z polished by polish_modes (sticking contacts, exact on G_cc's range even where it is ill-conditioned)
+        and, with ``sliding``, also by newton_polish (sliding contacts too, by least squares: weaker where M is
+        ill-conditioned, its normal matrix squares M's condition): the better of the two. Only the warm start is
+        Newton-polished: m³ work a step, not a stage (on Cassie, 98 slots, polishing every stage's end this way
+        cost 2.9× the run time for no fewer iterations)."""
         eta_p = jnp.maximum(eta, 64 * jnp.finfo(dtype).eps * scale)
         zs = polish_modes(Gm, gm, layout, z, active, eta_p)
+        rs = residual(zs, zs, zs, rho0)[0]
+        if not sliding:
+            return zs, rs
         zn = newton_polish(Gm, gm, layout, mu, active, z, slip_tol, settings.tikhonov)
-        rs, rn = residual(zs, zs, zs, rho0)[0], residual(zn, zn, zn, rho0)[0]
+        rn = residual(zn, zn, zn, rho0)[0]
         sticking_does = (rs <= tol) | ~(rn < rs)
         return jnp.where(sticking_does, zs, zn), jnp.where(sticking_does, rs, rn)
 
     # the warm start's modes polished into an exact solution (polish_modes) where that is one: a step whose
     # contacts keep their modes (standing, holding, resting, nothing near) needs no iteration
-    zp, res_p = polished(z0)
+    zp, res_p = polished(z0, sliding=settings.sliding_polish and layout.n_contacts > 0)
     z0 = jnp.where(res_p <= tol, zp, z0)
     u0 = -shifted_velocity(z0) * conic * _carrying(z0, layout) / rho0
     res0, _, _ = residual(z0, z0, z0, rho0)
@@ -590,6 +600,9 @@ def validate_ncp_settings(settings, where="solve_ncp"):
     validation.positive(settings.tolerance, "NCPSettings.tolerance", where)
     for name in ("prox", "tikhonov", "mode_tol"):
         validation.positive(getattr(settings, name), f"NCPSettings.{name}", where, allow_zero=True)
+    if not isinstance(settings.sliding_polish, (bool, np.bool_)):
+        raise validation.ArgumentError(f"{where}: NCPSettings.sliding_polish must be True or False (it chooses the "
+                                       f"compiled program), got {settings.sliding_polish!r}")
     if validation.is_traced(settings.relaxation) or not 0.0 < float(settings.relaxation) < 2.0:
         raise validation.ArgumentError(f"{where}: NCPSettings.relaxation must be a number in (0, 2) (ADMM converges "
                                        f"there; 1 is plain ADMM), got {settings.relaxation}")
