@@ -95,8 +95,8 @@ def quat_derivative(q, omega_body):
 def quat_exp(omega_dt):
     """Unit quaternion of the rotation vector ``omega_dt`` (smooth at zero)."""
     theta2 = matmul(omega_dt, omega_dt)
-    theta = jnp.sqrt(jnp.maximum(theta2, 1e-300))
     small = theta2 < 1e-12
+    theta = jnp.sqrt(jnp.where(small, 1.0, theta2))   # the series below takes over: no 0/0, no ∞ slope (float32 too)
     half_sinc = jnp.where(small, 0.5 - theta2 / 48.0, jnp.sin(0.5 * theta) / theta)
     w = jnp.where(small, 1.0 - theta2 / 8.0, jnp.cos(0.5 * theta))
     return jnp.concatenate([jnp.array([w]), half_sinc * omega_dt])

@@ -125,8 +125,8 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     activation dynamics (:mod:`.actuation`) also run on this step (it carries their activations, as MuJoCo's
     ``mj_step``; ``traj.activations``), with or without collision geometry and limits. It returns a
     :class:`~.timestepping.ContactTrajectory` (states, impulses of every row, gaps, contact points and frames,
-    the solver's residuals per stored state) and, with ``check``, warns (:class:`ContactSolveWarning`) where the
-    solver's residuals exceed ``residual_warn`` times the impulse-velocity scale. ``unilateral=False`` ignores the
+    the solver's residuals per stored state) and, with ``check``, warns (:class:`ContactSolveWarning`) at the stored
+    states whose ``traj.converged`` is False (a step not solved to ``NCPSettings.tolerance``). ``unilateral=False`` ignores the
     collision geometry and the limits (the exact acceleration-level path; limits are then only reported).
     """
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
@@ -301,13 +301,13 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
             raise SimulationError(f"the state became NaN/inf at step {int(traj.first_nonfinite)} "
                                   f"(t = {float(t0) + int(traj.first_nonfinite) * float(dt):g} s)")
         worst = np.maximum(np.asarray(traj.primal), np.asarray(traj.complementarity))
-        scale = max(1.0, float(np.nanmax(np.abs(np.asarray(traj.impulses)))) if traj.impulses.size else 1.0)
-        unsolved = ~np.asarray(traj.converged) | ~(worst <= residual_warn * scale)   # NaN counts as unsolved
-        bad = np.flatnonzero(unsolved)
+        # the solver's own verdict (NCPSettings.tolerance, relative to the step's velocity scale and floored at the
+        # dtype's resolution; NaN is never converged): the warning and traj.converged say the same thing
+        bad = np.flatnonzero(~np.asarray(traj.converged))
         if bad.size:
             its = np.asarray(traj.iterations_max)
             warnings.warn(f"the contact problem was not solved to NCPSettings.tolerance "
-                          f"({settings.ncp.tolerance:g}) or residual_warn ({residual_warn:g}) at {bad.size} stored "
+                          f"({settings.ncp.tolerance:g} of the step's velocity scale) at {bad.size} stored "
                           f"states (first t = {float(np.asarray(traj.t)[bad[0]]):g} s, worst primal/complementarity "
                           f"residual {np.nanmax(worst):.2e}, at most {int(its.max())} iterations a step); raise "
                           "ContactSettings.ncp stages/iterations, or the problem is ill-posed (Painlevé, redundant "

@@ -1,0 +1,203 @@
+"""Where the contact solve (:func:`mrds_jax.system.ncp.solve_ncp`) iterates and where it fails (issue 51): per-step
+ADMM iterations and the fraction of converged steps, in float64 and float32, default settings, over a small batch of
+perturbed starts (``jit(vmap(contact_rollout))``, every step stored).
+
+Scenes (the smallest first):
+
+* ``incline``: a 1 kg cube (0.2 m) sliding down a 35° incline, μ = 0.3, from rest; also reports the spin
+  max |ω| (rad/s; exact Coulomb friction keeps it 0) and the travel against ½ g (sin θ − μ cos θ) t² of
+  semi-implicit Euler, g (sin θ − μ cos θ) dt² n(n+1)/2;
+* ``biped``: the four-loop biped on box feet dropped 3 cm (``experiments/biped_drop.py``), dt = 5e-4 s;
+* ``cassie``: ``tests/data/cassie.xml`` on a floor colliding with every geom (``shared/bench/gpu_bench.py``'s
+  ``cassie.xml+floor``; ``load_mjcf(..., floor=True)``'s plane does not meet its feet) from its keyframe ``home``
+  lowered to 2 cm above the floor (lands after 0.064 s), passive, its self-collisions on, dt = 5e-4 s.
+
+Starts are perturbed by a uniform random base velocity of ±``--perturb`` m/s (and rad/s), seed 0.
+
+    python experiments/ncp_convergence.py [--scenes incline biped cassie] [--dtype float64 float32]
+                                          [--batch 8] [--steps 200] [--perturb 0.05] [--no-sliding-polish]
+
+Each dtype runs in its own process (``jax_enable_x64`` is process-wide). Prints one line per scene and dtype:
+steps converged (fraction of batch × steps), iterations per step mean / p99 / max, the worst primal residual,
+and the step indices where the unconverged steps are.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", "--one" not in sys.argv or "float64" in sys.argv)   # --cassie-start: float64
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "experiments"))
+
+import mrds_jax as mj  # noqa: E402
+from mrds_jax import collision as C, system as S  # noqa: E402
+from mrds_jax.system.timestepping import ContactSettings, contact_rollout  # noqa: E402
+
+G0 = 9.81
+THETA, MU_INCLINE = np.deg2rad(35.0), 0.3
+
+
+def incline_scene(dtype):
+    """(system, q0, v0, dt, forces): the cube on the 35° incline, resting on it."""
+    b = mj.ModuleBuilder()
+    b.add_link("body", None, "free", mass=1.0, inertia=np.eye(3) * 0.08 / 12)
+    b.add_frame("c", "body")
+    c, s = np.cos(THETA), np.sin(THETA)
+    R = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+    system = S.build_system({"m": b.build()}, [],
+                            collision=[C.plane("floor", rotation=R, friction=MU_INCLINE),
+                                       C.box("cube", "m", "c", (0.1, 0.1, 0.1), friction=MU_INCLINE)])
+    q0 = np.concatenate([0.1 * R[:, 2], [np.cos(THETA / 2), np.sin(THETA / 2), 0.0, 0.0]])
+    return system, (jnp.asarray(q0, dtype),), (jnp.zeros(6, dtype),), 1e-3, ()
+
+
+def biped_scene(dtype):
+    from biped_drop import biped_on_floor_xml, dropped_state
+    from mrds_jax.loaders.mjcf import load_mjcf
+    system, mapping = load_mjcf(biped_on_floor_xml(), return_mapping=True)
+    state = dropped_state(system, mapping, jnp.dtype(dtype))
+    return system, state.q, state.v, 5e-4, ()
+
+
+CASSIE_DROP = 0.02
+
+
+def cassie_on_floor():
+    """Cassie with a floor plane that collides with every geom (``load_mjcf(..., floor=True)``'s plane does not meet
+    Cassie's contype/conaffinity; the floor of ``shared/bench/gpu_bench.py``'s ``cassie.xml+floor``)."""
+    from mrds_jax.loaders.mjcf import load_mjcf
+    src = (ROOT / "tests" / "data" / "cassie.xml").read_text()
+    i = src.index("<worldbody>") + len("<worldbody>")
+    src = (src[:i] + '\n    <geom name="bench_floor" type="plane" size="0 0 0.05" contype="15" conaffinity="15"/>'
+           + src[i:])
+    return load_mjcf(src, return_mapping=True)
+
+
+def cassie_start():
+    """Cassie's keyframe ``home`` made consistent (loops closed, in float64: its projection needs a 1e-9 residual) and
+    lowered so that its lowest slot on the floor is CASSIE_DROP above it, at rest: q as a list."""
+    from mrds_jax.system.timestepping import slot_kinematics
+    system, mapping = cassie_on_floor()
+    state = mapping.keyframe_state("home", system)
+    names = system.collision.pair_names()
+    on_floor = np.array(["bench_floor" in names[p] for p in system.collision.slot_pair])
+    q = np.asarray(state.q[0]).copy()
+    q[2] += CASSIE_DROP - float(np.min(np.asarray(slot_kinematics(system, state).gap)[on_floor]))
+    return q.tolist()
+
+
+def cassie_scene(dtype):
+    system, _ = cassie_on_floor()
+    if jax.config.jax_enable_x64:
+        q = cassie_start()
+    else:
+        p = subprocess.run([sys.executable, __file__, "--cassie-start"], capture_output=True, text=True, check=True)
+        q = json.loads([x for x in p.stdout.splitlines() if x.startswith("START ")][-1][len("START "):])
+    nv = system.modules[0].nv
+    return system, (jnp.asarray(q, dtype),), (jnp.zeros(nv, dtype),), 5e-4, ()
+
+
+SCENES = {"incline": incline_scene, "biped": biped_scene, "cassie": cassie_scene}
+
+
+def perturbed_starts(v0, batch, perturb, seed=0):
+    """(batch, nv) base velocities: v0 plus a uniform ±perturb on the first module's first six (the floating base),
+    except scenario 0, which starts as given."""
+    rng = np.random.default_rng(seed)
+    v = np.repeat(np.asarray(v0[0])[None], batch, axis=0)
+    v[1:, :6] += rng.uniform(-perturb, perturb, (batch - 1, 6))      # scenario 0: the unperturbed start
+    return jnp.asarray(v, v0[0].dtype)
+
+
+def run(scene, dtype, batch, steps, perturb, sliding_polish=True):
+    base = ContactSettings()
+    settings = base._replace(ncp=base.ncp._replace(sliding_polish=sliding_polish))
+    if dtype == "float32":
+        from mrds_jax.console import allow_float32
+        allow_float32()
+    system, q0, v0, dt, forces = SCENES[scene](dtype)
+    vb = perturbed_starts(v0, batch, perturb)
+
+    def one(v_base):
+        v = (v_base,) + tuple(v0[1:])
+        tr = contact_rollout(system, q0, v, dt, steps, 1, forces=forces, settings=settings)
+        out = dict(iterations=tr.iterations_max[1:], converged=tr.converged[1:], primal=tr.primal[1:],
+                   comp=tr.complementarity[1:], finite=tr.first_nonfinite < 0, q=tr.q[0], v=tr.v[0])
+        return out
+
+    f = jax.jit(jax.vmap(one))
+    t0 = time.perf_counter()
+    r = jax.tree.map(np.asarray, jax.block_until_ready(f(vb)))
+    compile_and_run = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    jax.block_until_ready(f(vb))
+    run_s = time.perf_counter() - t0
+    its, conv = r["iterations"], r["converged"]
+    bad_steps = np.flatnonzero(~conv.all(axis=0))
+    out = dict(scene=scene, dtype=dtype, batch=batch, steps=steps, converged=float(conv.mean()),
+               scenarios_all_converged=float(conv.all(axis=1).mean()),
+               it_mean=float(its.mean()), it_p99=float(np.percentile(its, 99)), it_max=int(its.max()),
+               primal_max=float(np.nanmax(r["primal"])), finite=bool(r["finite"].all()),
+               bad_steps=bad_steps[:12].tolist(), n_bad_steps=int(bad_steps.size),
+               compile_and_run_s=compile_and_run, run_s=run_s)
+    if scene == "incline":
+        # the unperturbed start (scenario 0): spin, the angular velocity (the free joint's first three velocity
+        # entries, body frame), and travel, exact for semi-implicit Euler
+        out["spin_max"] = float(np.abs(r["v"][0, :, :3]).max())
+        n = steps
+        travel_exact = G0 * (np.sin(THETA) - MU_INCLINE * np.cos(THETA)) * dt ** 2 * n * (n + 1) / 2
+        downhill = -np.array([0.0, np.cos(THETA), np.sin(THETA)])
+        travel = (r["q"][0, -1, :3] - r["q"][0, 0, :3]) @ downhill
+        out["travel_error"] = float(abs(travel - travel_exact))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scenes", nargs="+", default=list(SCENES))
+    ap.add_argument("--dtype", nargs="+", default=["float64", "float32"])
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--perturb", type=float, default=0.05)
+    ap.add_argument("--one", action="store_true", help="run the one scene and dtype given, print JSON")
+    ap.add_argument("--no-sliding-polish", action="store_true", help="NCPSettings(sliding_polish=False)")
+    ap.add_argument("--cassie-start", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.cassie_start:
+        print("START " + json.dumps(cassie_start()))
+        return
+    if args.one:
+        print("RESULT " + json.dumps(run(args.scenes[0], args.dtype[0], args.batch, args.steps, args.perturb,
+                                         not args.no_sliding_polish)))
+        return
+    for scene in args.scenes:
+        for dtype in args.dtype:
+            p = subprocess.run([sys.executable, __file__, "--one", "--scenes", scene, "--dtype", dtype, "--batch",
+                                str(args.batch), "--steps", str(args.steps), "--perturb", str(args.perturb)]
+                               + ["--no-sliding-polish"] * args.no_sliding_polish,
+                               capture_output=True, text=True, env=os.environ)
+            lines = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+            if p.returncode or not lines:
+                print(f"{scene} {dtype}: FAILED\n{p.stderr[-2000:]}", flush=True)
+                continue
+            r = json.loads(lines[-1][len("RESULT "):])
+            extra = (f" spin {r['spin_max']:.1e} rad/s travel err {r['travel_error']:.1e} m"
+                     if scene == "incline" else "")
+            print(f"{scene:8s} {dtype}: converged {100 * r['converged']:.1f} % of steps "
+                  f"({100 * r['scenarios_all_converged']:.0f} % scenarios all), iterations mean {r['it_mean']:.1f} "
+                  f"p99 {r['it_p99']:.0f} max {r['it_max']}, primal max {r['primal_max']:.1e}, finite "
+                  f"{r['finite']}, unconverged steps {r['n_bad_steps']} {r['bad_steps']}{extra}, "
+                  f"compile+run {r['compile_and_run_s']:.1f} s run {r['run_s']:.2f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
