@@ -4,7 +4,8 @@ keyframe's controls, 1 s at dt = 2 ms from ``home`` made consistent; MuJoCo runs
 contacts (``solref`` 2 ms) beside it. Prints the trunk's height in both, the deepest penetration, the solver's
 convergence, and the time to compile and run (our single scenario, float64, after compilation).
 
-    python experiments/go1_floor.py [--steps 500] [--out experiments/out/go1_floor.md]
+    python experiments/go1_floor.py [--steps 500] [--out experiments/out/go1_floor.md] [--save-path base.npy]
+                                    [--compare base.npy]
 """
 import argparse
 import platform
@@ -45,6 +46,9 @@ def main():
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--every", type=int, default=25)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--save-path", default=None, help="save the trunk's stored positions and orientations (.npy)")
+    ap.add_argument("--compare", default=None, help="a --save-path file of another run (another commit): print "
+                                                    "the largest difference of the trunk's position from it")
     args = ap.parse_args()
     z_mj, t_mj = mujoco_run(args.steps, args.every)
     t0 = time.perf_counter()
@@ -78,6 +82,13 @@ def main():
              f"a run of "
              f"{args.steps} steps {t_run:.2f} s ({args.steps / t_run:.0f} steps/s, one scenario); MuJoCo "
              f"{t_mj:.3f} s ({args.steps / t_mj:.0f} steps/s)"]
+    base = np.asarray(tr.q[0][:, :7])
+    if args.save_path:
+        np.save(args.save_path, base)
+    if args.compare:
+        other = np.load(args.compare)
+        lines.append(f"- trunk position against {args.compare}: largest difference "
+                     f"{np.abs(other[:, :3] - base[:, :3]).max():.3e} m over the {len(base)} stored states")
     print("\n".join(lines))
     for w in caught:
         print("  warning:", str(w.message)[:300])
