@@ -77,3 +77,29 @@ def test_go1_home_keyframe_forces_equal_its_ctrl():
     names = [model.actuator(u).name for u in range(model.nu)]
     expected = dict(zip(names, model.key("home").ctrl))
     assert dict(zip(actuators.actuator_names, np.asarray(actuators.control).tolist())) == expected
+
+
+def test_the_added_floor_meets_every_collidable_geom_as_menageries_scenes_do():
+    """Cassie's leg geoms collide through their own bits (contype 2 and 4, conaffinity 4 and 2): a floor of contype 1,
+    conaffinity 1 would meet none of them (in MuJoCo too); the added floor's conaffinity is every contype bit of the
+    file (Menagerie's scene gives its floor conaffinity 15), so every collidable geom meets it — in both engines."""
+    path = str(Path(__file__).parent / "data" / "cassie.xml")
+    from mrds_jax.loaders.mjcf import Floor
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        system = load_mjcf(path, floor=True)
+        narrow = load_mjcf(path, floor=Floor(conaffinity=1))
+    model, _ = compile_mjcf(path, True)
+    floor = model.geom("floor").id
+    collidable = {g for g in range(model.ngeom) if g != floor and model.geom_contype[g]
+                  and (model.geom_contype[g] & model.geom_conaffinity[floor])}
+    legs = {g for g in collidable if model.geom_contype[g] & (2 | 4)}
+    assert len(collidable) >= 8 and len(legs) >= 8 and model.geom_conaffinity[floor] == 1 | 2 | 4
+
+    def floor_pairs(s):                 # our geoms are MuJoCo's, in its order (the loader keeps them so)
+        c = s.collision
+        assert len(c.geoms) == model.ngeom
+        return {j if i == floor else i for i, j in c.pairs if floor in (i, j)}
+
+    assert floor_pairs(system) == collidable
+    assert not floor_pairs(narrow) & legs

@@ -105,7 +105,7 @@ State conversions (free joints: MuJoCo's qvel is [v_world; ω_body], ours [ω_bo
 import os
 import warnings
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -335,12 +335,17 @@ def _chain_placements(start, chain):
 
 class Floor(NamedTuple):
     """A horizontal ground plane added to a model that has none (``load_mjcf(..., floor=Floor(...))`` or
-    ``floor=True`` for these defaults): its height (m), its sliding friction μ (MuJoCo's default 1), and its geom's
-    name. It collides with every geom whose ``contype``/``conaffinity`` meet its own (1, 1), as a ``<geom
-    type="plane">`` in the file's ``<worldbody>`` would."""
+    ``floor=True`` for these defaults): its height (m), its sliding friction μ (MuJoCo's default 1), its geom's
+    name, and its ``contype``/``conaffinity`` bits, as a ``<geom type="plane">`` in the file's ``<worldbody>``
+    would have them. ``conaffinity`` None: every ``contype`` bit of the file's geoms (and 1), so that every geom that
+    collides with anything collides with the floor — a robot whose legs collide only with each other through their
+    own bits (Menagerie's Cassie: contype 2 and 4) stands on it, as Menagerie's scenes give their floors
+    ``conaffinity="15"``."""
     height: float = 0.0
     friction: float = 1.0
     name: str = "floor"
+    contype: int = 1
+    conaffinity: Optional[int] = None
 
 
 def _floor(floor):
@@ -352,17 +357,30 @@ def _floor(floor):
         raise ArgumentError(f"floor: True, a height (m) or mrds_jax.loaders.mjcf.Floor(...), not {floor!r}")
     if not (np.isfinite(floor.height) and np.isfinite(floor.friction) and floor.friction >= 0):
         raise ArgumentError(f"floor: height and friction must be finite and friction >= 0, got {floor}")
+    for bits in ("contype", "conaffinity"):
+        value = getattr(floor, bits)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0):
+            raise ArgumentError(f"floor: {bits} is a bit mask, an integer >= 0, got {value!r}")
     return floor
 
 
 def _add_floor(spec, floor, where):
-    """Add ``floor`` to an ``mujoco.MjSpec``'s world body (its name must be free)."""
+    """Add ``floor`` to an ``mujoco.MjSpec``'s world body (its name must be free); its conaffinity by default every
+    contype bit of the compiled file's geoms (:class:`Floor`)."""
     mujoco = _mujoco()
     if floor.name in {g.name for g in spec.geoms}:
         raise ArgumentError(f"{where}: floor: the model already has a geom named {floor.name!r}; "
                             f"give Floor(name=...) another name")
+    conaffinity = floor.conaffinity
+    if conaffinity is None:
+        try:
+            bits = np.bitwise_or.reduce(np.asarray(spec.compile().geom_contype, dtype=np.int64), initial=0)
+        except ValueError as e:
+            raise ModelError(f"{where}: MuJoCo could not load the MJCF: {e}") from None
+        conaffinity = int(bits) | 1
     spec.worldbody.add_geom(name=floor.name, type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 1.0],
-                            pos=[0.0, 0.0, floor.height], friction=[floor.friction, 0.005, 0.0001])
+                            pos=[0.0, 0.0, floor.height], friction=[floor.friction, 0.005, 0.0001],
+                            contype=int(floor.contype), conaffinity=int(conaffinity))
 
 
 def compile_mjcf(source, floor=None):
