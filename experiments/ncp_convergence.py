@@ -9,8 +9,8 @@ Scenes (the smallest first):
   semi-implicit Euler, g (sin θ − μ cos θ) dt² n(n+1)/2;
 * ``biped``: the four-loop biped on box feet dropped 3 cm (``experiments/biped_drop.py``), dt = 5e-4 s;
 * ``cassie``: ``tests/data/cassie.xml`` on a floor colliding with every geom (``shared/bench/gpu_bench.py``'s
-  ``cassie.xml+floor``; ``load_mjcf(..., floor=True)``'s plane does not meet its feet) from its keyframe ``home``
-  lowered to 2 cm above the floor (lands after 0.064 s), passive, its self-collisions on, dt = 5e-4 s.
+  ``cassie.xml+floor``, written before ``load_mjcf(..., floor=True)``'s plane met every collidable geom) from its
+  keyframe ``home`` lowered to 2 cm above the floor (lands after 0.064 s), passive, its self-collisions on, dt = 5e-4 s.
 
 Starts are perturbed by a uniform random base velocity of ±``--perturb`` m/s (and rad/s), seed 0.
 
