@@ -502,7 +502,11 @@ def newton_polish(Gm, gm, layout, mu, active, guess, slip_tol, tikhonov, steps=3
         M, _, _ = mode_system(Gm, lam, sigma, layout, mu, active, modes)
         lam = lam - regularised_least_squares(M, mode_residual(lam, sigma, layout, mu, active, modes), tikhonov,
                                               _scale(Gm))
-    return lam
+    # the open rows exactly zero: the least-squares steps leave round-off there (1e-29 on a separated contact),
+    # and an open contact or an unreached limit carries no impulse at all
+    separated, _, _, closed = modes
+    lb, lu, lc = _split(lam, layout)
+    return _join(lb, jnp.where(closed, lu, 0.0), jnp.where(separated[:, None], 0.0, lc))
 
 
 # ----------------------------------------------------------------------------- scaling
