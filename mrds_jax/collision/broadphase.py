@@ -56,18 +56,20 @@ class BroadPhase(NamedTuple):
 
 class PairBuffer(NamedTuple):
     """Which pairs of one kind's group reach the narrow phase: ``index`` (c,) positions within the group (nearest
-    first), ``near`` (c,) whether each is within reach (the rest fills the buffer), ``overflow`` () whether more of
+    first; past the pairs within reach, the nearest of the others fill the buffer), ``overflow`` () whether more of
     the group were within reach than fit."""
     index: jax.Array
-    near: jax.Array
     overflow: jax.Array
 
 
 def bounding_capsule(kind, size):
     """(h, r): half-length along the geom's local z axis and radius of a capsule that contains the geom (module
-    docstring); a plane has none (ValueError)."""
+    docstring); a plane (unbounded, its pairs measured by :func:`plane_bound`) (0, 0): the point on it whose
+    motion :func:`geom_speed_bounds` takes."""
     size = jnp.asarray(size)
     zero = jnp.zeros((), size.dtype)
+    if kind == "plane":
+        return zero, zero
     if kind == "sphere":
         return zero, size[0]
     if kind in ("capsule", "cylinder"):
@@ -106,8 +108,7 @@ def pair_bounds(model, geom_poses):
     R = jnp.stack([jnp.asarray(R, dtype) for R, _ in geom_poses])
     centre = jnp.stack([jnp.asarray(p, dtype) for _, p in geom_poses])
     axis = R[:, :, 2]                                   # local z in the world: the capsule's axis, a plane's normal
-    capsules = [(jnp.zeros((), dtype), jnp.zeros((), dtype)) if g.kind == "plane" else bounding_capsule(g.kind, g.size)
-                for g in model.geoms]
+    capsules = [bounding_capsule(g.kind, g.size) for g in model.geoms]
     h = jnp.stack([jnp.asarray(x, dtype) for x, _ in capsules])
     r = jnp.stack([jnp.asarray(y, dtype) for _, y in capsules])
     i = np.asarray([a for a, _ in model.pairs], dtype=np.int32)
@@ -150,9 +151,9 @@ def gather_near(bound, reach, capacity):
     n = bound.shape[0]
     near = bound < reach
     if capacity >= n:
-        return PairBuffer(jnp.arange(n, dtype=jnp.int32), near, jnp.zeros((), bool))
+        return PairBuffer(jnp.arange(n, dtype=jnp.int32), jnp.zeros((), bool))
     _, index = jax.lax.top_k(jnp.where(near, -bound, -jnp.inf), capacity)
-    return PairBuffer(index.astype(jnp.int32), near[index], jnp.sum(near) > capacity)
+    return PairBuffer(index.astype(jnp.int32), jnp.sum(near) > capacity)
 
 
 def geom_speed_bounds(model, geom_poses, twists, origins):
@@ -166,8 +167,7 @@ def geom_speed_bounds(model, geom_poses, twists, origins):
             continue
         w, vo = twist[:3], twist[3:]
         vc = vo + jnp.cross(w, p - o)
-        h, r = (jnp.zeros((), p.dtype), jnp.zeros((), p.dtype)) if g.kind == "plane" else \
-            bounding_capsule(g.kind, g.size)
+        h, r = bounding_capsule(g.kind, g.size)
         out.append(jnp.sqrt(dot(vc, vc)) + jnp.sqrt(dot(w, w)) * (h + r))
     return jax.lax.stop_gradient(jnp.stack(out))
 

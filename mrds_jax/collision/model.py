@@ -344,6 +344,8 @@ def contact_slots(model, geom_poses, reach=None, broad=BroadPhase()):
     if reach is not None:
         bounds = pair_bounds(model, geom_poses)
         reach = jnp.broadcast_to(jnp.asarray(reach, bounds.dtype), bounds.shape)
+    R = jnp.stack([jnp.asarray(R) for R, _ in geom_poses])         # every geom's pose, stacked once
+    p = jnp.stack([jnp.asarray(p) for _, p in geom_poses])
     parts, overflow = [], jnp.zeros((), bool)
     for (k1, k2), members in groups.items():
         members = np.asarray(members, dtype=np.int32)
@@ -351,9 +353,9 @@ def contact_slots(model, geom_poses, reach=None, broad=BroadPhase()):
         if capacity < len(members):
             buffer = gather_near(bounds[members], reach[members], capacity)
             overflow = overflow | buffer.overflow
-        out = _group_slots(model, geom_poses, k1, k2, buffer.index if capacity < len(members) else None)
+        out = _group_slots(model, R, p, (k1, k2), members, buffer.index if capacity < len(members) else None)
         if capacity < len(members):
-            out = _scatter_group(model, geom_poses, members, buffer.index, out, bounds[members])
+            out = _scatter_group(model, p, members, buffer.index, out, bounds[members])
         parts.append(out)
     order = _slot_order(model, groups)
     gap, point, frame, valid = [jnp.concatenate([getattr(p, f).reshape((-1,) + getattr(p, f).shape[2:])
@@ -364,18 +366,17 @@ def contact_slots(model, geom_poses, reach=None, broad=BroadPhase()):
                    pair=jnp.asarray(slot_pair), overflow=overflow)
 
 
-def _group_slots(model, geom_poses, k1, k2, chosen):
-    """The narrow phase of the pairs ``chosen`` of the kind (k1, k2), in one ``vmap`` (one traced body per pair kind,
-    not per pair): ``chosen`` the group's own pairs in order (static: every pair computed) or positions within the
-    group (traced: the broad phase's buffer). :class:`~.narrowphase.ContactSlots` with a leading axis len(chosen)."""
-    members = pair_groups(model)[(k1, k2)]
+def _group_slots(model, R, p, kinds, members, chosen):
+    """The narrow phase of a group of pairs of the kind ``kinds`` (a :func:`pair_groups` key; ``members`` its pair
+    indices) in one ``vmap`` (one traced body per pair kind, not per pair), at the geoms' stacked world poses R, p:
+    every member in order (``chosen`` None) or the positions ``chosen`` within the group (traced: the broad phase's
+    buffer). :class:`~.narrowphase.ContactSlots` with a leading axis, one entry per computed pair."""
+    k1, k2 = kinds
     i = np.asarray([model.pairs[k][0] for k in members], dtype=np.int32)
     j = np.asarray([model.pairs[k][1] for k in members], dtype=np.int32)
     sizes1 = stacked_sizes([model.geoms[k].size for k in i])
     sizes2 = stacked_sizes([model.geoms[k].size for k in j])
-    codes = _kind_codes(model, (k1, k2), members)
-    R = jnp.stack([jnp.asarray(R) for R, _ in geom_poses])
-    p = jnp.stack([jnp.asarray(p) for _, p in geom_poses])
+    codes = _kind_codes(model, kinds, members)
     if chosen is not None:                              # traced positions within the group
         i, j, sizes1, sizes2 = jnp.asarray(i)[chosen], jnp.asarray(j)[chosen], sizes1[chosen], sizes2[chosen]
         codes = None if codes is None else tuple(jnp.asarray(c)[chosen] for c in codes)
@@ -383,12 +384,11 @@ def _group_slots(model, geom_poses, k1, k2, chosen):
                         None if codes is None else tuple(jnp.asarray(c) for c in codes))
 
 
-def _scatter_group(model, geom_poses, members, index, computed, bounds):
+def _scatter_group(model, p, members, index, computed, bounds):
     """A group's slots (n, S, …) from the narrow phase of its buffer (``index`` into the group, ``computed``): the
-    others not valid, at the bounding capsules' distance ``bounds``, at the midpoint of the geoms' origins, the
-    normal along the line from geom 1's origin to geom 2's."""
+    others not valid, at the bounding capsules' distance ``bounds``, at the midpoint of the geoms' origins (``p``,
+    every geom's), the normal along the line from geom 1's origin to geom 2's."""
     n, count = len(members), computed.gap.shape[1]
-    p = jnp.stack([jnp.asarray(p) for _, p in geom_poses])
     i = np.asarray([model.pairs[k][0] for k in members], dtype=np.int32)
     j = np.asarray([model.pairs[k][1] for k in members], dtype=np.int32)
     normal, _ = unit_or(p[j] - p[i], jnp.zeros_like(p[i]).at[:, 2].set(1.0))
