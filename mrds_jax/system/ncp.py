@@ -26,8 +26,10 @@ Unified and Efficient Approach", RSS 2024, the scheme of Pinocchio's ``ADMMConst
 
 R = ρ on the one-sided and contact rows and 0 on the bilateral ones (which the linear step solves exactly, up to
 the proximal weight η that keeps redundant loops solvable), Π_K the projection onto the product of the cones.
-Stages (:class:`NCPSettings`), each one Cholesky factorisation (from which the stage's (G + R + ηI)⁻¹ is formed
-once, so that an iteration is a matrix-vector product), and iterations within a stage, both iterated to a
+Stages (:class:`NCPSettings`), each one inversion of G + R + ηI (Gauss-Jordan,
+:func:`~mrds_jax.spatial.linalg.spd_inverse`: m rank-1 updates, which compile to a few hundred operations where an
+unrolled Cholesky factor and its substitutions take thousands; formed once, so that an iteration is a
+matrix-vector product), and iterations within a stage, both iterated to a
 tolerance with caps (``lax.while_loop``: under ``vmap`` the loop runs until every scenario computed together has
 converged, MuJoCo Warp's and Kamino's per-world exit); between stages ρ is rebalanced by the ratio of the primal
 and dual residuals (Boyd et al. 2011, §3.4.1), and a stage ends early when they drift apart by 10× (Pinocchio's
@@ -61,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import validation
-from ..spatial.linalg import cho_solve, cholesky, matmul
+from ..spatial.linalg import cho_solve, cholesky, matmul, spd_inverse
 
 POLISH_STEPS = 2  # range-restricted Newton steps of polish_modes
 MIN_STAGE = 10   # iterations before a stage may end because the primal and dual residuals drifted 10× apart (fewer
@@ -246,11 +248,11 @@ def polish_modes(Gm, gm, layout, guess, active, eta):
     closed = _join(jnp.ones(layout.n_bilateral, bool), lu > 0, jnp.repeat(lc[:, 0] > 0, 3)) & active
     c = closed.astype(Gm.dtype)
     Gc = Gm * c[:, None] * c[None, :]
-    L = cholesky(Gc + jnp.diag((1.0 - c) * _scale(Gm) + eta))
+    Ainv = spd_inverse(Gc + jnp.diag((1.0 - c) * _scale(Gm) + eta))
     lam = guess * c
     for _ in range(POLISH_STEPS):
         r = -(gm + matmul(Gc, lam)) * c
-        lam = lam + cho_solve(L, matmul(Gc, cho_solve(L, r)))
+        lam = lam + matmul(Ainv, matmul(Gc, matmul(Ainv, r)))
     return lam
 
 
@@ -293,9 +295,9 @@ def _admm(G, g, layout, mu, active, lam0, settings):
         x, z, u, rho, k, total, _, _ = carry
         R = rho * conic
         diag = R + eta
-        # A = G + R + ηI inverted once per stage (its Cholesky factor, then the substitutions on all columns of I):
-        # an iteration is then matrix-vector products, not two sequential substitutions of m rows
-        Ainv = cho_solve(cholesky(Gm + jnp.diag(diag)), jnp.eye(m, dtype=dtype))
+        # A = G + R + ηI inverted once per stage: an iteration is then matrix-vector products, not two sequential
+        # substitutions of m rows
+        Ainv = spd_inverse(Gm + jnp.diag(diag))
 
         def iterate(c):
             x, z, u, i, total, _, _, _ = c
@@ -496,12 +498,15 @@ def newton_polish(Gm, gm, layout, mu, active, guess, slip_tol, tikhonov, steps=3
     and the open rows separate; the caller checks that with the residuals and otherwise iterates."""
     sigma = matmul(Gm, guess) + gm
     modes = guess_modes(guess, sigma, layout, mu, active, slip_tol)
-    lam = guess
-    for _ in range(steps):
+
+    def newton_step(_, lam):
         sigma = matmul(Gm, lam) + gm
         M, _, _ = mode_system(Gm, lam, sigma, layout, mu, active, modes)
-        lam = lam - regularised_least_squares(M, mode_residual(lam, sigma, layout, mu, active, modes), tikhonov,
-                                              _scale(Gm))
+        return lam - regularised_least_squares(M, mode_residual(lam, sigma, layout, mu, active, modes), tikhonov,
+                                               _scale(Gm))
+
+    # a loop, not unrolled: one traced step (its factorisation is most of the polish's program) instead of `steps`
+    lam = jax.lax.fori_loop(0, steps, newton_step, guess)
     # the open rows exactly zero: the least-squares steps leave round-off there (1e-29 on a separated contact),
     # and an open contact or an unreached limit carries no impulse at all
     separated, _, _, closed = modes
@@ -581,7 +586,9 @@ def regularised_least_squares(M, b, tikhonov, scale):
 
 def least_squares_factor(M, tikhonov, scale):
     """b ↦ (MᵀM + εI)⁻¹ Mᵀ b on the rows equilibrated (:func:`row_equilibration`), factored once (Cholesky of the
-    regularised normal matrix, ε by :func:`derivative_regularisation`)."""
+    regularised normal matrix, ε by :func:`derivative_regularisation`: not Gauss-Jordan's explicit inverse, whose
+    rounding along MᵀM's near-null space made float32 reverse-mode gradients 5 % off the float64 ones,
+    tests/test_contact_float32.py)."""
     d = row_equilibration(M)
     Me = d[:, None] * M
     MtM = matmul(Me.T, Me)
