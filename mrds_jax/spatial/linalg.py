@@ -78,15 +78,23 @@ def _cholesky_loop(A):
     return jax.lax.fori_loop(0, n, column, jnp.zeros_like(A))
 
 
-def cholesky(A):
+def _unrolls(n, unrolled):
+    """Whether an n x n factorisation or substitution is written unrolled: ``unrolled`` when given, else by size
+    (``UNROLL_MAX``). The unrolled form runs fastest on small matrices; the loop form compiles to one column's or
+    row's operations, which is what a program that is mostly compile time wants (the contact step's derivative)."""
+    return n <= UNROLL_MAX if unrolled is None else bool(unrolled)
+
+
+def cholesky(A, unrolled=None):
     """Lower-triangular L with L Lᵀ = A for a symmetric positive-definite A (n x n); only the lower triangle
-    of A is read. NaN where A is not numerically positive definite (as LAPACK's ``potrf``)."""
+    of A is read. NaN where A is not numerically positive definite (as LAPACK's ``potrf``). ``unrolled``: the
+    form (:func:`_unrolls`; both are the same column-by-column algorithm)."""
     A = jnp.asarray(A)                 # a NumPy input must not meet a traced loop index (fori_loop route)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"cholesky needs a square matrix, got shape {A.shape}")
     if A.shape[0] == 0:
         return A
-    return _cholesky_unrolled(A) if A.shape[0] <= UNROLL_MAX else _cholesky_loop(A)
+    return _cholesky_unrolled(A) if _unrolls(A.shape[0], unrolled) else _cholesky_loop(A)
 
 
 def _substitute_unrolled(L, B, lower):
@@ -116,20 +124,21 @@ def _substitute_loop(L, B, lower):
     return jax.lax.fori_loop(0, n, row, jnp.zeros_like(B))
 
 
-def triangular_solve(L, B, lower=True):
-    """L⁻¹ B (``lower``) or L⁻ᵀ B (``lower=False``) for a lower-triangular L (n x n), B (n,) or (n, m)."""
+def triangular_solve(L, B, lower=True, unrolled=None):
+    """L⁻¹ B (``lower``) or L⁻ᵀ B (``lower=False``) for a lower-triangular L (n x n), B (n,) or (n, m);
+    ``unrolled`` as for :func:`cholesky`."""
     L, B = jnp.asarray(L), jnp.asarray(B)
     if L.shape[0] == 0:
         return B
-    if L.shape[0] <= UNROLL_MAX:
+    if _unrolls(L.shape[0], unrolled):
         return _substitute_unrolled(L, B, lower)
     return _substitute_loop(L, B, lower)
 
 
-def cho_solve(L, B):
+def cho_solve(L, B, unrolled=None):
     """(L Lᵀ)⁻¹ B from the Cholesky factor L of an SPD matrix: the forward substitution L⁻¹ B, then the back
     substitution L⁻ᵀ (·); B (n,) or (n, m). The one place the two substitutions are chained."""
-    return triangular_solve(L, triangular_solve(L, B, lower=True), lower=False)
+    return triangular_solve(L, triangular_solve(L, B, lower=True, unrolled=unrolled), lower=False, unrolled=unrolled)
 
 
 def spd_solve(A, B):

@@ -393,7 +393,8 @@ def mode_tolerance(mode_tol, dtype):
     """``NCPSettings.mode_tol`` floored at :data:`MODE_ULPS` ulp of ``dtype`` (1.2e-4 in float32; float64 keeps 1e-7):
     a solution converged to 64 ulp (:func:`convergence_tolerance`) decides stick or slip only above its own error,
     else float32's gradient takes a rounding-level slip for sliding (2 % off float64's on a table pushed across
-    the floor; tests/test_contact_float32.py)."""
+    the floor; tests/test_contact_float32.py); in its loop form, one column's operations (the solve's derivative is half of a
+    gradient's program)."""
     return max(float(mode_tol), MODE_ULPS * float(jnp.finfo(dtype).eps))
 
 
@@ -588,12 +589,14 @@ def least_squares_factor(M, tikhonov, scale):
     """b ↦ (MᵀM + εI)⁻¹ Mᵀ b on the rows equilibrated (:func:`row_equilibration`), factored once (Cholesky of the
     regularised normal matrix, ε by :func:`derivative_regularisation`: not Gauss-Jordan's explicit inverse, whose
     rounding along MᵀM's near-null space made float32 reverse-mode gradients 5 % off the float64 ones,
-    tests/test_contact_float32.py)."""
+    tests/test_contact_float32.py); in its loop form, one column's operations (the solve's derivative is half of a
+    gradient's program)."""
     d = row_equilibration(M)
     Me = d[:, None] * M
     MtM = matmul(Me.T, Me)
-    L = cholesky(MtM + derivative_regularisation(tikhonov, scale, MtM) * jnp.eye(M.shape[0], dtype=M.dtype))
-    return lambda b: cho_solve(L, matmul(Me.T, d * b))
+    L = cholesky(MtM + derivative_regularisation(tikhonov, scale, MtM) * jnp.eye(M.shape[0], dtype=M.dtype),
+                 unrolled=False)
+    return lambda b: cho_solve(L, matmul(Me.T, d * b), unrolled=False)
 
 
 _solve_core.defjvp(_solve_core_jvp)
