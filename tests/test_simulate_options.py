@@ -1,12 +1,17 @@
 """simulate's settings in four named tuples (issue 54): at most ten parameters; every flat keyword it took before
 raises a TypeError naming the keyword and the group it went to, before anything compiles; each group's defaults are
-the defaults the flat keywords had; a wrong group is named."""
+the defaults the flat keywords had; a wrong group is named; the run's warnings still point at the caller's line."""
 import inspect
+import warnings
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
-from mrds_jax import system as S
+import mrds_jax as mj
+from mrds_jax import collision as C, system as S
 from mrds_jax.system.options import MOVED
+from mrds_jax.system.simulate import PenetrationWarning
 from mrds_jax.validation import ArgumentError
 
 # simulate's flat signature before the grouping (28 parameters), with its defaults
@@ -61,3 +66,22 @@ def test_positional_arguments_past_n_steps_are_named():
 def test_a_wrong_group_is_named(group, value, match):
     with pytest.raises(ArgumentError, match=match):
         S.simulate(None, None, 1e-3, 10, **{group: value})
+
+
+def free_body():
+    b = mj.ModuleBuilder()
+    b.add_link("body", None, "free", mass=1.0, inertia=0.01 * np.eye(3))
+    b.add_frame("c", "body")
+    return b.build()
+
+
+def test_a_warning_of_the_run_names_the_callers_line_not_the_wrapper():
+    """The wrapper that answers old keywords is one frame more between simulate and its caller: a warning of the
+    run (a ball starting 5 cm inside the floor) still points at the line that called simulate."""
+    system = S.build_system({"m": free_body()}, [], collision=[C.plane("floor"), C.sphere("ball", "m", "c", 0.1)])
+    state = S.SystemState((jnp.array([0.0, 0.0, 0.05, 1.0, 0.0, 0.0, 0.0]),), (jnp.zeros(6),))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        S.simulate(system, state, 1e-3, 1)
+    penetration = [w for w in caught if issubclass(w.category, PenetrationWarning)]
+    assert penetration and penetration[0].filename == __file__

@@ -63,6 +63,7 @@ def _contact_core(system, q0, v0, dt, t0, forces, tau, mode_params, n_steps, dec
                            mode_params)
 
 
+# reject_moved_keywords wraps simulate: the warnings of this file that name simulate's caller count its frame
 @reject_moved_keywords
 def simulate(system, state0, dt, n_steps=None, *, forces=(), tau=None, integration=Integration(), checks=Checks(),
              output=Output(), contact=ContactStep()):
@@ -272,7 +273,7 @@ def _warn_start_violations(system, state):
         what += [f"joint {n} {d:.3g} past its limit" for n, d in joints.items()]
         warnings.warn("the initial state penetrates or is past a limit: " + "; ".join(what) + ". The step pushes it "
                       "out over a few steps (ContactSettings.correction); make_consistent(system, state) resolves "
-                      "it before the run", PenetrationWarning, stacklevel=4)
+                      "it before the run", PenetrationWarning, stacklevel=5)
 
 
 def _broad_phase_can_grow(system, traj, settings):
@@ -314,7 +315,7 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
                       f"(first at t = {first:g} s): run again with twice the capacity, "
                       f"ContactSettings(broad_phase=BroadPhase(capacity_factor={settings.broad_phase.capacity_factor}))"
                       " (pass it, or BroadPhase(max_pairs=...), to compile the larger buffer at once)",
-                      ContactOverflowWarning, stacklevel=3)
+                      ContactOverflowWarning, stacklevel=4)
         traj = run(settings)
     if check and not is_traced(traj.first_nonfinite) and np.ndim(traj.first_nonfinite) == 0:
         if int(traj.first_nonfinite) >= 0:
@@ -331,7 +332,7 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
                           f"states (first t = {float(np.asarray(traj.t)[bad[0]]):g} s, worst primal/complementarity "
                           f"residual {np.nanmax(worst):.2e}, at most {int(its.max())} iterations a step); raise "
                           "ContactSettings.ncp stages/iterations, or the problem is ill-posed (Painlevé, redundant "
-                          "rows): the impulses stay finite", ContactSolveWarning, stacklevel=3)
+                          "rows): the impulses stay finite", ContactSolveWarning, stacklevel=4)
         overflow = np.asarray(traj.overflow) | np.asarray(traj.pair_overflow)
         if np.any(overflow):
             first = float(np.asarray(traj.t)[np.flatnonzero(overflow)[0]])
@@ -340,7 +341,7 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
                           f"t = {first:g} s; buffer_capacity gives {buffer_capacity(system, settings)} limit rows and "
                           "contact slots): the farthest were left out of those steps; raise "
                           "ContactSettings.max_limit_rows / max_contacts / broad_phase.max_pairs",
-                          ContactOverflowWarning, stacklevel=3)
+                          ContactOverflowWarning, stacklevel=4)
     return traj
 
 
@@ -348,7 +349,7 @@ def _warn_lilly_fallback(what):
     warnings.warn(f"Lilly & Orin's path (chosen by path='auto') failed ({what}): a chain is at a kinematic "
                   "singularity where its M_k (Lilly & Orin eq. 36) is singular, e.g. fully extended; reran on the general path, "
                   "whose minimum-norm solve handles it. Pass Integration(path='general') to skip the first attempt",
-                  SingularConfigurationWarning, stacklevel=3)
+                  SingularConfigurationWarning, stacklevel=4)
 
 
 def trajectory_states(traj):

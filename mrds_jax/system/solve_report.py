@@ -91,5 +91,5 @@ def report_solve(system, traj, cond_warn=1e8, residual_warn=1e-6, strict=False, 
            "Integration(stabilisation=None) is what lets such runs drift into NaN.")
     if strict:
         raise SingularConfigurationError(msg)
-    warnings.warn(msg, SingularConfigurationWarning, stacklevel=3)
+    warnings.warn(msg, SingularConfigurationWarning, stacklevel=4)  # simulate's caller, past its wrapper
     return events
