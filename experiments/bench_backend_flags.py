@@ -55,8 +55,9 @@ rng = np.random.default_rng(0)
 qb = tuple(jnp.broadcast_to(q, (B,) + q.shape) for q in state.q)
 vb = tuple(jnp.asarray(1e-3 * rng.standard_normal((B,) + v.shape), jnp.float32) for v in state.v)
 def roll(q, v):
-    tr = S.simulate(system, S.SystemState(tuple(q), tuple(v)), float(m.opt.timestep), steps, decimation=steps,
-                    forces=forces, integrator="euler", check=False, unilateral=contact)
+    tr = S.simulate(system, S.SystemState(tuple(q), tuple(v)), float(m.opt.timestep), steps, forces=forces,
+                    integration=S.Integration(integrator="euler"), checks=S.Checks(enabled=False),
+                    output=S.Output(decimation=steps), contact=S.ContactStep(unilateral=contact))
     return tuple(x[-1] for x in tr.q), tuple(x[-1] for x in tr.v)
 f = jax.jit(jax.vmap(roll))
 c0, t0 = time.process_time(), time.perf_counter()

@@ -217,7 +217,8 @@ def bench(name, build, dtype):
     viol = []
     for label, stab in (("mrds_jax RK4, no stabilisation", None),
                         ("mrds_jax RK4, Baumgarte β = 20/s", S.baumgarte(20.0))):
-        tr = S.simulate(system, state, DT, n1, decimation=n1, stabilisation=stab, check=False)
+        tr = S.simulate(system, state, DT, n1, integration=S.Integration(stabilisation=stab),
+                        checks=S.Checks(enabled=False), output=S.Output(decimation=n1))
         last = S.SystemState(tuple(q[-1] for q in tr.q), tuple(v[-1] for v in tr.v))
         errs = S.constraint_errors(system, last)
         viol.append((label, max(float(jnp.abs(e).max()) for e in errs.position)))

@@ -66,8 +66,8 @@ def rollout_fn(system, taus, integrator, path):
     dt = jnp.asarray(BG.DT, taus[0].dtype)
 
     def roll(state):
-        tr = S.simulate(system, state, dt, STEPS, decimation=STEPS, integrator=integrator, tau=taus, check=False,
-                        path=path)
+        tr = S.simulate(system, state, dt, STEPS, tau=taus, integration=S.Integration(integrator=integrator, path=path),
+                        checks=S.Checks(enabled=False), output=S.Output(decimation=STEPS))
         return tuple(q[-1] for q in tr.q), tuple(v[-1] for v in tr.v)
     return roll
 
@@ -132,8 +132,9 @@ def mujoco_steps_per_s(n=4000, mechanism="stewart"):
 
 def step_costs():
     system, state, _, taus, _ = BG.stewart_setup(jnp.float32)
-    c, _ = BG.compile_aot(jax, lambda s: S.simulate(system, s, jnp.asarray(BG.DT, jnp.float32), 1, integrator="euler",
-                                                    tau=taus, check=False).q, state)
+    c, _ = BG.compile_aot(jax, lambda s: S.simulate(system, s, jnp.asarray(BG.DT, jnp.float32), 1, tau=taus,
+                                                    integration=S.Integration(integrator="euler"),
+                                                    checks=S.Checks(enabled=False)).q, state)
     return BG.compiled_costs(c)
 
 

@@ -87,7 +87,7 @@ def run(dtype="float64", duration=1.0, dt=5e-4, decimation=10):
     n = int(round(duration / dt))
     n -= n % decimation
     t0 = time.perf_counter()
-    traj = S.simulate(system, state, dt, n, decimation=decimation, check=False)
+    traj = S.simulate(system, state, dt, n, checks=S.Checks(enabled=False), output=S.Output(decimation=decimation))
     jax.block_until_ready(traj.q)
     first = time.perf_counter() - t0
     # the first 0.15 s again with 4x tighter solver settings (tolerance / 4, caps x 4): the same motion to 1e-5 m
@@ -95,11 +95,13 @@ def run(dtype="float64", duration=1.0, dt=5e-4, decimation=10):
     tight = base._replace(ncp=base.ncp._replace(tolerance=base.ncp.tolerance / 4, stages=4 * base.ncp.stages,
                                                 iterations=4 * base.ncp.iterations))
     n_short = int(round(0.15 / dt)) // decimation * decimation
-    short = S.simulate(system, state, dt, n_short, decimation=decimation, check=False, contact_settings=tight)
+    short = S.simulate(system, state, dt, n_short, checks=S.Checks(enabled=False),
+                       output=S.Output(decimation=decimation), contact=S.ContactStep(settings=tight))
     k = n_short // decimation + 1
     tight_diff = max(float(np.abs(np.asarray(a)[:k] - np.asarray(b)[:k]).max()) for a, b in zip(traj.q, short.q))
     t0 = time.perf_counter()
-    jax.block_until_ready(S.simulate(system, state, dt, n, decimation=decimation, check=False).q)
+    jax.block_until_ready(S.simulate(system, state, dt, n, checks=S.Checks(enabled=False),
+                                     output=S.Output(decimation=decimation)).q)
     again = time.perf_counter() - t0
     diag = S.trajectory_diagnostics(system, traj)
     energy = np.asarray(diag.energy.total, float)

@@ -109,8 +109,9 @@ def run_assumed_modes(key, duration=None, stabilisation=None, n_modes=None, kine
     n = int(round((duration or sc.duration) / dt))
     # path="general": Lilly & Orin's path (chosen by "auto" for the serial Systems 4-5) needs each chain's
     # M_k = (ψᶜᵀ Λ_k⁻¹ ψᶜ)⁻¹ (Bonaventura eq. 36), singular when a module is straight (4 and 5c start fully extended)
-    traj = S.simulate(sc.system, sc.state, dt, n, decimation=1, forces=sc.forces, stabilisation=stabilisation,
-                      path="general")
+    traj = S.simulate(sc.system, sc.state, dt, n, forces=sc.forces,
+                      integration=S.Integration(stabilisation=stabilisation, path="general"),
+                      output=S.Output(decimation=1))
     d = S.trajectory_diagnostics(sc.system, traj, forces=sc.forces, stabilisation=stabilisation)
     out = outputs(sc.system, traj)
     out = {k: v[::EVERY] for k, v in out.items()}
@@ -177,7 +178,7 @@ def run_ours_segmented(key, n, duration):
     state = S.SystemState((q0,), (jnp.zeros_like(q0),))
     dt = seg_dt(key, n)
     every = int(round(DT * EVERY / dt))
-    traj = S.simulate(system, state, dt, int(round(duration / dt)), decimation=every, forces=forces)
+    traj = S.simulate(system, state, dt, int(round(duration / dt)), forces=forces, output=S.Output(decimation=every))
     return segmented_result({"a": layout}, {"a": (0, len(layout.link))}, np.asarray(traj.q[0]))
 
 

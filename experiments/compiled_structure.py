@@ -31,8 +31,9 @@ for xml in sys.argv[1:]:
     qb = tuple(jnp.broadcast_to(q, (B,) + q.shape) for q in st32.q)
     vb = tuple(jnp.zeros((B,) + v.shape, jnp.float32) for v in st32.v)
     def roll(q, v):
-        tr = S.simulate(sys32, S.SystemState(tuple(q), tuple(v)), float(m.opt.timestep), 20, decimation=20, forces=f32,
-                        integrator="euler", check=False, unilateral=False)
+        tr = S.simulate(sys32, S.SystemState(tuple(q), tuple(v)), float(m.opt.timestep), 20, forces=f32,
+                        integration=S.Integration(integrator="euler"), checks=S.Checks(enabled=False),
+                        output=S.Output(decimation=20), contact=S.ContactStep(unilateral=False))
         return tuple(x[-1] for x in tr.q), tuple(x[-1] for x in tr.v)
     t0 = time.perf_counter(); c = jax.jit(jax.vmap(roll)).lower(qb, vb).compile(); out["rollout_compile_s"] = round(time.perf_counter() - t0, 1)
     txt = c.as_text(); k = count_kernels(txt)

@@ -61,7 +61,8 @@ def main():
     t0 = time.perf_counter()
     state = mapping.keyframe_state("home", system)
     t_key = time.perf_counter() - t0
-    run = jax.jit(lambda s: S.simulate(system, s, DT, args.steps, decimation=args.every, forces=forces, check=False))
+    run = jax.jit(lambda s: S.simulate(system, s, DT, args.steps, forces=forces, checks=S.Checks(enabled=False),
+                                       output=S.Output(decimation=args.every)))
     t0 = time.perf_counter()
     tr = jax.block_until_ready(run(state))
     t_first = time.perf_counter() - t0

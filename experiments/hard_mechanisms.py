@@ -53,7 +53,8 @@ def run(system, state, T, **kw):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            traj = S.simulate(system, state, DT, int(round(T / DT)), decimation=10, **kw)
+            traj = S.simulate(system, state, DT, int(round(T / DT)), integration=S.Integration(**kw),
+                              output=S.Output(decimation=10))
         except SimulationError as e:
             return None, [str(e)], time.perf_counter() - t0
     msgs = [str(w.message) for w in caught if issubclass(w.category, S.SingularConfigurationWarning)]
@@ -167,7 +168,8 @@ def fourbar_section(T):
     out("| --- | --- | --- | --- |")
     for label, stab in (("none", None), ("DEFAULT (Baumgarte 1/(50 dt))", "auto"), ("Baumgarte β = 20 (the test's)",
                                                                                       S.baumgarte(20.0))):
-        traj = S.simulate(system, state, DT, int(round(T / DT)), decimation=10, forces=forces, stabilisation=stab)
+        traj = S.simulate(system, state, DT, int(round(T / DT)), forces=forces,
+                          integration=S.Integration(stabilisation=stab), output=S.Output(decimation=10))
         d = S.trajectory_diagnostics(system, traj, forces)
         out(f"| {label} | {d.relative_energy_drift:.2e} | {d.constraint_drift:.2e} | {d.velocity_drift:.2e} |")
     out("")

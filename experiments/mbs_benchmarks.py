@@ -71,7 +71,7 @@ def angle_error(a, b):
 
 # ----------------------------------------------------------------------------- problems
 def _problem(pid, title, system, state, reference, mjcf, notes, **kw):
-    """``kw``: settings passed to ``simulate`` (none: the defaults); ``mjcf`` None: no MuJoCo row."""
+    """``kw``: ``simulate``'s Integration settings (none: the defaults); ``mjcf`` None: no MuJoCo row."""
     return SimpleNamespace(pid=pid, title=title, system=system, state=state, reference=reference, mjcf=mjcf,
                            notes=notes, kw=kw)
 
@@ -180,8 +180,8 @@ def run_ours(problem, T, chunk):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             start = time.perf_counter()
-            tr = S.simulate(problem.system, state, DT, n, decimation=DECIMATION, t0=k * chunk,
-                            **problem.kw)
+            tr = S.simulate(problem.system, state, DT, n, integration=S.Integration(t0=k * chunk, **problem.kw),
+                            output=S.Output(decimation=DECIMATION))
             jax.block_until_ready(tr.q)
             secs.append(time.perf_counter() - start)
         for w in caught:

@@ -125,8 +125,9 @@ def run_one(name, decimation, max_pairs=None, max_contacts=None):
         if max_pairs or max_contacts:
             settings = S.ContactSettings(max_contacts=max_contacts, broad_phase=BroadPhase(max_pairs=max_pairs))
         out["settings"] = {"max_pairs": max_pairs, "max_contacts": max_contacts}
-        run = jax.jit(lambda s: S.simulate(system, s, dt, n_steps, decimation=decimation, forces=forces,
-                                           check=False, contact_settings=settings))
+        run = jax.jit(lambda s: S.simulate(system, s, dt, n_steps, forces=forces, checks=S.Checks(enabled=False),
+                                           output=S.Output(decimation=decimation),
+                                           contact=S.ContactStep(settings=settings)))
         t0 = time.perf_counter()
         compiled = run.lower(state).compile()
         out["compile_s"] = time.perf_counter() - t0

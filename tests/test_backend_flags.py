@@ -119,8 +119,9 @@ else:
     from mrds_jax.examples import dual_arm_grasp
     system, state = f32(dual_arm_grasp())
 def roll(s):
-    tr = S.simulate(system, s, jnp.asarray(1e-3, jnp.float32), 20, decimation=20, integrator="euler", check=False,
-                    path=PATH)
+    tr = S.simulate(system, s, jnp.asarray(1e-3, jnp.float32), 20,
+                    integration=S.Integration(integrator="euler", path=PATH), checks=S.Checks(enabled=False),
+                    output=S.Output(decimation=20))
     return tuple(q[-1] for q in tr.q)
 batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (64,) + x.shape), state)
 txt = jax.jit(jax.vmap(roll)).lower(batch).compile().as_text()

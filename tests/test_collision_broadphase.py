@@ -144,15 +144,16 @@ def test_overflow_is_reported_and_the_nearest_pairs_are_computed():
     valid = np.asarray(slots.valid)
     np.testing.assert_allclose(np.asarray(slots.gap)[valid], np.asarray(exact.gap)[valid], atol=1e-15)
     with pytest.warns(ContactOverflowWarning, match="broad_phase.max_pairs"):
-        S.simulate(system, state, dt=1e-3, n_steps=2, contact_settings=settings)
+        S.simulate(system, state, dt=1e-3, n_steps=2, contact=S.ContactStep(settings=settings))
     assert not bool(candidates(system, state, 1e-3, ContactSettings()).slots.overflow)
-    traj = S.simulate(system, state, dt=1e-3, n_steps=2, contact_settings=settings, check=False)
+    traj = S.simulate(system, state, dt=1e-3, n_steps=2, checks=S.Checks(enabled=False),
+                      contact=S.ContactStep(settings=settings))
     assert np.all(np.asarray(traj.pair_overflow)[1:]) and not np.any(np.asarray(traj.overflow))
 
 
 def test_second_simulate_with_the_same_shapes_compiles_nothing():
     system, state, settings = _balls(2)
-    S.simulate(system, state, dt=1e-3, n_steps=4, contact_settings=settings)
+    S.simulate(system, state, dt=1e-3, n_steps=4, contact=S.ContactStep(settings=settings))
     messages = []
 
     class Record(logging.Handler):
@@ -164,7 +165,7 @@ def test_second_simulate_with_the_same_shapes_compiles_nothing():
     logging.getLogger("jax").addHandler(handler)
     try:
         with jax.log_compiles(True):
-            S.simulate(system, moved, dt=1e-3, n_steps=4, contact_settings=settings)
+            S.simulate(system, moved, dt=1e-3, n_steps=4, contact=S.ContactStep(settings=settings))
     finally:
         logging.getLogger("jax").removeHandler(handler)
     compiled = [m for m in messages if m.startswith("Compiling")]
@@ -176,9 +177,9 @@ def test_simulate_grows_a_default_capacity_that_overflowed(monkeypatch):
     system, state, _ = _balls(3)
     monkeypatch.setattr(broadphase, "CLOSED_FORM_PAIRS", 2)                # 3 plane–sphere pairs, 2 places
     with pytest.warns(ContactOverflowWarning, match=r"capacity_factor=2"):
-        grown = S.simulate(system, state, dt=1e-3, n_steps=3, contact_settings=ContactSettings())
+        grown = S.simulate(system, state, dt=1e-3, n_steps=3, contact=S.ContactStep(settings=ContactSettings()))
     assert not np.any(np.asarray(grown.pair_overflow)) and not np.any(np.asarray(grown.overflow))
     roomy = S.simulate(system, state, dt=1e-3, n_steps=3,
-                       contact_settings=ContactSettings(broad_phase=BroadPhase(max_pairs=3)))
+                       contact=S.ContactStep(settings=ContactSettings(broad_phase=BroadPhase(max_pairs=3))))
     for a, b in zip(grown.q, roomy.q):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -49,7 +49,8 @@ def test_spherical_pendulum_falls_onto_its_cone_and_rests_there():
     system = inverted_spherical_pendulum()
     assert limit_rows(system).row_names() == ["p.bob_joint (cone)"] and row_layout(system).n_unilateral == 1
     axis = np.array([1.0, 0.4, 0.0]) / np.linalg.norm([1.0, 0.4, 0.0])
-    tr = S.simulate(system, S.SystemState((tilt(0.3, axis),), (jnp.zeros(3),)), 1e-3, 1500, decimation=50)
+    tr = S.simulate(system, S.SystemState((tilt(0.3, axis),), (jnp.zeros(3),)), 1e-3, 1500,
+                    output=S.Output(decimation=50))
     q = np.asarray(tr.q[0])
     theta = 2 * np.arctan2(np.linalg.norm(q[:, 1:], axis=1), np.abs(q[:, 0]))
     assert theta.max() <= CONE + 1e-9

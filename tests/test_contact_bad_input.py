@@ -50,12 +50,12 @@ STATE = S.SystemState((jnp.array([0.0, 0.0, 0.2, 1.0, 0.0, 0.0, 0.0]),), (jnp.ze
 ])
 def test_bad_contact_settings_are_named(settings, match):
     with pytest.raises(ArgumentError, match=match):
-        S.simulate(ball_system(), STATE, 1e-3, 10, contact_settings=settings)
+        S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(settings=settings))
 
 
 def test_contact_modes_must_be_a_function():
     with pytest.raises(ArgumentError, match="contact_modes must be a function"):
-        S.simulate(ball_system(), STATE, 1e-3, 10, contact_modes=(True,))
+        S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=(True,)))
 
 
 def test_limits_lower_above_upper_and_geoms_on_unknown_frames_are_named():
@@ -96,7 +96,7 @@ def test_painleve_rod_stays_finite_and_reports_its_residuals():
     v_world = np.array([-4.0, 0.0, 0.0])
     state = S.SystemState((jnp.asarray(np.concatenate([centre, quat])),),
                           (jnp.asarray(np.concatenate([np.zeros(3), R.T @ v_world])),))
-    tr = S.simulate(system, state, 1e-3, 200, decimation=10, check=False)
+    tr = S.simulate(system, state, 1e-3, 200, checks=S.Checks(enabled=False), output=S.Output(decimation=10))
     assert int(tr.first_nonfinite) < 0
     for x in (tr.q[0], tr.v[0], tr.impulses, tr.primal, tr.dual, tr.complementarity):
         assert np.all(np.isfinite(np.asarray(x)))
@@ -112,7 +112,7 @@ def test_touch_down_and_lift_off_do_not_recompile():
     for z, vz in ((5.0, 0.0), (0.3, 0.0), (0.1, 3.0)):
         state = S.SystemState((jnp.array([0.0, 0.0, z, 1.0, 0.0, 0.0, 0.0]),),
                               (jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, vz]),))
-        S.simulate(system, state, 1e-3, 300, decimation=300)
+        S.simulate(system, state, 1e-3, 300, output=S.Output(decimation=300))
     assert _contact_core._cache_size() == before + 1
 
 
@@ -135,24 +135,25 @@ def switchable_system():
 ])
 def test_contact_modes_of_the_wrong_shape_type_or_arity_are_named(modes, match):
     with pytest.raises(ArgumentError, match=match):
-        S.simulate(switchable_system(), STATE, 1e-3, 10, contact_modes=modes)
+        S.simulate(switchable_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=modes))
 
 
 def test_contact_arguments_simulate_would_ignore_are_named():
     modes = lambda t, q, v, p: jnp.array([True])                   # noqa: E731
     with pytest.raises(ArgumentError, match="contact_modes switches the system's bilateral contacts .* has none"):
-        S.simulate(ball_system(), STATE, 1e-3, 10, contact_modes=modes)
-    with pytest.raises(ArgumentError, match="unilateral=False turns off"):
-        S.simulate(switchable_system(), STATE, 1e-3, 10, contact_modes=modes, unilateral=False)
+        S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=modes))
+    with pytest.raises(ArgumentError, match=r"ContactStep\(unilateral=False\) turns off"):
+        S.simulate(switchable_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=modes, unilateral=False))
     plain = S.build_system({"m": free_body()}, [])
-    with pytest.raises(ArgumentError, match="contact_settings .* no collision geometry or joint limits"):
-        S.simulate(plain, STATE, 1e-3, 10, contact_settings=ContactSettings())
-    with pytest.raises(ArgumentError, match=r"contact_settings .* \(unilateral=False\)"):
-        S.simulate(ball_system(), STATE, 1e-3, 10, contact_settings=ContactSettings(), unilateral=False)
+    with pytest.raises(ArgumentError, match="ContactStep.settings .* no collision geometry or joint limits"):
+        S.simulate(plain, STATE, 1e-3, 10, contact=S.ContactStep(settings=ContactSettings()))
+    with pytest.raises(ArgumentError, match=r"ContactStep.settings .* \(unilateral=False\)"):
+        S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(settings=ContactSettings(), unilateral=False))
     with pytest.raises(ArgumentError, match="mode_params must be numbers"):
-        S.simulate(switchable_system(), STATE, 1e-3, 10, contact_modes=modes, mode_params="release at 0.1")
+        S.simulate(switchable_system(), STATE, 1e-3, 10,
+                   contact=S.ContactStep(modes=modes, mode_params="release at 0.1"))
     with pytest.raises(ArgumentError, match="residual_warn must be finite"):
-        S.simulate(ball_system(), STATE, 1e-3, 10, residual_warn=float("nan"))
+        S.simulate(ball_system(), STATE, 1e-3, 10, checks=S.Checks(residual_warn=float("nan")))
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -216,7 +217,7 @@ def test_a_full_buffer_of_active_rows_is_reported_not_dropped_silently():
     system = S.build_system({"m": free_body()}, [], collision=[C.plane("floor")] + feet)
     state = S.SystemState((jnp.array([0.0, 0.0, 0.12, 1.0, 0.0, 0.0, 0.0]),), (jnp.zeros(6),))
     with pytest.warns(ContactOverflowWarning, match="max_limit_rows / max_contacts"):
-        tr = S.simulate(system, state, 1e-3, 5, contact_settings=ContactSettings(max_contacts=1))
+        tr = S.simulate(system, state, 1e-3, 5, contact=S.ContactStep(settings=ContactSettings(max_contacts=1)))
     assert bool(np.all(np.asarray(tr.overflow)[1:]))
     tr = S.simulate(system, state, 1e-3, 5)
     assert not bool(np.any(np.asarray(tr.overflow)))

@@ -132,8 +132,8 @@ def test_ball_sliding_with_huge_friction_keeps_its_contact(rho):
     from mrds_jax.system.timestepping import ContactSettings
     q0, v0 = body_state([0.0, 0.0, R_BALL], (3.0, 0.0, 0.0))
     # 500 steps, as the pushed-out ball's run: at the default ρ the same compiled program (steps and settings are static)
-    tr = S.simulate(ball_on_floor(friction=1e8), S.SystemState((q0,), (v0,)), 1e-3, 500, check=False,
-                    contact_settings=ContactSettings(ncp=NCPSettings(rho=rho)))
+    tr = S.simulate(ball_on_floor(friction=1e8), S.SystemState((q0,), (v0,)), 1e-3, 500, checks=S.Checks(enabled=False),
+                    contact=S.ContactStep(settings=ContactSettings(ncp=NCPSettings(rho=rho))))
     z = np.asarray(tr.q[0][:, 2]) - R_BALL
     print(f"rho {rho}: height {z.min():.3g}..{z.max():.3g} m")
     assert np.all(np.isfinite(z)) and z.min() >= -1e-3 and z.max() <= 1e-3
@@ -180,7 +180,7 @@ def test_legged_robot_whose_keyframe_puts_its_feet_1mm_into_the_floor_stands_wit
     state = mapping.keyframe_state("feet_in_floor")
     assert -1.2e-3 <= min(contact_gaps(system, state).values()) <= -1e-3            # the feet 1.1 mm deep
     with pytest.warns(PenetrationWarning):
-        tr = S.simulate(system, state, 5e-4, 1000, decimation=10, forces=forces)
+        tr = S.simulate(system, state, 5e-4, 1000, forces=forces, output=S.Output(decimation=10))
     z = np.asarray(tr.q[0][:, 2])
     vz = np.diff(z) / (10 * 5e-4)                     # the trunk's mean vertical speed between stored states
     print(f"trunk z {z.min():.5f}..{z.max():.5f} m, largest upward speed {vz.max():.3g} m/s, "

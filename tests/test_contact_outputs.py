@@ -29,7 +29,7 @@ def test_gaps_are_those_of_the_stored_states_the_initial_one_first():
     q0 = jnp.array([0.0, 0.0, R_BALL - 0.05, 1.0, 0.0, 0.0, 0.0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tr = S.simulate(system, S.SystemState((q0,), (jnp.zeros(6),)), 1e-3, 300, decimation=10)
+        tr = S.simulate(system, S.SystemState((q0,), (jnp.zeros(6),)), 1e-3, 300, output=S.Output(decimation=10))
     gaps = np.asarray(tr.gaps)
     z = np.asarray(tr.q[0][:, 2])
     assert gaps.shape == (31, 1)
@@ -50,7 +50,8 @@ def test_limit_gaps_start_at_the_initial_state(tmp_path):
     system = S.build_system({"p": b.build()}, [])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tr = S.simulate(system, S.SystemState((jnp.array([-0.7]),), (jnp.zeros(1),)), 1e-3, 20, decimation=10)
+        tr = S.simulate(system, S.SystemState((jnp.array([-0.7]),), (jnp.zeros(1),)), 1e-3, 20,
+                        output=S.Output(decimation=10))
     np.testing.assert_allclose(np.asarray(tr.gaps)[0], [-0.1, 1.3], rtol=0, atol=1e-15)
     q = np.asarray(tr.q[0][:, 0])
     np.testing.assert_allclose(np.asarray(tr.gaps), np.stack([q + 0.6, 0.6 - q], axis=1), rtol=0, atol=1e-15)
@@ -77,7 +78,7 @@ def test_simulate_writes_contact_plots_with_the_incline_s_forces(tmp_path):
     names = {p.name for p in written}
     assert {"contact.png", "energy.png", "joint_motion.png"} <= names and "constraint_error.png" not in names
     assert (tmp_path / "contact.png").stat().st_size > 5000
-    assert meta["step"].startswith("velocity-level") and "integrator" not in meta["simulation"]
+    assert meta["step"].startswith("velocity-level") and "integrator" not in meta["simulation"]["integration"]
     assert meta["collision_pairs"] == ["incline/cube"] and meta["slot_pair"] == [0, 0, 0, 0]
     data = dict(np.load(tmp_path / "trajectory.npz"))
     s = contact_series(data, meta)

@@ -141,7 +141,7 @@ def test_four_legged_table_stands_with_the_weight_on_its_feet():
     system = S.build_system({"m": body}, [],
                             collision=[C.plane("floor", friction=0.8)] + feet)
     q0 = jnp.array([0.0, 0.0, 0.12, 1.0, 0.0, 0.0, 0.0])
-    tr = S.simulate(system, S.SystemState((q0,), (jnp.zeros(6),)), DT, 300, contact_settings=EXACT)
+    tr = S.simulate(system, S.SystemState((q0,), (jnp.zeros(6),)), DT, 300, contact=S.ContactStep(settings=EXACT))
     layout = row_layout(system)
     lam = np.asarray(tr.impulses)[1:, layout.contact_start:].reshape(-1, layout.n_contacts, 3)
     np.testing.assert_allclose(lam[:, :, 0].sum(axis=1), 3.0 * G0 * DT, rtol=1e-9)
@@ -192,7 +192,8 @@ def test_pendulum_is_stopped_by_its_limit_and_held_by_the_gravity_torque():
     # held: the lower limit's impulse per step is the gravity torque m g l cos(q) times dt
     np.testing.assert_allclose(float(tr.impulses[-1, 0]), 1.0 * G0 * 0.5 * np.cos(0.6) * DT, rtol=1e-9)
     # the same run with the limits ignored swings through
-    free = S.simulate(system, S.SystemState((jnp.zeros(1),), (jnp.zeros(1),)), DT, 1500, unilateral=False)
+    free = S.simulate(system, S.SystemState((jnp.zeros(1),), (jnp.zeros(1),)), DT, 1500,
+                      contact=S.ContactStep(unilateral=False))
     assert np.asarray(free.q[0]).min() < -1.0
 
 
@@ -227,11 +228,12 @@ def test_velocity_level_motion_converges_to_the_exact_one_as_dt_goes_to_zero():
     at t = 0.4 s the configuration error against the exact acceleration-level RK4 motion halves with dt."""
     system, state = fourbar(limits=(-50.0, 50.0))
     assert row_layout(system).n_unilateral == 6
-    exact = S.simulate(system, state, 1e-4, 4000, decimation=4000, unilateral=False)
+    exact = S.simulate(system, state, 1e-4, 4000, output=S.Output(decimation=4000),
+                       contact=S.ContactStep(unilateral=False))
     errors = []
     for dt in (4e-3, 2e-3, 1e-3):
         n = int(round(0.4 / dt))
-        tr = S.simulate(system, state, dt, n, decimation=n)
+        tr = S.simulate(system, state, dt, n, output=S.Output(decimation=n))
         errors.append(np.abs(np.asarray(tr.q[0][-1]) - np.asarray(exact.q[0][-1])).max())
         closure = S.trajectory_diagnostics(system, tr).position_error
         assert np.abs(np.asarray(closure)).max() < 1e-4
@@ -248,8 +250,8 @@ def test_a_bilateral_contact_switches_off_and_on_by_a_traced_schedule():
     modes = lambda t, q, v, p: jnp.array([(t < p[0]) | (t >= p[1])])  # noqa: E731
     runs = []
     for schedule in ((0.1, 0.3), (0.2, 0.35)):
-        tr = S.simulate(system, state, DT, 500, decimation=10, contact_modes=modes, mode_params=jnp.array(schedule),
-                        check=False)
+        tr = S.simulate(system, state, DT, 500, checks=S.Checks(enabled=False), output=S.Output(decimation=10),
+                        contact=S.ContactStep(modes=modes, mode_params=jnp.array(schedule)))
         err = S.trajectory_diagnostics(system, tr)
         gap = np.abs(np.asarray(err.position_error)).max(axis=tuple(range(1, np.ndim(err.position_error))))
         vel = np.abs(np.asarray(err.velocity_error)).max(axis=tuple(range(1, np.ndim(err.velocity_error))))
@@ -287,7 +289,7 @@ def test_contact_forces_active_set_and_scene_of_a_run():
     system = S.build_system({"m": free_body(3.0, np.diag([0.05, 0.06, 0.08]))}, [],
                             collision=[C.plane("floor", friction=0.8)] + feet)
     tr = S.simulate(system, S.SystemState((jnp.array([0.0, 0.0, 0.12, 1.0, 0, 0, 0]),), (jnp.zeros(6),)), DT, 20,
-                    decimation=10)
+                    output=S.Output(decimation=10))
     F = np.asarray(tr.contact_forces(system))
     np.testing.assert_allclose(F[1:].sum(axis=1), [[0.0, 0.0, 3.0 * G0]] * 2, atol=1e-9)
     assert np.all(np.asarray(tr.active_set(system))[1:]) and not np.any(np.asarray(tr.active_set(system))[0])

@@ -31,8 +31,9 @@ def stewart_step(dtype, path):
     state = MB.state_from_pose(params, home_pose(params), jnp.asarray([0.02, -0.01, 0.01, 0.0, 0.0, 0.05], dtype))
 
     def step(s):
-        tr = S.simulate(system, s, jnp.asarray(1e-3, dtype), 2, decimation=2, integrator="euler", check=False,
-                        path=path)
+        tr = S.simulate(system, s, jnp.asarray(1e-3, dtype), 2,
+                        integration=S.Integration(integrator="euler", path=path), checks=S.Checks(enabled=False),
+                        output=S.Output(decimation=2))
         return tuple(q[-1] for q in tr.q)
     return step, state
 

@@ -218,7 +218,7 @@ def test_two_link_module_equals_two_modules_in_series():
     module joined by an actuated revolute contact: the same link angles, tip and deflections to 1e-9."""
     outs = []
     for sc in (bonaventura_system("2a", n_modes=1), system_2a_in_series(n_modes=1)):
-        traj = S.simulate(sc.system, sc.state, 1e-3, 300, decimation=30, forces=sc.forces)
+        traj = S.simulate(sc.system, sc.state, 1e-3, 300, forces=sc.forces, output=S.Output(decimation=30))
         outs.append([[np.asarray(a) for a in jax.vmap(lambda q: link_outputs(m, q))(qs)]
                      for m, qs in zip(sc.system.modules, traj.q)])
     (one,), (first, second) = outs[0][:1], outs[1]
@@ -238,8 +238,8 @@ def system_1_rollout():
     def final_outputs(EI, rho):
         m = sc.system.modules[0]
         m = replace(m, params=dict(m.params, EI=jnp.reshape(EI, (1,)), rho=jnp.reshape(rho, (1,))))
-        traj = S.simulate(replace(sc.system, modules=(m,)), sc.state, 1e-3, 400, decimation=400, forces=sc.forces,
-                          check=False)
+        traj = S.simulate(replace(sc.system, modules=(m,)), sc.state, 1e-3, 400, forces=sc.forces,
+                          checks=S.Checks(enabled=False), output=S.Output(decimation=400))
         ang, tip, defl = link_outputs(m, traj.q[0][-1])
         return jnp.concatenate([ang, tip, defl])
     return final_outputs
@@ -294,7 +294,7 @@ def test_segmented_mujoco_model_converges_to_the_assumed_modes_motion():
     """System 1 for 3 s: the lumped model (rigid segments + springs, MuJoCo RK4) approaches our three-mode
     motion as the number of elements doubles (angle, tip, transverse deflection)."""
     sc = bonaventura_system("1", n_modes=3)
-    traj = S.simulate(sc.system, sc.state, 1e-3, 3000, decimation=50, forces=sc.forces)
+    traj = S.simulate(sc.system, sc.state, 1e-3, 3000, forces=sc.forces, output=S.Output(decimation=50))
     ang, tip, defl = (np.asarray(a) for a in jax.vmap(lambda q: link_outputs(sc.system.modules[0], q))(traj.q[0]))
     errors = []
     for n in (4, 8):

@@ -53,7 +53,7 @@ def free_rollouts():
     out = {}
     for g in (0.0, 9.81):
         system = chain_system(gravity=(0.0, -g))
-        traj = S.simulate(system, state, dt=1e-3, n_steps=500, decimation=50)
+        traj = S.simulate(system, state, dt=1e-3, n_steps=500, output=S.Output(decimation=50))
         states = S.SystemState(traj.q, traj.v)
         out[g] = (traj, np.asarray(jax.vmap(lambda s: S.total_momentum(system, s))(states)))
     return out

@@ -119,7 +119,7 @@ def test_every_ready_made_system_checks_and_simulates(clone, name):
     plots = ["joint_motion.png", "energy.png"] + (["constraint_error.png"] if data["constraint/position"].shape[1] else [])
     if "contact/impulses" in data:          # a contact scene: the contact plot, with load on some pair
         plots.append("contact.png")
-        assert meta["step"].startswith("velocity-level") and "integrator" not in meta["simulation"]
+        assert meta["step"].startswith("velocity-level") and "integrator" not in meta["simulation"]["integration"]
         assert "energy_lost" in meta and (data["contact/forces"].size == 0       # limits only: no slots
                                           or np.abs(data["contact/forces"]).max() > 0.0)  # some pair carried load
     else:

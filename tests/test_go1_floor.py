@@ -67,7 +67,8 @@ def test_go1_stands_from_home_like_mujoco(go1):
     z_mj, ctrl = mujoco_trunk_heights()
     forces = tuple(S.with_control(f, ctrl) if isinstance(f, S.Actuators) else f for f in forces)
     state = mapping.keyframe_state("home", system)
-    tr = S.simulate(system, state, dt=DT, n_steps=N, decimation=EVERY, forces=forces, check=False)
+    tr = S.simulate(system, state, dt=DT, n_steps=N, forces=forces, checks=S.Checks(enabled=False),
+                    output=S.Output(decimation=EVERY))
     z = np.asarray(tr.q[0][:, 2])
     gaps = np.asarray(tr.gaps)[:, -system.collision.n_slots:]
     print(f"\nGo1, 1 s from home: trunk height ours {z[-1]:.4f} m, MuJoCo {z_mj[-1]:.4f} m; largest difference "

@@ -134,7 +134,7 @@ def test_bricard_default_settings_follow_pinocchio(T):
     q0 = bricard_q(BRICARD_TH0)
     with pytest.warns(S.SingularConfigurationWarning, match="'joint6'"):        # redundant: said at t0
         traj = S.simulate(system, S.SystemState((jnp.asarray(q0),), (jnp.zeros(5),)), dt, int(round(T / dt)),
-                          decimation=int(round(0.1 / dt)))
+                          output=S.Output(decimation=int(round(0.1 / dt))))
     q_ref = ref.rollout(q0, 0.0, np.asarray(traj.t))
     err = np.abs(np.angle(np.exp(1j * (np.asarray(traj.q[0]) - q_ref)))).max()
     cond = np.asarray(traj.solve.condition)[1:]
@@ -169,7 +169,7 @@ def bennett_run(T=2.0):
     q0, dq0 = bennett_q(TH0), jax.jacfwd(bennett_q)(TH0)
     state = S.SystemState((q0,), (0.0 * dq0,))
     with pytest.warns(S.SingularConfigurationWarning, match="'joint4'") as record:   # redundant: said at t0
-        traj = S.simulate(system, state, DT, int(round(T / DT)), decimation=100)
+        traj = S.simulate(system, state, DT, int(round(T / DT)), output=S.Output(decimation=100))
     # ... and only there: the redundant directions' small residual (~1e-6 of ‖yᶜ‖) is not a singular event
     assert [str(w.message)[:40] for w in record] == ["singular or redundant constraints: the c"]
     return system, traj
@@ -243,7 +243,8 @@ def test_bennett_rollout_gradient_equals_central_differences():
         mod = system.modules[0]
         mod = mod.with_params(mass=mod.params.mass.at[1].set(mass2))
         sy = S.build_system({"bennett": mod}, list(system.contacts))
-        traj = S.simulate(sy, S.SystemState((q0,), (v0,)), DT, 100, decimation=100, check=False)
+        traj = S.simulate(sy, S.SystemState((q0,), (v0,)), DT, 100, checks=S.Checks(enabled=False),
+                          output=S.Output(decimation=100))
         return traj.q[0][-1, 0]
 
     value_and_tangent = jax.jit(lambda m: jax.jvp(final, (m,), (1.0,)))      # one compilation for all three
@@ -290,7 +291,7 @@ def parallelogram_run():
     th0, w0 = 0.3, 7.0
     state = S.SystemState((parallelogram_q(th0),), (jax.jacfwd(parallelogram_q)(th0) * w0,))
     with pytest.warns(S.SingularConfigurationWarning) as record:
-        traj = S.simulate(system, state, DT, 1000, decimation=10)
+        traj = S.simulate(system, state, DT, 1000, output=S.Output(decimation=10))
     t = np.asarray(traj.t)
     th, _, q_of, _ = reduced_reference(parallelogram_pin(), parallelogram_q, th0, w0, t)
     return system, state, traj, [str(r.message) for r in record], th, np.stack([q_of(x) for x in th])
@@ -322,7 +323,7 @@ def test_strict_setting_raises_and_blow_up_names_condition_and_contacts():
         S.report_solve(system, traj, strict=True)
     # RK4 at dt = 0.4 s (the same compiled program: dt is traced) diverges within a few steps
     with pytest.raises(SimulationError, match=r"NaN/inf at step \d+.*condition ≈ .*contacts spanning .*'loop"):
-        S.simulate(system, state, 0.4, 1000, decimation=10)
+        S.simulate(system, state, 0.4, 1000, output=S.Output(decimation=10))
 
 
 # ----------------------------------------------------------------------------- error-controlled integration
@@ -337,7 +338,9 @@ def test_dopri5_reaches_tolerance_without_recompiling_and_its_derivative():
     th, _, q_of, _ = reduced_reference(bennett_pin(), bennett_q, TH0, 0.0, t)
     q_ref = np.stack([q_of(x) for x in th])
     with pytest.warns(S.SingularConfigurationWarning):          # Bennett: redundant, said at t0
-        runs = {tol: S.simulate(system, state, DT, integrator="dopri5", t_end=1.0, n_out=10, rtol=tol, atol=tol)
+        runs = {tol: S.simulate(system, state, DT,
+                                integration=S.Integration(integrator="dopri5", t_end=1.0, rtol=tol, atol=tol),
+                                output=S.Output(n_out=10))
                 for tol in (1e-6, 1e-9)}
     size = _simulate_adaptive_core._cache_size()
     for tol, tr in runs.items():
@@ -345,16 +348,18 @@ def test_dopri5_reaches_tolerance_without_recompiling_and_its_derivative():
         print(f"\ndopri5 tol {tol:g}: max joint-angle error {err:.2e} rad, {int(tr.accepted)} accepted and "
               f"{int(tr.rejected)} rejected steps")
         assert err < tol and bool(tr.reached_end)
-    short = S.simulate(system, state, DT, integrator="dopri5", t_end=0.3, n_out=10, rtol=1e-8, atol=1e-8,
-                       check=False)
+    short = S.simulate(system, state, DT,
+                       integration=S.Integration(integrator="dopri5", t_end=0.3, rtol=1e-8, atol=1e-8),
+                       checks=S.Checks(enabled=False), output=S.Output(n_out=10))
     assert _simulate_adaptive_core._cache_size() == size and abs(float(short.t[-1]) - 0.3) < 1e-15
 
     def final(mass2):
         mod = system.modules[0]
         sy = S.build_system({"bennett": mod.with_params(mass=mod.params.mass.at[1].set(mass2))},
                             list(system.contacts))
-        tr = S.simulate(sy, state, DT, integrator="dopri5", t_end=0.3, n_out=1, rtol=1e-10, atol=1e-10,
-                        check=False)
+        tr = S.simulate(sy, state, DT,
+                        integration=S.Integration(integrator="dopri5", t_end=0.3, rtol=1e-10, atol=1e-10),
+                        checks=S.Checks(enabled=False), output=S.Output(n_out=1))
         return tr.q[0][-1, 0]
 
     value_and_tangent = jax.jit(lambda m: jax.jvp(final, (m,), (1.0,)))

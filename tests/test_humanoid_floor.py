@@ -29,7 +29,8 @@ def test_humanoid_settles_from_its_squat_like_mujoco():
         system, mapping, forces = load_mjcf(PATH, return_mapping=True, return_forces=True)
     assert system.collision.n_slots == 273 and len(system.collision.pairs) == 159
     state = mapping.keyframe_state("squat", system)
-    tr = S.simulate(system, state, dt=DT, n_steps=N, decimation=EVERY, forces=forces, check=False)
+    tr = S.simulate(system, state, dt=DT, n_steps=N, forces=forces, checks=S.Checks(enabled=False),
+                    output=S.Output(decimation=EVERY))
     z = np.asarray(tr.q[0][:, 2])
     z_mj = mujoco_base_heights(mujoco.MjModel.from_xml_path(str(PATH)), "squat", DT, N, EVERY)
     gaps = np.asarray(tr.gaps)[:, -system.collision.n_slots:]

@@ -150,8 +150,9 @@ def test_rollout_keeps_the_couplings_closed():
     drifts)."""
     system, mapping, forces, model = robot()
     state = case()[0][0]
-    traj = jax.jit(lambda st: S.simulate(system, st, 1e-3, 400, decimation=20, forces=forces, stabilisation=None,
-                                         check=False))(state)
+    traj = jax.jit(lambda st: S.simulate(system, st, 1e-3, 400, forces=forces,
+                                         integration=S.Integration(stabilisation=None), checks=S.Checks(enabled=False),
+                                         output=S.Output(decimation=20)))(state)
     g = np.asarray(jax.vmap(lambda *q: coupling_positions(system, q))(*traj.q))
     print(f"rollout: max |g| of the couplings {np.abs(g).max():.1e}")
     assert np.isfinite(g).all() and np.abs(g).max() < 1e-8, np.abs(g).max()
@@ -251,7 +252,7 @@ def test_check_initial_state_names_an_open_coupling():
     with pytest.raises(S.InconsistentStateError, match=r"joint coupling 'finger': position error 0\.05 \(m or rad\)"):
         S.check_initial_state(system, bad)
     with pytest.raises(S.InconsistentStateError, match="joint coupling 'finger'"):
-        S.simulate(system, bad, 1e-3, 2, stabilisation=None)
+        S.simulate(system, bad, 1e-3, 2, integration=S.Integration(stabilisation=None))
     report = S.check_initial_state(system, bad, raise_on_violation=False)
     for i, c in enumerate(system.couplings):
         np.testing.assert_allclose(report.position_error[c.name], abs(pos[3 + i]), atol=1e-12, rtol=0)

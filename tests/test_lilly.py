@@ -233,8 +233,10 @@ def test_simulate_auto_path_equals_general_path():
     the dual-arm grasp) and the general MRDS path, 20 RK4 steps in float64 (the arms fall under gravity)."""
     from mrds_jax.examples import dual_arm_grasp
     system, state = dual_arm_grasp()
-    fast = S.simulate(system, state, 1e-3, 20, decimation=10, integrator="rk4_compact")
-    slow = S.simulate(system, state, 1e-3, 20, decimation=10, integrator="rk4_compact", path="general")
+    fast = S.simulate(system, state, 1e-3, 20, integration=S.Integration(integrator="rk4_compact"),
+                      output=S.Output(decimation=10))
+    slow = S.simulate(system, state, 1e-3, 20, integration=S.Integration(integrator="rk4_compact", path="general"),
+                      output=S.Output(decimation=10))
     for a, b in zip(fast.q + fast.v, slow.q + slow.v):
         np.testing.assert_allclose(a, b, atol=1e-10, rtol=0)
     assert np.abs(np.asarray(fast.v[2][-1] - fast.v[2][0])).max() > 1e-4      # the box moved
@@ -280,11 +282,12 @@ def test_auto_path_falls_back_to_general_at_a_singular_chain():
     from mrds_jax.flexible import bonaventura_system
     sc = bonaventura_system("4", n_modes=0)
     assert S.dynamics_path(sc.system) == "lilly"
-    run = functools.partial(S.simulate, sc.system, sc.state, 1e-3, 300, decimation=100, forces=sc.forces)
+    run = functools.partial(S.simulate, sc.system, sc.state, 1e-3, 300, forces=sc.forces,
+                            output=S.Output(decimation=100))
     with pytest.warns(S.SingularConfigurationWarning, match=r"Lilly & Orin's path .* failed \(the state became "
                                                                r"NaN/inf at step 1 .* reran on the general path"):
         auto = run()
-    general = run(path="general")
+    general = run(integration=S.Integration(path="general"))
     moved = max(float(np.abs(np.asarray(q[-1] - q[0])).max()) for q in general.q)
     assert moved > 1e-6
     for a, g in zip(auto.q + auto.v, general.q + general.v):

@@ -41,7 +41,7 @@ def _check(system, traj, q_ref, label):
 
 def test_a01_pendulum_closed_loop_matches_the_pendulum_ode():
     system = B.a01_pendulum()
-    traj = S.simulate(system, B.a01_state(), DT, 1000, decimation=10)
+    traj = S.simulate(system, B.a01_state(), DT, 1000, output=S.Output(decimation=10))
     th, _ = B.a01_reference(np.asarray(traj.t))
     assert th.min() < -1.5                                  # swung through the bottom (θ = −π/2)
     _check(system, traj, np.stack([np.asarray(B.a01_q(x)) for x in th]), "A01 1 s")
@@ -51,7 +51,7 @@ def test_a02_nfourbar_through_its_singular_configuration():
     n = 4
     system = B.a02_nfourbar(n)
     with pytest.warns(S.SingularConfigurationWarning, match="'loop2'"):
-        traj = S.simulate(system, B.a02_state(n), DT, 1000, decimation=10)
+        traj = S.simulate(system, B.a02_state(n), DT, 1000, output=S.Output(decimation=10))
     t = np.asarray(traj.t)
     th, _, q_of, _ = reduced_reference(B.a02_pin(n), lambda x: parallelogram_q(x, n), B.A02["theta0"],
                                        B.A02["omega0"], t)
@@ -73,7 +73,7 @@ def test_a05_flyball_closed_form_closes_both_loops_in_pinocchio():
 def test_a05_flyball_matches_its_two_dof_reduced_model():
     system = B.a05_flyball()
     with pytest.warns(S.SingularConfigurationWarning):      # the redundant closure directions, said at t0
-        traj = S.simulate(system, B.a05_state(), DT, 500, decimation=10)
+        traj = S.simulate(system, B.a05_state(), DT, 500, output=S.Output(decimation=10))
     t = np.asarray(traj.t)
     th, _, q_of, _ = reduced_reference(B.a05_pin(), B.a05_q, np.array([0.0, B.A05["phi0"]]),
                                        np.array([B.A05["spin0"], 0.0]), t)

@@ -256,7 +256,8 @@ def test_rollout_with_activations_follows_mj_step():
     forces = tuple(S.with_activation(S.with_control(f, ctrl), act) if isinstance(f, S.Actuators) else f
                    for f in forces)
     n = 40
-    traj = S.simulate(system, mapping.state(qpos, qvel), model.opt.timestep, n, forces=forces, check=False)
+    traj = S.simulate(system, mapping.state(qpos, qvel), model.opt.timestep, n, forces=forces,
+                      checks=S.Checks(enabled=False))
     stateful = model.actuator_actadr >= 0
     for _ in range(n):
         mujoco.mj_step(model, data)
@@ -281,7 +282,7 @@ def test_activation_dynamics_run_on_the_contact_step_without_limits():
     _mujoco_at(model, data, model.qpos0, np.zeros(model.nv), ctrl, act)
     forces = tuple(S.with_activation(S.with_control(f, ctrl), act) if isinstance(f, S.Actuators) else f
                    for f in forces)
-    traj = S.simulate(system, mapping.state(), model.opt.timestep, 10, forces=forces, check=False)
+    traj = S.simulate(system, mapping.state(), model.opt.timestep, 10, forces=forces, checks=S.Checks(enabled=False))
     assert isinstance(traj, S.ContactTrajectory)
     for _ in range(10):
         mujoco.mj_step(model, data)
@@ -289,7 +290,7 @@ def test_activation_dynamics_run_on_the_contact_step_without_limits():
     np.testing.assert_allclose(np.asarray(traj.activations[0][-1])[stateful], data.act[model.actuator_actadr[stateful]],
                                atol=1e-12, rtol=0)
     with pytest.raises(ArgumentError, match=r"actuators \['actuators'\] have activation dynamics"):
-        S.simulate(system, mapping.state(), 1e-3, 2, forces=forces, unilateral=False)
+        S.simulate(system, mapping.state(), 1e-3, 2, forces=forces, contact=S.ContactStep(unilateral=False))
 
 
 UNREAD = f"""
@@ -380,7 +381,8 @@ def test_fixed_tendon_limits_are_one_sided_rows_as_mujocos():
         np.testing.assert_allclose(gaps, data.efc_pos[rows], atol=1e-12, rtol=0)
         np.testing.assert_allclose(J, data.efc_J.reshape(-1, model.nv)[rows], atol=1e-12, rtol=0)
     acts, = forces
-    traj = S.simulate(system, mapping.state(), 1e-3, 300, forces=(S.with_control(acts, [2.0]),), check=False)
+    traj = S.simulate(system, mapping.state(), 1e-3, 300, forces=(S.with_control(acts, [2.0]),),
+                      checks=S.Checks(enabled=False))
     tendon = S.fixed_tendon("strap", [("a", "j1"), ("a", "j2")], [1.0, -0.6])
     L = np.array([S.tendon_length(system, tendon, S.SystemState((q,), (v,)))[0] for q, v in zip(traj.q[0], traj.v[0])])
     assert L.max() <= 0.3 + 1e-6 and L[-1] > 0.3 - 1e-6

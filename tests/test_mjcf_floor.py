@@ -40,7 +40,7 @@ def test_floor_is_added_where_asked_and_the_box_lands_on_it():
     np.testing.assert_allclose(gaps["floor/cube"], mj_dist, atol=1e-9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tr = S.simulate(system, state, 1e-3, 500, decimation=50)
+        tr = S.simulate(system, state, 1e-3, 500, output=S.Output(decimation=50))
     z = np.asarray(tr.q[0][:, 2])
     np.testing.assert_allclose(z[-1], -0.1, atol=1e-6)
     assert z.min() > -0.1 - 1e-4

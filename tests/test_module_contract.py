@@ -137,8 +137,10 @@ def test_hand_written_module_answers_like_the_rigid_tree(rng):
 def test_closed_chain_with_the_new_module_equals_the_rigid_tree(systems, state0, path):
     mine, tree = systems
     assert S.dynamics_path(mine) == "lilly"                      # a simple closed chain
-    a = S.simulate(mine, state0, dt=1e-3, n_steps=200, decimation=50, path=path)
-    b = S.simulate(tree, state0, dt=1e-3, n_steps=200, decimation=50, path=path)
+    a = S.simulate(mine, state0, dt=1e-3, n_steps=200, integration=S.Integration(path=path),
+                   output=S.Output(decimation=50))
+    b = S.simulate(tree, state0, dt=1e-3, n_steps=200, integration=S.Integration(path=path),
+                   output=S.Output(decimation=50))
     assert_same((a.q, a.v), (b.q, b.v))
     assert np.abs(np.asarray(a.q[2][-1]) - np.asarray(a.q[2][0])).max() > 1e-3         # it moved
     fd = S.forward_dynamics if path == "general" else lambda s, x: S.lilly_forward_dynamics(s, x, reference="body")

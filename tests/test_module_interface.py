@@ -172,8 +172,8 @@ def test_energy_module_trajectory_equals_rigid_and_conserves_energy():
     sys_r = S.build_system({"arm": rigid_arm(**ARM), "crank": crank}, contact)
     sys_e = S.build_system({"arm": energy_arm(**ARM), "crank": crank}, contact)
     state0 = S.SystemState((state0.q[0], jnp.asarray([np.arctan2(d[1], d[0])])), state0.v)
-    tr_r = S.simulate(sys_r, state0, 1e-3, 300, decimation=30)
-    tr_e = S.simulate(sys_e, state0, 1e-3, 300, decimation=30)
+    tr_r = S.simulate(sys_r, state0, 1e-3, 300, output=S.Output(decimation=30))
+    tr_e = S.simulate(sys_e, state0, 1e-3, 300, output=S.Output(decimation=30))
     for a, b in zip(tr_r.q + tr_r.v, tr_e.q + tr_e.v):
         np.testing.assert_allclose(a, b, atol=1e-10)
     E = [float(interface.kinetic_energy(m, tr_e.q[k][-1], tr_e.v[k][-1]) + interface.potential_energy(m, tr_e.q[k][-1])

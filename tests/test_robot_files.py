@@ -376,8 +376,8 @@ def test_rollout_gradient_wrt_armature_damping_and_control_equals_central_differ
         forces = (S.JointSpringDamper(passive.stiffness, damping, passive.springref, passive.name, passive.module),
                   S.with_control(acts, ctrl))
         zero = 0.0 * x[0]
-        traj = S.simulate(sy, S.SystemState((q0 + zero,), (jnp.zeros(2) + zero,)), 1e-2, 50, decimation=50,
-                          forces=forces, check=False)
+        traj = S.simulate(sy, S.SystemState((q0 + zero,), (jnp.zeros(2) + zero,)), 1e-2, 50, forces=forces,
+                          checks=S.Checks(enabled=False), output=S.Output(decimation=50))
         return jnp.concatenate([traj.q[0][-1], traj.v[0][-1]])
 
     x0 = jnp.concatenate([module.params.armature, passive.damping, jnp.array([0.8, 0.3])])
@@ -396,8 +396,8 @@ def test_monte_carlo_over_a_controller_of_the_file_actuators():
 
     def task(s):
         forces = (passive, S.with_control(acts, s, pd))
-        traj = S.simulate(system, S.SystemState((jnp.array([0.2, 0.0]),), (jnp.zeros(2),)), 1e-2, 200,
-                          decimation=200, forces=forces, check=False)
+        traj = S.simulate(system, S.SystemState((jnp.array([0.2, 0.0]),), (jnp.zeros(2),)), 1e-2, 200, forces=forces,
+                          checks=S.Checks(enabled=False), output=S.Output(decimation=200))
         return {"shoulder": traj.q[0][-1, 0], "elbow": traj.q[0][-1, 1]}
 
     spec = {"kp": Uniform(jnp.array([4.0, 0.0]), jnp.array([6.0, 0.0])),
@@ -464,7 +464,7 @@ def test_simulate_reports_where_a_trajectory_leaves_a_joint_limit():
     assert system.modules[0].topology.joint_limits == ((-3.0, 3.0), (-0.05, 0.05))
     state = S.SystemState((jnp.array([0.7, 0.0]),), (jnp.array([0.0, 2.0]),))
     with pytest.warns(S.JointLimitWarning, match=r"arm/elbow|upper/elbow") as record:
-        traj = S.simulate(system, state, 1e-2, 100, forces=forces, unilateral=False)
+        traj = S.simulate(system, state, 1e-2, 100, forces=forces, contact=S.ContactStep(unilateral=False))
     elbow = np.asarray(traj.q[0])[:, 1]
     first = int(np.flatnonzero((elbow < -0.05) | (elbow > 0.05))[0])
     assert first > 0

@@ -59,7 +59,8 @@ def test_solo12_lies_down_from_standing_like_mujoco(solo):
     system, mapping, forces, _ = solo
     state = mapping.keyframe_state("standing", system)
     start = time.perf_counter()
-    tr = S.simulate(system, state, dt=DT, n_steps=N, decimation=EVERY, forces=forces, check=False)
+    tr = S.simulate(system, state, dt=DT, n_steps=N, forces=forces, checks=S.Checks(enabled=False),
+                    output=S.Output(decimation=EVERY))
     z = np.asarray(tr.q[0][:, 2])
     elapsed = time.perf_counter() - start
     z_mj = mujoco_base_heights(compile_mjcf(str(PATH), True)[0], "standing", DT, N, EVERY)

@@ -62,7 +62,7 @@ def test_simulate_writes_trajectory_plots_and_animation(name, tmp_path, capsys, 
     data = np.load(out / "trajectory.npz")
     meta = json.loads((out / "trajectory.json").read_text())
     n_steps = round(spec.simulation.duration / spec.simulation.dt)
-    assert len(data["t"]) == n_steps // spec.simulation.decimation + 1
+    assert len(data["t"]) == n_steps // spec.output.decimation + 1
     np.testing.assert_allclose(data["t"][-1], spec.simulation.duration, rtol=1e-9)
     for m, sizes in meta["modules"].items():
         assert data[f"q/{m}"].shape == (len(data["t"]), sizes["nq"]) and np.isfinite(data[f"q/{m}"]).all()

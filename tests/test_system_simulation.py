@@ -96,8 +96,9 @@ def fourbar_runs():
         forces.append(fourbar_forces(**fargs))
 
     def run(state, stab, forces):
-        return S.simulate(system, state, DT, int(round(T_END / DT)), decimation=10, integrator="rk4_compact",
-                          forces=forces, stabilisation=stab, check=False)
+        return S.simulate(system, state, DT, int(round(T_END / DT)), forces=forces,
+                          integration=S.Integration(integrator="rk4_compact", stabilisation=stab),
+                          checks=S.Checks(enabled=False), output=S.Output(decimation=10))
 
     traj = jax.jit(jax.vmap(run))(_stack(states), _stack(stabs), _stack(forces))
     traj = jax.tree.map(np.asarray, traj)
@@ -345,7 +346,8 @@ def test_make_consistent_projects_positions_and_velocities():
 
 def test_free_floating_pair_conserves_momentum_and_energy():
     system, _, state, _, _ = free_pair()
-    traj = S.simulate(system, state, DT, 2000, decimation=100, integrator="rk4_compact")
+    traj = S.simulate(system, state, DT, 2000, integration=S.Integration(integrator="rk4_compact"),
+                      output=S.Output(decimation=100))
     states = S.trajectory_states(traj)
     h = np.asarray(jax.jit(jax.vmap(lambda s: S.total_momentum(system, s)))(states))
     d = S.trajectory_diagnostics(system, traj)
@@ -376,8 +378,9 @@ def test_rollout_gradient_wrt_masses_and_joint_placements_matches_finite_differe
         # the initial state depends (trivially) on x: JAX's scan JVP then needs no fixpoint re-trace
         zero = 0.0 * x[0]
         state = S.SystemState((q0 + zero,), (jnp.zeros(3) + zero,))
-        traj = S.simulate(sy, state, 1e-2, 50, decimation=50, integrator="rk4_compact", forces=forces,
-                          stabilisation=stab, check=False)
+        traj = S.simulate(sy, state, 1e-2, 50, forces=forces,
+                          integration=S.Integration(integrator="rk4_compact", stabilisation=stab),
+                          checks=S.Checks(enabled=False), output=S.Output(decimation=50))
         return jnp.concatenate([traj.q[0][-1], traj.v[0][-1]])
 
     x0 = jnp.concatenate([module.params.mass, module.params.joint_p[:, :2].ravel()])
@@ -417,7 +420,7 @@ def test_inconsistent_initial_state_names_contact_and_size():
     err = S.check_initial_state(system, bad, raise_on_violation=False).position_error["loop"]
     assert 1e-3 < err < 0.02
     with pytest.raises(S.InconsistentStateError, match=rf"contact 'loop': position error {err:.3g}"):
-        S.simulate(system, bad, DT, 10, integrator="rk4_compact", forces=fourbar_forces())
+        S.simulate(system, bad, DT, 10, forces=fourbar_forces(), integration=S.Integration(integrator="rk4_compact"))
     moving = S.SystemState((jnp.asarray(fourbar_q(1.2)),), (jnp.asarray([1.0, 0.0, 0.0]),))
     with pytest.raises(S.InconsistentStateError, match=r"contact 'loop': velocity error"):
         S.check_initial_state(system, moving)
@@ -465,7 +468,8 @@ def test_stewart_platform_passive_10s():
     q = tuple(jnp.asarray(x) for x in [ckcm_leg_q(legs[i], A_world[i]) for i in range(6)] + [from_se3(pose)])
     state = S.SystemState(q, tuple(jnp.zeros(m.nv) for m in system.modules))
     for stab in (S.Stabilisation(), S.baumgarte(20.0)):
-        traj = S.simulate(system, state, DT, int(T_END / DT), decimation=100, forces=springs, stabilisation=stab)
+        traj = S.simulate(system, state, DT, int(T_END / DT), forces=springs,
+                          integration=S.Integration(stabilisation=stab), output=S.Output(decimation=100))
         d = S.trajectory_diagnostics(system, traj, springs)
         print(f"\nStewart 10 s ({'Baumgarte' if float(stab.baumgarte_beta) else 'none'}): relative energy drift "
               f"{d.relative_energy_drift:.2e}, constraint drift {d.constraint_drift:.2e} m, "

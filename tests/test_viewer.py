@@ -118,7 +118,7 @@ def incline_scene():
         C.sphere("marker", "box", "centre", 0.02, position=(0.0, 0.0, 0.1))])
     c = R @ [0.0, 0.0, 0.1]
     q0 = jnp.array([*c, np.cos(theta / 2), np.sin(theta / 2), 0.0, 0.0])
-    tr = S.simulate(system, S.SystemState((q0,), (jnp.zeros(6),)), 1e-3, 40, decimation=10)
+    tr = S.simulate(system, S.SystemState((q0,), (jnp.zeros(6),)), 1e-3, 40, output=S.Output(decimation=10))
     return R, tr, make_scene(system, tr)
 
 

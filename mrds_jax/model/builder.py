@@ -33,10 +33,10 @@ class ModuleBuilder:
         sits at ``position``/``rotation`` in the parent link frame. ``armature``: rotor inertia of the joint's
         degrees of freedom (a number for all of them, or one per degree of freedom), added to the diagonal of
         the joint-space inertia. ``limits``: (lower, upper) of a one-coordinate joint's q, kept in the model
-        (``Topology.joint_limits``) and enforced by ``simulate``'s contact step (one-sided rows; ``unilateral=False``
-        leaves them to be reported only). ``cone_limit``: the largest rotation angle (rad) of a spherical joint from
-        its reference (MuJoCo's ball joint range), kept in the model (``Topology.cone_limits``) and enforced the
-        same way. ``mass=0`` (with ``inertia``
+        (``Topology.joint_limits``) and enforced by ``simulate``'s contact step (one-sided rows;
+        ``ContactStep(unilateral=False)`` leaves them to be reported only). ``cone_limit``: the largest rotation
+        angle (rad) of a spherical joint from its reference (MuJoCo's ball joint range), kept in the model
+        (``Topology.cone_limits``) and enforced the same way. ``mass=0`` (with ``inertia``
         None or zero) makes a massless link, a joint frame between two joints; it must get a child link.
         Returns the link index."""
         axis, axis2, inertia = link_description(name, axis, axis2, position, rotation, mass, com, inertia)

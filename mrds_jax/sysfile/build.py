@@ -2,6 +2,7 @@
 force elements and settings. Every error is a :class:`SystemFileError` naming the file, the line and the key.
 """
 import functools
+import json
 import re
 import tomllib
 import warnings
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 
 from ..validation import InputError, did_you_mean
 from . import schema
+from .constraints import compiled_check
 from .locate import key_lines, locate
 
 
@@ -101,16 +103,36 @@ def read_system_file(path):
         m = re.search(r"at line (\d+)", str(e))
         raise SystemFileError(path, int(m.group(1)) if m else None, None, f"not valid TOML: {e}") from None
     lines = key_lines(text)
+    moved = moved_key_errors(path, data, lines)
+    if moved:
+        raise _one_error(moved)
     try:
         spec = schema.SystemFile.model_validate(data)
     except ValidationError as e:
-        errors = [SystemFileError(path, locate(lines, err["loc"])[0], key_name(err["loc"]), schema_message(err))
-                  for err in e.errors()]
-        first = errors[0]
-        if len(errors) > 1:
-            first.args = (str(first) + "".join(f"; also {x.line}: {x.key}: {x.message}" for x in errors[1:]),)
-        raise first from None
+        raise _one_error([SystemFileError(path, locate(lines, err["loc"])[0], key_name(err["loc"]),
+                                          schema_message(err)) for err in e.errors()]) from None
     return Document(path, spec, lines)
+
+
+def _one_error(errors):
+    """The first of ``errors`` with the others following on its line after "; also"."""
+    first = errors[0]
+    if len(errors) > 1:
+        first.args = (str(first) + "".join(f"; also {x.line}: {x.key}: {x.message}" for x in errors[1:]),)
+    return first
+
+
+def moved_key_errors(path, data, lines):
+    """A :class:`SystemFileError` for every key of ``data`` (a parsed file) that :data:`~.schema.MOVED_KEYS` moved when
+    ``simulate``'s settings were grouped, naming the table it belongs in now and the line to write there."""
+    errors = []
+    for old, new in schema.MOVED_KEYS.items():
+        table = data.get(old[0])
+        if isinstance(table, dict) and old[1] in table:
+            errors.append(SystemFileError(path, locate(lines, old)[0], key_name(old), (
+                f"moved to [{'.'.join(new[:-1])}] (grouped as simulate's settings are): write "
+                f"{new[-1]} = {json.dumps(table[old[1]])} under [{'.'.join(new[:-1])}]")))
+    return errors
 
 
 # ----------------------------------------------------------------------------------------------- building
@@ -125,7 +147,7 @@ class Built:
     stabilisation: object
     position_residual: float = 0.0
     velocity_residual: float = 0.0
-    contact_settings: object = None     # mrds_jax.system.timestepping.ContactSettings of [collision]
+    contact_settings: object = None     # mrds_jax.system.timestepping.ContactSettings of [simulation.contact]
 
 
 def _rotation(rpy):
@@ -414,7 +436,6 @@ def _compiled_make_consistent():
 
 def _consistent(system, state, tol=1e-12):
     """Whether every contact and joint coupling holds to ``tol`` already (then there is nothing to project)."""
-    from .run import compiled_check
     errors, couplings, _ = compiled_check()(system, state)
     return all(float(np.abs(np.asarray(e)).max(initial=0.0)) <= tol
                for e in errors.position + errors.velocity + tuple(couplings))
@@ -496,13 +517,13 @@ def _collision(doc, modules, imported):
 
 
 def contact_settings(doc, system):
-    """The velocity-level step's :class:`~mrds_jax.system.timestepping.ContactSettings` of ``[collision]``; None for a
-    system the step does not run on (no collision geometry or joint limits)."""
+    """The velocity-level step's :class:`~mrds_jax.system.timestepping.ContactSettings` of ``[simulation.contact]``;
+    None for a system the step does not run on (no collision geometry or joint limits)."""
     from ..system.ncp import NCPSettings
     from ..system.timestepping import ContactSettings, has_unilateral_rows
     if not has_unilateral_rows(system):
         return None
-    c = doc.spec.collision
+    c = doc.spec.simulation.contact
     return ContactSettings(ncp=NCPSettings(stages=c.stages, iterations=c.iterations, tolerance=c.tolerance),
                            baumgarte=c.baumgarte, margin=c.margin)
 
@@ -537,7 +558,7 @@ def build(doc):
     forces, tau = _forces(doc, system, modules, q)
     forces = tuple(imported_forces) + forces
     sim = doc.spec.simulation
-    stab = None if sim.baumgarte is None else S.baumgarte(sim.baumgarte)
+    stab = None if sim.integration.baumgarte is None else S.baumgarte(sim.integration.baumgarte)
     if sim.precision == "float32":
         cast = lambda x: jnp.asarray(x, jnp.float32) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x  # noqa: E731
         system, state, forces = jax.tree.map(cast, (system, state, forces))

@@ -14,7 +14,6 @@ Output of :func:`simulate_built` in the folder ``out`` (format documented in ``d
   contact, :func:`plot_contact`) (``output.plots``);
 * ``animation.gif`` or ``animation.mp4`` (``output.animation``).
 """
-import functools
 import json
 import sys
 import time
@@ -23,21 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from .build import SystemFileError, key_name
+from .constraints import compiled_check
 from .locate import locate
-
-
-def _errors_and_Bc(system, state):
-    """Constraint errors Φ_p, Φ_v, the joint couplings' g, G v and Bᶜ = J H⁻¹ Jᵀ (bordered by the couplings'
-    rows) at a state (one compiled program)."""
-    from .. import system as S
-    return S.constraint_errors(system, state), S.coupling_errors(system, state), S.constraint_matrix(system, state)
-
-
-@functools.cache
-def compiled_check():
-    """The jitted :func:`_errors_and_Bc`, one object for the process (its compilations are kept)."""
-    import jax
-    return jax.jit(_errors_and_Bc)
 
 
 def collision_report(system, state):
@@ -168,7 +154,8 @@ def checked(built, part, t_start):
         return check_trajectory(part)
     except SimulationError as e:
         raise built.document.error(("simulation", "dt"), f"the simulation diverged in the block from t = "
-                                   f"{t_start:.4g} s: {e}; try a smaller dt (or set baumgarte)") from None
+                                   f"{t_start:.4g} s: {e}; try a smaller dt (or set baumgarte under "
+                                   "[simulation.integration])") from None
 
 
 def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
@@ -189,18 +176,23 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
         raise error
     sim = built.document.spec.simulation
     n_steps = max(1, int(round(sim.duration / sim.dt)))
-    decimation = min(sim.decimation, n_steps)
+    decimation = min(built.document.spec.output.decimation, n_steps)
     blocks = _chunks(n_steps, decimation)
-    kw = dict(dt=sim.dt, decimation=decimation, integrator=sim.integrator, forces=built.forces,
-              stabilisation=built.stabilisation, tau=built.tau, contact_settings=built.contact_settings)
+    integration = S.Integration(integrator=sim.integration.integrator, stabilisation=built.stabilisation)
+    settings = dict(forces=built.forces, tau=built.tau, checks=S.Checks(enabled=False),
+                    output=S.Output(decimation=decimation), contact=S.ContactStep(settings=built.contact_settings))
+
+    def block(state, n, t):
+        """``n`` steps from ``state`` at time ``t`` (the checks are this function's own: :func:`checked`)."""
+        return S.simulate(built.system, state, sim.dt, n, integration=integration._replace(t0=t), **settings)
     state, t, parts = built.state, 0.0, []
     t0 = time.perf_counter()
     print(f"compiling the {sum(m.nv for m in built.system.modules)}-coordinate system "
           f"({len(set(blocks))} block size{'s' if len(set(blocks)) > 1 else ''})...", file=stream, flush=True)
-    first = checked(built, S.simulate(built.system, state, n_steps=blocks[0], t0=t, check=False, **kw), t)
+    first = checked(built, block(state, blocks[0], t), t)
     jax.block_until_ready(first.q)
     for n in sorted(set(blocks[1:]) - {blocks[0]}):     # compile the last, shorter block too
-        S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw)
+        block(state, n, t)
     t_compile = time.perf_counter() - t0
     print(f"compiled and ran the first block in {t_compile:.1f} s", file=stream, flush=True)
     t0 = time.perf_counter()
@@ -211,7 +203,7 @@ def run_simulation(built, progress=True, stream=None, tol=1e-6, timings=None):
         last = parts[-1]
         state = S.SystemState(tuple(q[-1] for q in last.q), tuple(v[-1] for v in last.v))
         t = float(last.t[-1])
-        parts.append(checked(built, S.simulate(built.system, state, n_steps=n, t0=t, check=False, **kw), t))
+        parts.append(checked(built, block(state, n, t), t))
         bar.update(n)
     bar.close()
     if timings is not None:
@@ -249,15 +241,18 @@ def write_outputs(built, traj, out, animation=None, viewer=False):
     np.savez(out / "trajectory.npz", **arrays)
     spec = built.document.spec
     simulation = spec.simulation.model_dump()
+    simulation["decimation"] = spec.output.decimation
     if contact:                                       # the velocity-level step has no integrator to choose
-        simulation.pop("integrator")
+        simulation["integration"].pop("integrator")
+    else:                                             # nor has the acceleration-level step a contact solver
+        simulation.pop("contact")
     E = arrays["energy/total"]
     meta = dict(name=spec.name, source=str(built.document.path),
                 modules={n: dict(nq=m.nq, nv=m.nv, joints=list(m.topology.joint_names))
                          for n, m in zip(system.module_names, system.modules)},
                 contacts=[dict(name=c.name, kind=c.kind, n_c=int(c.n_c)) for c in system.contacts],
                 couplings=[c.name for c in system.couplings],
-                step=STEP_NAMES["contact" if contact else simulation["integrator"]],
+                step=STEP_NAMES["contact" if contact else simulation["integration"]["integrator"]],
                 simulation=simulation, dtype=str(traj.q[0].dtype),
                 max_position_error=float(np.abs(arrays["constraint/position"]).max(initial=0.0)))
     if contact:     # energy leaves through friction and impacts: report what was lost, and any gain as a defect

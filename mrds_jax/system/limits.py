@@ -63,5 +63,5 @@ def report_limits(system, traj, max_listed=10):
                            for e in exits[:max_listed])
         more = f" and {len(exits) - max_listed} more" if len(exits) > max_listed else ""
         warnings.warn(f"the trajectory leaves the joint limits (not enforced): {listed}{more}", JointLimitWarning,
-                      stacklevel=3)
+                      stacklevel=4)    # simulate's caller, past simulate and its wrapper (reject_moved_keywords)
     return exits

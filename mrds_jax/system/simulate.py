@@ -26,7 +26,7 @@ from ..validation.arguments import is_traced
 from .build import SystemState
 from .forces import validate_forces
 from .limits import report_limits
-from .solve import SolverSettings
+from .options import Checks, ContactStep, Integration, Output, check_groups, reject_moved_keywords
 from .acceleration import resolve_stabilisation, system_acceleration
 from .solve_report import _last_finite_state, _state_at, _weak_contacts
 from .timestepping import (ContactSettings, buffer_capacity, collision_model_of, contact_rollout, has_unilateral_rows,
@@ -63,43 +63,53 @@ def _contact_core(system, q0, v0, dt, t0, forces, tau, mode_params, n_steps, dec
                            mode_params)
 
 
-def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_compact", forces=(),
-             stabilisation="auto", tau=None, solver=SolverSettings(), method="direct", t0=0.0, check=True, tol=1e-6,
-             cond_warn=1e8, path="auto", strict=False, residual_warn=1e-6, cond_jump=1e3, t_end=None, rtol=1e-6,
-             atol=1e-9, n_out=1, max_steps=100_000, contact_settings=None, contact_modes=None, mode_params=(), unilateral=True):
+# reject_moved_keywords wraps simulate: the warnings of this file that name simulate's caller count its frame
+@reject_moved_keywords
+def simulate(system, state0, dt, n_steps=None, *, forces=(), tau=None, integration=Integration(), checks=Checks(),
+             output=Output(), contact=ContactStep()):
     """Integrate ``n_steps`` steps of size ``dt`` from ``state0`` (a :class:`SystemState`), storing every
-    ``decimation``-th state (the first stored state is ``state0``); or up to the end time ``t_end``
-    (fixed-step integrators: n_steps = round((t_end − t0)/dt), a static number, so a new end time
-    recompiles). Returns a :class:`~mrds_jax.integrate.Trajectory` (t, q and v per module, first non-finite
+    ``output.decimation``-th state (the first stored state is ``state0``); or, without ``n_steps``, up to the end
+    time ``integration.t_end`` (fixed-step integrators: n_steps = round((t_end − t0)/dt), a static number, so a new
+    end time recompiles). Returns a :class:`~mrds_jax.integrate.Trajectory` (t, q and v per module, first non-finite
     step, solve diagnostics); a system with collision geometry or joint limits returns a
     :class:`~.timestepping.ContactTrajectory` instead (below, *Unilateral constraints*).
 
-    ``integrator="dopri5"``: error-controlled Dormand-Prince 5(4) (:func:`mrds_jax.integrate.adaptive.dopri5`)
-    from t0 to ``t_end`` at tolerances ``rtol``/``atol`` (on every q and v component), ``dt`` its first step,
-    storing ``n_out`` + 1 equally spaced states t0 … t_end; ``t_end``, ``t0``, ``dt``, the tolerances and
-    every parameter are traced, so a new end time, output spacing (for the same ``n_out``) or tolerance
-    does not recompile. Returns :class:`~mrds_jax.integrate.adaptive.AdaptiveTrajectory` (with the numbers
-    of accepted and rejected steps). Differentiable in forward mode. Its default stabilisation is the same
-    Baumgarte rate 1/(50 dt) with ``dt`` the first step.
+    ``forces``: force elements (:mod:`.forces`); ``tau``: constant joint forces per module. The settings come in four
+    small named tuples (:mod:`.options`; every default the one the flat keyword of the same name had before they
+    were grouped, and such a keyword raises a :class:`TypeError` saying where it went):
 
-    ``integrator``: "rk4_compact" (default: classical RK4 with its stages in a ``lax.scan``, so the system
-    dynamics is traced and compiled once instead of four times — on the planar four-bar about 2.5× faster
-    to compile, 4× faster to compile under ``jax.grad``, and no slower per step on CPU), "rk4" (stages
-    unrolled) or "euler" (semi-implicit, one evaluation per step). ``forces``: force elements
-    (:mod:`.forces`); ``tau``: constant joint forces per module; ``stabilisation``: "auto" (default:
-    Baumgarte with α = β = 1/(50 dt), :func:`default_stabilisation`), None (off) or a
-    :class:`~mrds_jax.system.stabilisation.Stabilisation`; ``solver``, ``method``: as in
-    :func:`~mrds_jax.system.forward_dynamics`; ``path``: "auto" (default: Lilly & Orin's fast path for simple
-    closed chains, the general MRDS path otherwise; when, with ``check`` and concrete inputs, the Lilly run goes
-    non-finite — a chain at a kinematic singularity, e.g. fully extended, where its M_k of Lilly & Orin eq. 36 is singular —
-    it is rerun on the general path with a :class:`SingularConfigurationWarning`), "general" or "lilly"
-    (:func:`dynamics_path`).
+    * ``integration`` (:class:`~.options.Integration`): ``integrator`` "rk4_compact" (default: classical RK4 with
+      its stages in a ``lax.scan``, so the system dynamics is traced and compiled once instead of four times — on
+      the planar four-bar about 2.5× faster to compile, 4× faster to compile under ``jax.grad``, and no slower per
+      step on CPU), "rk4" (stages unrolled), "euler" (semi-implicit, one evaluation per step) or "dopri5" (below);
+      ``stabilisation`` "auto" (default: Baumgarte with α = β = 1/(50 dt), :func:`default_stabilisation`), None
+      (off) or a :class:`~mrds_jax.system.stabilisation.Stabilisation`; ``solver``, ``method``: as in
+      :func:`~mrds_jax.system.forward_dynamics`; ``path``: "auto" (default: Lilly & Orin's fast path for simple
+      closed chains, the general MRDS path otherwise; when, with checks and concrete inputs, the Lilly run goes
+      non-finite — a chain at a kinematic singularity, e.g. fully extended, where its M_k of Lilly & Orin eq. 36 is
+      singular — it is rerun on the general path with a :class:`SingularConfigurationWarning`), "general" or
+      "lilly" (:func:`dynamics_path`); ``t0`` the start time, ``t_end`` the end time; ``rtol``, ``atol``,
+      ``max_steps`` dopri5's.
+    * ``checks`` (:class:`~.options.Checks`): ``enabled``, ``tol``, ``cond_warn``, ``cond_jump``, ``residual_warn``,
+      ``strict`` (below).
+    * ``output`` (:class:`~.options.Output`): ``decimation`` (fixed-step runs), ``n_out`` (dopri5).
+    * ``contact`` (:class:`~.options.ContactStep`): ``settings``, ``modes``, ``mode_params``, ``unilateral``
+      (below, *Unilateral constraints*).
+
+    ``Integration(integrator="dopri5", t_end=...)``: error-controlled Dormand-Prince 5(4)
+    (:func:`mrds_jax.integrate.adaptive.dopri5`) from t0 to ``t_end`` at tolerances ``rtol``/``atol`` (on every q
+    and v component), ``dt`` its first step, storing ``output.n_out`` + 1 equally spaced states t0 … t_end; ``t_end``,
+    ``t0``, ``dt``, the tolerances and every parameter are traced, so a new end time, output spacing (for the same
+    ``n_out``) or tolerance does not recompile. Returns :class:`~mrds_jax.integrate.adaptive.AdaptiveTrajectory`
+    (with the numbers of accepted and rejected steps). Differentiable in forward mode. Its default stabilisation is
+    the same Baumgarte rate 1/(50 dt) with ``dt`` the first step.
+
     The returned trajectory carries the constraint solve's diagnostics: ``traj.solve`` (a
     :class:`~mrds_jax.integrate.integrators.SolveInfo` of arrays over the stored states: the worst relative
     residual, condition of the part of Bᶜ solved and number of dropped directions over the steps since the
     previous stored state) and ``traj.last_finite`` (those of the last step that was still finite).
-    With ``check`` (default) and concrete inputs: the initial state is checked first
-    (:func:`check_initial_state` with ``tol`` and ``cond_warn``); a NaN in the result raises
+    With ``checks.enabled`` (default) and concrete inputs: the initial state is checked first
+    (:func:`check_initial_state` with ``checks.tol`` and ``checks.cond_warn``); a NaN in the result raises
     :class:`~mrds_jax.integrate.SimulationError` naming the step, the last finite solve's condition and the
     contacts spanning Bᶜ's near-null space there; and where during the run the condition exceeds
     ``cond_warn`` or ``cond_jump`` times its median over the run (passing near a singular configuration:
@@ -109,7 +119,7 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     ``residual_warn`` (with redundant constraints, whose unmet inconsistent part leaves a small residual at every
     step, ``cond_jump`` times its median over the run if that is larger), a
     :class:`SingularConfigurationWarning` names the time windows and the contacts and
-    says which settings help (``strict=True``: :class:`SingularConfigurationError` instead).
+    says which settings help (``Checks(strict=True)``: :class:`SingularConfigurationError` instead).
     Joint limits the modules keep (``Topology.joint_limits``; not enforced) that the stored states leave are
     named with the first time in a :class:`~mrds_jax.system.limits.JointLimitWarning` (also in
     :func:`trajectory_diagnostics`' ``limit_exits``).
@@ -119,18 +129,27 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     **Unilateral constraints.** A system with collision geometry (``System.collision``) or joint limits
     (``Topology.joint_limits``, from the builder or a file) is integrated by the velocity-level step of
     :mod:`.timestepping` (Moreau–Jean: loops, limits and frictional contacts in one problem per step), whatever
-    ``integrator`` says; ``contact_settings`` (:class:`~.timestepping.ContactSettings`) sets its solver and drift
-    correction, ``contact_modes`` (a function (t, q, v, mode_params) → one boolean per contact of the system, hashable; its
-    ``mode_params`` traced) switches bilateral contacts (grasps, welds) on and off during the run. Actuators with
-    activation dynamics (:mod:`.actuation`) also run on this step (it carries their activations, as MuJoCo's
-    ``mj_step``; ``traj.activations``), with or without collision geometry and limits. It returns a
-    :class:`~.timestepping.ContactTrajectory` (states, impulses of every row, gaps, contact points and frames,
-    the solver's residuals per stored state) and, with ``check``, warns (:class:`ContactSolveWarning`) at the stored
-    states whose ``traj.converged`` is False (a step not solved to ``NCPSettings.tolerance``). ``unilateral=False`` ignores the
-    collision geometry and the limits (the exact acceleration-level path; limits are then only reported).
+    ``integration.integrator`` says; ``contact.settings`` (:class:`~.timestepping.ContactSettings`) sets its solver
+    and drift correction, ``contact.modes`` (a function (t, q, v, mode_params) → one boolean per contact of the
+    system, hashable; ``contact.mode_params`` traced) switches bilateral contacts (grasps, welds) on and off during
+    the run. Actuators with activation dynamics (:mod:`.actuation`) also run on this step (it carries their
+    activations, as MuJoCo's ``mj_step``; ``traj.activations``), with or without collision geometry and limits. It
+    returns a :class:`~.timestepping.ContactTrajectory` (states, impulses of every row, gaps, contact points and
+    frames, the solver's residuals per stored state) and, with checks, warns (:class:`ContactSolveWarning`) at the
+    stored states whose ``traj.converged`` is False (a step not solved to ``NCPSettings.tolerance``).
+    ``ContactStep(unilateral=False)`` ignores the collision geometry and the limits (the exact acceleration-level
+    path; limits are then only reported).
+
+    Example: ``simulate(system, state, 1e-3, 2000, forces=springs, integration=Integration(stabilisation=None),
+    checks=Checks(enabled=False), output=Output(decimation=10))``.
     """
+    check_groups("simulate", integration=integration, checks=checks, output=output, contact=contact)
+    integrator, stabilisation, path, method, solver, t0, t_end, rtol, atol, max_steps = integration
+    check, tol, cond_warn, cond_jump, residual_warn, strict = checks
+    decimation, n_out = output
+    contact_settings, contact_modes, mode_params, unilateral = contact
     validation.simulation(system, state0, dt, n_steps, decimation, integrator, (*INTEGRATORS, "dopri5"), t_end)
-    validation.positive(residual_warn, "residual_warn", "simulate")
+    validation.positive(residual_warn, "checks.residual_warn", "simulate")
     forces = tuple(forces)
     stateful = [el.name for el in forces if getattr(el, "stateful", False)]
     velocity_level = unilateral and (has_unilateral_rows(system) or contact_modes is not None or bool(stateful))
@@ -144,7 +163,7 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     forces = tuple(forces)
     if stateful:
         raise validation.ArgumentError(f"simulate: actuators {stateful} have activation dynamics, which only the "
-                                       "velocity-level step carries; unilateral=False turns it off")
+                                       "velocity-level step carries; ContactStep(unilateral=False) turns it off")
     stabilisation = resolve_stabilisation(stabilisation, dt)
     chosen = dynamics_path(system, path, stabilisation, solver)   # decided here, on concrete gains when possible
     # a chain at a kinematic singularity (e.g. fully extended) makes Lilly's M_k (Lilly & Orin eq. 36) singular while the
@@ -161,7 +180,8 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
     args = float_leaves_as((tuple(state0.q), tuple(state0.v), dt, t0, forces, stabilisation, tau), dtype)
     if integrator == "dopri5":
         if t_end is None:
-            raise validation.ArgumentError("simulate: integrator='dopri5' integrates to an end time: give t_end")
+            raise validation.ArgumentError("simulate: Integration(integrator='dopri5') integrates to an end time: "
+                                           "give Integration(t_end=...)")
 
         def adaptive(path):
             return _simulate_adaptive_core(system, *args, *float_leaves_as((t_end, rtol, atol), dtype), n_out=n_out,
@@ -178,14 +198,14 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
             if not finite(tr):
                 raise SimulationError(f"dopri5: the state became NaN/inf ({int(tr.accepted)} steps accepted)")
             if not bool(tr.reached_end):
-                raise SimulationError(f"dopri5: max_steps = {max_steps} ran out before t_end = {float(t_end):g} s "
-                                      f"({int(tr.accepted)} accepted, {int(tr.rejected)} rejected); loosen rtol/atol "
-                                      "or raise max_steps")
+                raise SimulationError(f"dopri5: Integration.max_steps = {max_steps} ran out before t_end = "
+                                      f"{float(t_end):g} s ({int(tr.accepted)} accepted, {int(tr.rejected)} rejected); "
+                                      "loosen Integration.rtol/atol or raise Integration.max_steps")
         return tr
     if n_steps is None:
         if is_traced((t_end, dt, t0)):
             raise ValueError("fixed-step integrators need a concrete t_end and dt (n_steps is static); use "
-                             "integrator='dopri5' for a traced end time")
+                             "Integration(integrator='dopri5') for a traced end time")
         n_steps = int(round((float(t_end) - float(t0)) / float(dt)))
         n_steps -= n_steps % decimation
 
@@ -212,17 +232,18 @@ def simulate(system, state0, dt, n_steps=None, decimation=1, integrator="rk4_com
 
 
 def _check_contact_arguments(system, velocity_level, unilateral, contact_settings, contact_modes):
-    """Named errors for contact arguments :func:`simulate` would otherwise ignore: ``contact_modes`` with
-    ``unilateral=False`` (the acceleration-level path keeps every contact on), ``contact_settings`` where the
-    velocity-level step does not run (no collision geometry, no joint limits, no ``contact_modes``, no activation
+    """Named errors for :class:`~.options.ContactStep` settings :func:`simulate` would otherwise ignore: ``modes``
+    with ``unilateral=False`` (the acceleration-level path keeps every contact on), ``settings`` where the
+    velocity-level step does not run (no collision geometry, no joint limits, no ``modes``, no activation
     dynamics; or ``unilateral=False``)."""
     if contact_modes is not None and not unilateral:
-        raise validation.ArgumentError("simulate: contact_modes switches contacts in the velocity-level step, which "
-                                       "unilateral=False turns off; drop one of the two")
+        raise validation.ArgumentError("simulate: ContactStep.modes switches contacts in the velocity-level step, "
+                                       "which ContactStep(unilateral=False) turns off; drop one of the two")
     if contact_settings is not None and not velocity_level:
         why = "unilateral=False" if not unilateral else "the system has no collision geometry or joint limits"
-        raise validation.ArgumentError(f"simulate: contact_settings set the velocity-level step, which does not run "
-                                       f"here ({why}); drop contact_settings or use solver=/stabilisation=")
+        raise validation.ArgumentError(f"simulate: ContactStep.settings set the velocity-level step, which does not "
+                                       f"run here ({why}); drop them or use Integration(solver=..., "
+                                       "stabilisation=...)")
 
 
 class ContactOverflowWarning(UserWarning):
@@ -252,7 +273,7 @@ def _warn_start_violations(system, state):
         what += [f"joint {n} {d:.3g} past its limit" for n, d in joints.items()]
         warnings.warn("the initial state penetrates or is past a limit: " + "; ".join(what) + ". The step pushes it "
                       "out over a few steps (ContactSettings.correction); make_consistent(system, state) resolves "
-                      "it before the run", PenetrationWarning, stacklevel=4)
+                      "it before the run", PenetrationWarning, stacklevel=5)
 
 
 def _broad_phase_can_grow(system, traj, settings):
@@ -294,7 +315,7 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
                       f"(first at t = {first:g} s): run again with twice the capacity, "
                       f"ContactSettings(broad_phase=BroadPhase(capacity_factor={settings.broad_phase.capacity_factor}))"
                       " (pass it, or BroadPhase(max_pairs=...), to compile the larger buffer at once)",
-                      ContactOverflowWarning, stacklevel=3)
+                      ContactOverflowWarning, stacklevel=4)
         traj = run(settings)
     if check and not is_traced(traj.first_nonfinite) and np.ndim(traj.first_nonfinite) == 0:
         if int(traj.first_nonfinite) >= 0:
@@ -311,7 +332,7 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
                           f"states (first t = {float(np.asarray(traj.t)[bad[0]]):g} s, worst primal/complementarity "
                           f"residual {np.nanmax(worst):.2e}, at most {int(its.max())} iterations a step); raise "
                           "ContactSettings.ncp stages/iterations, or the problem is ill-posed (Painlevé, redundant "
-                          "rows): the impulses stay finite", ContactSolveWarning, stacklevel=3)
+                          "rows): the impulses stay finite", ContactSolveWarning, stacklevel=4)
         overflow = np.asarray(traj.overflow) | np.asarray(traj.pair_overflow)
         if np.any(overflow):
             first = float(np.asarray(traj.t)[np.flatnonzero(overflow)[0]])
@@ -320,15 +341,15 @@ def _simulate_contact(system, state0, dt, n_steps, decimation, forces, tau, t0, 
                           f"t = {first:g} s; buffer_capacity gives {buffer_capacity(system, settings)} limit rows and "
                           "contact slots): the farthest were left out of those steps; raise "
                           "ContactSettings.max_limit_rows / max_contacts / broad_phase.max_pairs",
-                          ContactOverflowWarning, stacklevel=3)
+                          ContactOverflowWarning, stacklevel=4)
     return traj
 
 
 def _warn_lilly_fallback(what):
     warnings.warn(f"Lilly & Orin's path (chosen by path='auto') failed ({what}): a chain is at a kinematic "
                   "singularity where its M_k (Lilly & Orin eq. 36) is singular, e.g. fully extended; reran on the general path, "
-                  "whose minimum-norm solve handles it. Pass path='general' to skip the first attempt",
-                  SingularConfigurationWarning, stacklevel=3)
+                  "whose minimum-norm solve handles it. Pass Integration(path='general') to skip the first attempt",
+                  SingularConfigurationWarning, stacklevel=4)
 
 
 def trajectory_states(traj):

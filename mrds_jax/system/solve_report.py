@@ -15,7 +15,7 @@ from .stabilisation import Stabilisation
 
 
 class SingularConfigurationError(SystemDescriptionError):
-    """``simulate(..., strict=True)``: the constraint solve crossed a threshold during the run."""
+    """``simulate(..., checks=Checks(strict=True))``: the constraint solve crossed a threshold during the run."""
 
 
 # ----------------------------------------------------------------------------- solve diagnostics of a run
@@ -85,11 +85,11 @@ def report_solve(system, traj, cond_warn=1e8, residual_warn=1e-6, strict=False, 
     more = f" (and {len(events) - max_listed} more)" if len(events) > max_listed else ""
     msg = (f"the constraint solve met a singular configuration during the run at {len(events)} time window(s)"
            f"{more}: " + "; ".join(lines) + ". The default solve (SolverSettings(method='pinv')) returns the "
-           "minimum-norm forces there and the default stabilisation (stabilisation='auto', Baumgarte) pulls the "
-           "state back onto the constraints; if the motion near these times matters, use a smaller dt (or "
-           "stored states closer together, decimation, to locate them) and keep the stabilisation on; "
-           "stabilisation=None is what lets such runs drift into NaN.")
+           "minimum-norm forces there and the default stabilisation (Integration(stabilisation='auto'), Baumgarte) "
+           "pulls the state back onto the constraints; if the motion near these times matters, use a smaller dt (or "
+           "stored states closer together, Output(decimation=...), to locate them) and keep the stabilisation on; "
+           "Integration(stabilisation=None) is what lets such runs drift into NaN.")
     if strict:
         raise SingularConfigurationError(msg)
-    warnings.warn(msg, SingularConfigurationWarning, stacklevel=3)
+    warnings.warn(msg, SingularConfigurationWarning, stacklevel=4)  # simulate's caller, past its wrapper
     return events

@@ -57,19 +57,19 @@ def system_state(system, state, where):
 
 def simulation(system, state0, dt, n_steps, decimation, integrator, integrators, t_end=None):
     """The arguments of ``simulate``: a state that fits the system, dt > 0, n_steps ≥ 1 a multiple of
-    decimation ≥ 1 (or no n_steps and an end time ``t_end``), a known integrator."""
+    ``output.decimation`` ≥ 1 (or no n_steps and an end time ``integration.t_end``), a known integrator."""
     where = "simulate"
     system_state(system, state0, where)
     positive(dt, "dt", where)
-    count(decimation, "decimation", where)
-    choice(integrator, integrators, "integrator", where)
+    count(decimation, "output.decimation", where)
+    choice(integrator, integrators, "integration.integrator", where)
     if n_steps is None:
         if t_end is None:
-            raise ArgumentError(f"{where}: give n_steps or an end time t_end")
+            raise ArgumentError(f"{where}: give n_steps or an end time Integration(t_end=...)")
         return
     count(n_steps, "n_steps", where)
     if n_steps % decimation:
-        raise ArgumentError(f"{where}: n_steps ({n_steps}) must be a multiple of decimation ({decimation})")
+        raise ArgumentError(f"{where}: n_steps ({n_steps}) must be a multiple of output.decimation ({decimation})")
 
 
 def constraint_conditioning(Bc, cond_warn, contact_names, slices, prefix=""):
