@@ -1,5 +1,6 @@
 """simulate's settings in four named tuples (issue 54): at most ten parameters; every flat keyword it took before
-raises a TypeError naming the keyword and the group it went to, before anything compiles; each group's defaults are
+still works for one release, with a MovedKeywordWarning naming the keyword and the group it went to, and gives the
+same run as the group; an old keyword and its group both given is a TypeError; each group's defaults are
 the defaults the flat keywords had; a wrong group is named; the run's warnings still point at the caller's line."""
 import inspect
 import warnings
@@ -10,7 +11,7 @@ import pytest
 
 import mrds_jax as mj
 from mrds_jax import collision as C, system as S
-from mrds_jax.system.options import MOVED
+from mrds_jax.system.options import MOVED, MovedKeywordWarning, regroup_moved_keywords
 from mrds_jax.system.simulate import PenetrationWarning
 from mrds_jax.validation import ArgumentError
 
@@ -36,18 +37,29 @@ def test_every_old_keyword_has_a_place():
 
 
 @pytest.mark.parametrize("old", sorted(OLD_DEFAULTS))
-def test_an_old_keyword_says_where_it_went(old):
+def test_an_old_keyword_says_where_it_went_and_lands_there(old):
     group, field = MOVED[old]
     cls = GROUPS[group]
     assert getattr(cls(), field) == OLD_DEFAULTS[old]              # the group's default is the keyword's old one
-    with pytest.raises(TypeError, match=rf"^simulate\({old}=\.\.\.\) moved: pass {group}={cls.__name__}\({field}=7\)"):
-        S.simulate(None, None, 1e-3, 10, **{old: 7})                # no system: only the keyword check can answer
+    with pytest.warns(MovedKeywordWarning, match=rf"^simulate\({old}=\.\.\.\) moved: pass {group}={cls.__name__}"
+                                                 rf"\({field}=7\)"), pytest.raises(ArgumentError):
+        S.simulate(None, None, 1e-3, 10, **{old: 7})                # no system: the warning, then the first check
+    assert regroup_moved_keywords({old: 7}) == {group: cls(**{field: 7})}
 
 
-def test_several_old_keywords_are_named_together_by_group():
-    with pytest.raises(TypeError, match=r"simulate\(decimation=\.\.\., tol=\.\.\., n_out=\.\.\.\) moved: pass "
-                                        r"output=Output\(decimation=10, n_out=3\), checks=Checks\(tol=1e-08\)"):
+def test_several_old_keywords_are_named_together_by_group_and_merge_into_a_given_group():
+    with pytest.warns(MovedKeywordWarning, match=r"simulate\(decimation=\.\.\., tol=\.\.\., n_out=\.\.\.\) moved: "
+                                                 r"pass output=Output\(decimation=10, n_out=3\), checks=Checks\(tol=1e-08\)"), \
+            pytest.raises(ArgumentError):
         S.simulate(None, None, 1e-3, 10, decimation=10, tol=1e-8, n_out=3)
+    assert regroup_moved_keywords(dict(decimation=10, output=S.Output(n_out=3), checks=S.Checks(strict=True),
+                                       tol=1e-8)) == dict(output=S.Output(decimation=10, n_out=3),
+                                                          checks=S.Checks(strict=True, tol=1e-8))
+
+
+def test_an_old_keyword_and_its_group_given_twice_is_an_error():
+    with pytest.raises(TypeError, match=r"decimation= and output=Output\(decimation=\.\.\.\) both given"):
+        S.simulate(None, None, 1e-3, 10, decimation=10, output=S.Output(decimation=5))
 
 
 def test_positional_arguments_past_n_steps_are_named():

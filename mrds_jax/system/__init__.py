@@ -20,7 +20,7 @@ from .limits import JointLimitWarning, LimitExit, joint_limits_at, limit_exits
 from .ncp import NCPSettings, NCPSolution, RowLayout, ncp_residuals, project_friction_cone, solve_ncp
 from .timestepping import (ContactSettings, ContactTrajectory, StepReport, contact_rollout, contact_step, row_layout,
                            slot_kinematics)
-from .options import Checks, ContactStep, Integration, Output
+from .options import Checks, ContactStep, Integration, MovedKeywordWarning, Output
 from .simulate import (ContactSolveWarning, Diagnostics, Energies, InconsistentStateError, SingularConfigurationError,
                        SingularConfigurationWarning, StateReport, check_initial_state, all_constraint_errors, constraint_matrix,
                        default_stabilisation, dynamics_path, make_consistent, project_positions, report_solve,

@@ -2,10 +2,13 @@
 Pinocchio its solver settings in one object: :class:`Integration` (the time span, the integrator, the drift
 stabilisation, the constraint solve), :class:`Checks` (what is checked and reported), :class:`Output` (which states
 the trajectory stores) and :class:`ContactStep` (the velocity-level step of unilateral constraints). Every default
-is the default the flat keyword of the same name had; ``simulate(..., <old keyword>=...)`` raises a
-:class:`TypeError` that says where it went (:func:`reject_moved_keywords`).
+is the default the flat keyword of the same name had. ``simulate(..., <old keyword>=...)`` still runs, for one
+release, with a :class:`MovedKeywordWarning` that says where the keyword went (:func:`accept_moved_keywords`):
+scripts written against the flat signature — the project's independent benchmarks among them — keep working and are
+told what to write; an old keyword given together with its group is a :class:`TypeError`.
 """
 import functools
+import warnings
 from typing import Any, Callable, NamedTuple, Optional
 
 from ..validation import ArgumentError
@@ -104,22 +107,45 @@ def moved_keywords_message(where, kwargs):
             f"({', '.join(names)} from mrds_jax.system)")
 
 
-def reject_moved_keywords(fn):
-    """``fn`` (a function with ``n_positional`` positional parameters and the four groups as keywords), answering a
-    flat keyword of :data:`MOVED`, or positional arguments past ``n_steps``, with a :class:`TypeError` saying where
-    they went, before anything else runs."""
+class MovedKeywordWarning(FutureWarning):
+    """A flat keyword of :func:`~.simulate.simulate`'s old signature (:data:`MOVED`): it still works, for one
+    release; the message says which group it belongs to."""
+
+
+def regroup_moved_keywords(kwargs):
+    """``kwargs`` with the old flat keywords of :data:`MOVED` folded into their groups (a group given as well keeps
+    its other fields); a :class:`TypeError` when an old keyword and its group's same field are both given."""
+    out = {k: v for k, v in kwargs.items() if k not in MOVED}
+    for key in [k for k in kwargs if k in MOVED]:
+        group, field = MOVED[key]
+        current = out.get(group, GROUPS[group]())
+        if group in kwargs and isinstance(current, GROUPS[group]) and getattr(current, field) != getattr(
+                GROUPS[group](), field):
+            raise TypeError(f"simulate: {key}= and {group}={GROUPS[group].__name__}({field}=...) both given: "
+                            f"pass it once, in {group}")
+        out[group] = current._replace(**{field: kwargs[key]}) if isinstance(current, GROUPS[group]) else current
+    return out
+
+
+def accept_moved_keywords(fn):
+    """``fn`` (a function with ``n_positional`` positional parameters and the four groups as keywords), taking the
+    flat keywords of :data:`MOVED` for one release: each is folded into its group (:func:`regroup_moved_keywords`)
+    with a :class:`MovedKeywordWarning` saying where it went. Positional arguments past ``n_steps`` are a
+    :class:`TypeError` (the old fifth positional parameter, ``decimation``, would otherwise land in ``forces``)."""
     n_positional = 4
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        message = moved_keywords_message(fn.__name__, kwargs)
-        if message is not None:
-            raise TypeError(message)
         if len(args) > n_positional:
             raise TypeError(f"{fn.__name__}() takes system, state0, dt and n_steps positionally, got {len(args)} "
                             "positional arguments: the rest are keywords (forces=, tau=) or in the settings "
                             "integration=Integration(...), checks=Checks(...), output=Output(decimation=...), "
                             "contact=ContactStep(...)")
+        message = moved_keywords_message(fn.__name__, kwargs)
+        if message is not None:
+            warnings.warn(message + "; the flat keywords will be removed in the next release", MovedKeywordWarning,
+                          stacklevel=2)
+            kwargs = regroup_moved_keywords(kwargs)
         return fn(*args, **kwargs)
     return wrapper
 

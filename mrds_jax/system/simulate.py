@@ -26,7 +26,7 @@ from ..validation.arguments import is_traced
 from .build import SystemState
 from .forces import validate_forces
 from .limits import report_limits
-from .options import Checks, ContactStep, Integration, Output, check_groups, reject_moved_keywords
+from .options import Checks, ContactStep, Integration, Output, check_groups, accept_moved_keywords
 from .acceleration import resolve_stabilisation, system_acceleration
 from .solve_report import _last_finite_state, _state_at, _weak_contacts
 from .timestepping import (ContactSettings, buffer_capacity, collision_model_of, contact_rollout, has_unilateral_rows,
@@ -63,8 +63,8 @@ def _contact_core(system, q0, v0, dt, t0, forces, tau, mode_params, n_steps, dec
                            mode_params)
 
 
-# reject_moved_keywords wraps simulate: the warnings of this file that name simulate's caller count its frame
-@reject_moved_keywords
+# accept_moved_keywords wraps simulate: the warnings of this file that name simulate's caller count its frame
+@accept_moved_keywords
 def simulate(system, state0, dt, n_steps=None, *, forces=(), tau=None, integration=Integration(), checks=Checks(),
              output=Output(), contact=ContactStep()):
     """Integrate ``n_steps`` steps of size ``dt`` from ``state0`` (a :class:`SystemState`), storing every
@@ -76,7 +76,8 @@ def simulate(system, state0, dt, n_steps=None, *, forces=(), tau=None, integrati
 
     ``forces``: force elements (:mod:`.forces`); ``tau``: constant joint forces per module. The settings come in four
     small named tuples (:mod:`.options`; every default the one the flat keyword of the same name had before they
-    were grouped, and such a keyword raises a :class:`TypeError` saying where it went):
+    were grouped; such a keyword still works for one release, with a
+    :class:`~.options.MovedKeywordWarning` saying where it went):
 
     * ``integration`` (:class:`~.options.Integration`): ``integrator`` "rk4_compact" (default: classical RK4 with
       its stages in a ``lax.scan``, so the system dynamics is traced and compiled once instead of four times — on
