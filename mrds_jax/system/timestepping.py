@@ -38,8 +38,8 @@ import numpy as np
 
 from .. import validation
 from ..pytree import replace
-from ..dynamics.interface import (integrate_configuration, mass_matrix, normalize_configuration,
-                                  open_chain_inverse_dynamics, point_jacobians, point_motion)
+from ..dynamics.interface import (PointMotion, integrate_configuration, mass_matrix, normalize_configuration,
+                                  open_chain_inverse_dynamics, point_jacobians, point_motion, reference_terms)
 from ..spatial import skew
 from ..spatial.linalg import cho_solve, cholesky, matmul
 from .build import SystemState, tendon_limit_dofs
@@ -373,10 +373,20 @@ class SlotKinematics(NamedTuple):
     J: jnp.ndarray         # (3n, Σnv) rows [n, t1, t2] of the relative velocity of geom 2's point w.r.t. geom 1's
 
 
-def _geom_frames(system, model, state):
+def geom_frame_names(system, model):
+    """Per module index: the frames its collision geoms ride on, each once, in geom order ({} without geoms)."""
+    names = {}
+    for geom in model.geoms:
+        if geom.module is not None:
+            names.setdefault(system.module_index(geom.module), []).append(geom.frame)
+    return {k: tuple(dict.fromkeys(v)) for k, v in names.items()}
+
+
+def _geom_frames(system, model, state, points=None):
     """Per geom: its world pose (R, p), the world position of the operational point it rides on, and that point's
     world-aligned Jacobian (6, Σnv) (zeros on the ground), through the module interface (:func:`point_motion`,
-    :func:`point_jacobians`)."""
+    :func:`point_jacobians`). ``points``: None, or per module index of :func:`geom_frame_names` the (R, p, J) of
+    its frames already computed (the step's one kinematics pass, :func:`step_kinematics`)."""
     from ..collision import geom_world_pose
     dtype = state.q[0].dtype
     nv = sum(m.nv for m in system.modules)
@@ -385,13 +395,17 @@ def _geom_frames(system, model, state):
     for gi, geom in enumerate(model.geoms):
         if geom.module is not None:
             per_module.setdefault(system.module_index(geom.module), []).append(gi)
+    frame_names = geom_frame_names(system, model)
     frames = [None] * len(model.geoms)
     for k, gis in per_module.items():
         module = system.modules[k]
-        names = tuple(dict.fromkeys(model.geoms[gi].frame for gi in gis))
-        zero_v = jnp.zeros(module.nv, dtype)
-        pm = point_motion(module, state.q[k], zero_v, names)
-        Jp = point_jacobians(module, state.q[k], names)
+        names = frame_names[k]
+        if points is not None and k in points:
+            R_k, p_k, Jp = points[k]
+            pm = PointMotion(R_k, p_k, None)
+        else:
+            pm = point_motion(module, state.q[k], jnp.zeros(module.nv, dtype), names)
+            Jp = point_jacobians(module, state.q[k], names)
         for gi in gis:
             i = names.index(model.geoms[gi].frame)
             Jfull = jnp.zeros((6, nv), dtype).at[:, offsets[k]:offsets[k + 1]].set(Jp[i])
@@ -517,6 +531,35 @@ def _module_factors(system, q):
     return [cholesky(mass_matrix(m, qk)) for m, qk in zip(system.modules, q)]
 
 
+class StepKinematics(NamedTuple):
+    """What one kinematics pass per module gives the step (:func:`step_kinematics`)."""
+    H: tuple        # per module (nv, nv) H(q)
+    bias: tuple     # per module (nv,) C v + G (RNEA at q̈ = 0)
+    points: dict    # module index -> (R (n, 3, 3), p (n, 3), J (n, 6, nv)) of its geoms' frames (geom_frame_names)
+
+
+def step_kinematics(system, state):
+    """H, C v + G and the geoms' frames of every module from one kinematics pass each (the module interface's
+    :meth:`~mrds_jax.dynamics.interface.ModuleContract.reference_terms`: CRBA, RNEA at q̈ = 0 and the points, in
+    ground coordinates or link by link), where asking :func:`mass_matrix`, :func:`open_chain_inverse_dynamics`,
+    :func:`point_motion` and :func:`point_jacobians` one by one traces four passes (and reverse mode transposes
+    four). A module without geoms, or whose task rows are not the six world-aligned ones (a planar module), is
+    asked for H and C v + G alone, and gives its geoms' frames through :func:`_geom_frames`."""
+    model = collision_model_of(system)
+    names = geom_frame_names(system, model) if model is not None and model.n_slots else {}
+    H, bias, points = [], [], {}
+    for k, (m, qk, vk) in enumerate(zip(system.modules, state.q, state.v)):
+        if m.task_dim == 6 and k in names:
+            ref = reference_terms(m, qk, vk, names[k])
+            H.append(ref.H)
+            bias.append(ref.bias)
+            points[k] = (ref.R, ref.p, ref.J)
+        else:
+            H.append(mass_matrix(m, qk))
+            bias.append(open_chain_inverse_dynamics(m, qk, vk, jnp.zeros_like(vk)))
+    return StepKinematics(tuple(H), tuple(bias), points)
+
+
 def _minv_times(system, factors, X):
     """H⁻¹ X for the block-diagonal H of the modules (X: (Σnv,) or (Σnv, m))."""
     out, s = [], 0
@@ -532,13 +575,13 @@ def delassus(system, factors, J):
     return matmul(J, Psi), Psi
 
 
-def free_velocity(system, q, v, taus, Q, dt):
+def free_velocity(kinematics, v, taus, Q, dt):
     """Step 1: (v_free, factors) with v_free = v + dt H⁻¹(τ + Q − C v − G) per module and the Cholesky factors of
-    the modules' H, computed once (CRBA and RNEA at q̈ = 0, Featherstone RBDA §6.2 and §5.3): the same factors then
-    serve every H⁻¹Jᵀ of the step."""
-    factors = _module_factors(system, q)
-    v_free = tuple(vk + dt * cho_solve(L, tk + Qk - open_chain_inverse_dynamics(m, qk, vk, jnp.zeros_like(vk)))
-                   for m, L, qk, vk, tk, Qk in zip(system.modules, factors, q, v, taus, Q))
+    the modules' H, computed once (H and C v + G of :func:`step_kinematics`: CRBA and RNEA at q̈ = 0, Featherstone
+    RBDA §6.2 and §5.3): the same factors then serve every H⁻¹Jᵀ of the step."""
+    factors = [cholesky(H) for H in kinematics.H]
+    v_free = tuple(vk + dt * cho_solve(L, tk + Qk - bk)
+                   for L, bk, vk, tk, Qk in zip(factors, kinematics.bias, v, taus, Q))
     return v_free, factors
 
 
@@ -616,7 +659,7 @@ def limit_gaps_and_rows(system, limits, state):
     return (jnp.stack(gaps) if gaps else jnp.zeros(0, dtype)), jnp.concatenate(rows)
 
 
-def candidates(system, state, within=None, settings=ContactSettings()):
+def candidates(system, state, within=None, settings=ContactSettings(), points=None):
     """:class:`Candidates` at ``state``: the limit rows' gaps and the collision model's slots with the geoms' frame
     Jacobians, from which any slot's rows follow (:func:`slot_rows`).
 
@@ -624,7 +667,7 @@ def candidates(system, state, within=None, settings=ContactSettings()):
     pair). A duration (s): the broad phase first (:func:`~mrds_jax.collision.contact_slots`), each pair's reach
     ``settings.margin`` plus twice the distance its geoms' points can travel in that time at ``state.v``
     (:func:`~mrds_jax.collision.broadphase.step_reach`) plus ``settings.broad_phase.slack``: the step passes its dt,
-    the projection out of penetration 0."""
+    the projection out of penetration 0. ``points``: the geoms' frames already computed (:func:`_geom_frames`)."""
     from ..collision import contact_slots
     from ..collision.broadphase import geom_speed_bounds, step_reach
     dtype = state.q[0].dtype
@@ -634,7 +677,7 @@ def candidates(system, state, within=None, settings=ContactSettings()):
     if model is None or not model.n_slots:
         return Candidates(limit_gap, limit_J, None, jnp.zeros((0, 6, nv), dtype), jnp.zeros((0, 3), dtype),
                           np.zeros((0, 2), np.int32))
-    frames = _geom_frames(system, model, state)
+    frames = _geom_frames(system, model, state, points)
     poses = tuple((R, p) for R, p, _, _ in frames)
     reach = None
     if within is not None:
@@ -814,12 +857,13 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     state = SystemState(tuple(q), tuple(v))
     Q = generalized_forces(system, forces, state, t)
     taus = [jnp.zeros(m.nv, dtype) for m in system.modules] if tau is None else [jnp.asarray(x, dtype) for x in tau]
-    v_free, factors = free_velocity(system, q, v, taus, Q, dt)
+    kinematics = step_kinematics(system, state)
+    v_free, factors = free_velocity(kinematics, v, taus, Q, dt)
     layout = row_layout(system)
     Jb, gb = bilateral_rows(system, state, v_free, t, dt, settings.baumgarte)
     loops = eliminate_bilateral(system, factors, Jb, gb, _bilateral_active(system, active_contacts, dtype), v_free,
                                 settings.ncp.prox)
-    cand = candidates(system, state, dt, settings)
+    cand = candidates(system, state, dt, settings, kinematics.points)
     rows = active_rows(system, cand, _flat_v(system, v), loops.velocity, dt, settings)
     G, Psi_a, X = reduced_problem(system, factors, loops, Jb, rows)
     sol = solve_ncp(G, rows.g, rows.layout, rows.friction, rows.active, jnp.asarray(lam_prev, dtype)[rows.rows],
