@@ -254,7 +254,8 @@ def _mujoco(what="load_mjcf"):
     try:
         import mujoco
     except ImportError:
-        raise ImportError(f"{what} needs the MuJoCo Python package: pip install mujoco") from None
+        raise ImportError(f"{what} needs the MuJoCo Python package: pip install mujoco "
+                          "(or pip install 'mrds-jax[mjcf]')") from None
     return mujoco
 
 

@@ -4,13 +4,13 @@ fixed links or drops anything): one module per URDF tree.
 Conventions follow Pinocchio's parser so the two can be compared link for link: links joined by ``fixed``
 joints are merged into their parent (inertias summed, Featherstone §2.13) and kept as operational points;
 the root link is fixed to the support (its mass does not move) unless ``floating=True`` gives it a free
-joint; ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent). The position
+joint (a root link named ``world`` is the support itself, as MuJoCo reads it, and cannot float); ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent). The position
 limits of revolute and prismatic joints are kept in ``Topology.joint_limits`` (not enforced).
 Every URDF link becomes an operational point of the same name.
 
 Collision geometry (``return_collision=True``): each ``<collision>`` box, sphere or cylinder becomes a
 :class:`~mrds_jax.collision.Geom` on its link's operational point at the element's ``<origin>`` (a box's
-``size`` is full lengths, a cylinder's ``length`` too: halved here), named as the element (``<link>:collision<i>``
+``size`` is full lengths, a cylinder's ``length`` too: MuJoCo halves them), named as the element (``<link>:collision<i>``
 when unnamed); on links fixed to the support (the root when not ``floating``, and links welded to it) it is a
 ground geom at its world pose. URDF has no friction, restitution or filter bits: friction 1 (MuJoCo's default),
 restitution 0, contype = conaffinity = 1, so every pair collides except one link with itself or its parent
@@ -28,6 +28,7 @@ from ..validation import ModelError, UnknownNameError
 from ..model.builder import ModuleBuilder
 
 SUPPORTED = ("continuous", "fixed", "floating", "prismatic", "revolute")      # the joint types read
+OLDEST_MUJOCO = (3, 14)     # its MjSpec keeps an <inertial>'s rpy as iquat (tests/test_urdf_parser.py; pyproject.toml)
 
 
 def _placement(pos, quat):
@@ -128,7 +129,8 @@ def _collision_geoms(path, body, link_name, owner, T_owner_link, geoms, left_out
     kept only when the file's ``<mujoco>`` tag asks, collides with nothing), its sizes as MuJoCo's: half lengths."""
     import mujoco
     from .. import collision as C
-    kinds = mujoco.mjtGeom
+    box, sphere, cylinder, mesh = (int(k) for k in (mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_SPHERE,
+                                                     mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_MESH))
     elements = [g for g in body.geoms if g.contype or g.conaffinity]
     for i, g in enumerate(elements):
         label = g.name or f"{link_name}:collision{i}"
@@ -136,16 +138,16 @@ def _collision_geoms(path, body, link_name, owner, T_owner_link, geoms, left_out
         T = origin if owner is not None else T_owner_link @ origin
         place = dict(position=T[:3, 3], rotation=T[:3, :3])
         module, frame = (None, None) if owner is None else (owner, link_name)
-        size = np.asarray(g.size, dtype=float)
+        size, kind = np.asarray(g.size, dtype=float), int(g.type)
         try:
-            if g.type == kinds.mjGEOM_BOX:
+            if kind == box:
                 geoms.append(C.box(label, module, frame, size, **place))
-            elif g.type == kinds.mjGEOM_SPHERE:
+            elif kind == sphere:
                 geoms.append(C.sphere(label, module, frame, size[0], **place))
-            elif g.type == kinds.mjGEOM_CYLINDER:
+            elif kind == cylinder:
                 geoms.append(C.cylinder(label, module, frame, size[0], size[1], **place))
             else:
-                left_out.append(f"{label!r} ({'mesh' if g.type == kinds.mjGEOM_MESH else 'unknown shape'})")
+                left_out.append(f"{label!r} ({'mesh' if kind == mesh else 'unknown shape'})")
         except C.CollisionError as e:
             raise ModelError(f"{path}: link {link_name!r}: {e}") from None
 
@@ -168,6 +170,10 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
     positive mass or with an unphysical inertia, a robot without moving links."""
     from .mjcf import _mujoco
     mujoco = _mujoco("load_urdf")
+    if tuple(int(x) for x in mujoco.__version__.split(".")[:2]) < OLDEST_MUJOCO:
+        raise ImportError(f"load_urdf needs mujoco {'.'.join(map(str, OLDEST_MUJOCO))} or later (older versions "
+                          f"read a URDF <inertial>'s orientation otherwise), found {mujoco.__version__}: "
+                          "pip install -U mujoco")
 
     root = check_urdf_structure(path)
     try:
@@ -179,8 +185,9 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
     if floating and root_body is spec.worldbody:
         raise ModelError(f"{path}: the root link is named 'world', the support itself: it cannot float "
                          "(floating=True); rename it or leave floating off")
-    kinds = {mujoco.mjtJoint.mjJNT_HINGE: "revolute", mujoco.mjtJoint.mjJNT_SLIDE: "prismatic",
-             mujoco.mjtJoint.mjJNT_FREE: "free"}
+    kinds = {int(mujoco.mjtJoint.mjJNT_HINGE): "revolute", int(mujoco.mjtJoint.mjJNT_SLIDE): "prismatic",
+             int(mujoco.mjtJoint.mjJNT_FREE): "free"}       # (ints: MuJoCo 3.3 gives some of these fields as ints)
+    unlimited = int(mujoco.mjtLimited.mjLIMITED_FALSE)
 
     # walk the tree: every link gets (owner moving link or None for the support, placement in the owner)
     bodies = []  # dicts: name, parent (moving body name or None), kind, joint, axis, T (placement), limits, ...
@@ -204,8 +211,8 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
                 visit(child, child.name, owner, T_child)
                 continue
             (j,) = child.joints                                     # one per link (planar refused above)
-            kind = kinds[j.type]
-            limited = kind != "free" and j.limited != mujoco.mjtLimited.mjLIMITED_FALSE
+            kind = kinds[int(j.type)]
+            limited = kind != "free" and int(j.limited) != unlimited
             bodies.append(dict(name=child.name, parent=owner, kind=kind, joint=j.name,
                                axis=np.asarray(j.axis, dtype=float), T=T_child,
                                limits=(float(j.range[0]), float(j.range[1])) if limited else None,
