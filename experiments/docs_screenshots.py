@@ -11,8 +11,8 @@
   contact points and force arrows drawn are the slots that touch at that frame; planes at their pose) before the
   screenshot is kept.
 
-Needs Chromium (``apt-get install chromium``), the docs extra (``pip install '.[docs]'``) for the site and the
-viewer extra (meshcat) for the contact scenes.
+Needs Chromium (``apt-get install chromium``) and the docs extra (``pip install '.[docs]'``) for the site (the
+viewer needs no package beyond the plain install).
 """
 import argparse
 import json

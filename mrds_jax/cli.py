@@ -424,8 +424,7 @@ def build_parser():
 
 
 # optional packages by import name -> the extra of pyproject.toml that installs them
-OPTIONAL_PACKAGES = {"mujoco": "mjcf", "meshcat": "viewer", "umsgpack": "viewer", "pinocchio": "pinocchio",
-                     "cmaes": "experiments", "mkdocs": "docs"}
+OPTIONAL_PACKAGES = {"mujoco": "mjcf", "pinocchio": "pinocchio", "cmaes": "experiments", "mkdocs": "docs"}
 
 
 def missing_package(error):

@@ -115,7 +115,6 @@ def test_scene_inserts_with_small_errors():
 
 @pytest.mark.slow
 def test_simulate_ready_made_with_viewer(tmp_path):
-    pytest.importorskip("meshcat")
     from mrds_jax.cli import main
     out = tmp_path / "pih"
     assert main(["simulate", "ckcm_peg_in_hole", "--out", str(out), "--viewer", "--no-progress", "--animation",

@@ -83,9 +83,11 @@ def test_readme_install_line_installs_no_extras_and_optimises(clone):
     for name in ("design.json", "history.csv", "optimisation.png", "forces.png", "geometry.png"):
         assert (dest / "ckcm_design" / name).stat().st_size > 1000, name
     installed = shell("python -m pip list --format=freeze", dest).stdout.lower()
-    assert "mujoco==" in installed and "meshcat==" in installed                 # the dependencies
+    assert "mujoco==" in installed and "matplotlib==" in installed             # the dependencies
     for extra in ("pytest==", "pin==", "mkdocs=="):                           # and no extra's packages
         assert extra not in installed, extra
+    for heavy in ("meshcat==", "ipython==", "pyzmq==", "yourdfpy==", "trimesh=="):   # nor what they used to bring
+        assert heavy not in installed, heavy
 
 
 @pytest.mark.slow

@@ -400,8 +400,8 @@ def test_top_level_api_is_discoverable_and_lazy():
     assert {"load_mjcf", "load_urdf", "simulate", "build_system", "examples"} <= set(dir(mj))
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         mj.nonexistent
-    # importing the package loads neither MuJoCo nor the URDF parser nor the examples
-    code = ("import sys, mrds_jax; print(sorted(m for m in ('mujoco', 'yourdfpy', 'mrds_jax.examples', "
-            "'mrds_jax.loaders.mjcf') if m in sys.modules))")
+    # importing the package loads neither MuJoCo (the MJCF and URDF parser) nor the loaders nor the examples
+    code = ("import sys, mrds_jax; print(sorted(m for m in ('mujoco', 'mrds_jax.examples', 'mrds_jax.loaders.mjcf', "
+            "'mrds_jax.loaders.urdf') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"

@@ -6,7 +6,11 @@ nobody here wrote), its contact forces are the world-axes ``F_EP`` of our forwar
 drawing commands place a unit cylinder exactly on each stick (quaternion turning e_y onto it, scaled to its
 length).
 """
+import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import jax.numpy as jnp
 import mujoco
@@ -17,8 +21,9 @@ from mrds_jax import system as S
 from mrds_jax.integrate import Trajectory
 from mrds_jax.loaders.mjcf import load_mjcf
 from mrds_jax.sysfile import EXAMPLES
+from mrds_jax.viz import meshcat_commands as mc
 from mrds_jax.viz import scene as make_scene
-from mrds_jax.viz.viewer import find_browser, scene_commands, screenshot, viewer_html
+from mrds_jax.viz.viewer import find_browser, scene_commands, screenshot, viewer_html, viewer_script
 from mujoco_states import consistent_states
 
 N = 4
@@ -83,6 +88,91 @@ def test_viewer_commands_place_each_stick(fourbar_scene):
             centre = np.asarray(tracks[".position"][i]["value"])
             np.testing.assert_allclose(centre + R @ [0, length / 2, 0], b, atol=1e-9)
             np.testing.assert_allclose(centre - R @ [0, length / 2, 0], a, atol=1e-9)
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def without_uuids(cmd):
+    """A command as JSON with every uuid (random per object) replaced by its order of first appearance."""
+    text, seen = json.dumps(cmd, sort_keys=True), {}
+    return UUID.sub(lambda m: f"uuid{seen.setdefault(m.group(0), len(seen))}", text)
+
+
+def test_drawing_commands_equal_meshcats_own_lowering():
+    """The viewer writes meshcat's commands itself (no meshcat package at run time): each kind it sends equals
+    what meshcat 0.3.2's classes lower to, uuids aside (the test extra installs meshcat for this)."""
+    pytest.importorskip("meshcat")
+    import meshcat.geometry as g
+    from meshcat.animation import Animation, AnimationClip
+    from meshcat.commands import SetAnimation, SetObject, SetProperty
+    from meshcat.path import Path as MPath
+    shapes = [(mc.box([0.4, 0.3, 0.1]), g.Box([0.4, 0.3, 0.1])), (mc.sphere(0.06), g.Sphere(0.06)),
+              (mc.cylinder(1.0, 0.015), g.Cylinder(1.0, 0.015))]
+    for ours, theirs in shapes:
+        lowered = SetObject(theirs, g.MeshLambertMaterial(color=0x1f77b4), MPath(("mrds_jax", "stick0"))).lower()
+        assert without_uuids(mc.set_object("/mrds_jax/stick0", ours, 0x1f77b4)) == without_uuids(lowered)
+    assert mc.set_property("/Cameras/default/rotated/<object>", "position", [1.0, 2.0, 3.0]) == SetProperty(
+        "position", [1.0, 2.0, 3.0], MPath(("Cameras", "default", "rotated", "<object>"))).lower()
+    rng = np.random.default_rng(0)
+    pos, quat, scl = rng.normal(size=(3, 3)), rng.normal(size=(3, 4)), rng.normal(size=(3, 3))
+    anim = Animation(default_framerate=20)
+    clip = AnimationClip(fps=20)
+    for i in range(3):
+        clip.set_property(i, "position", "vector3", list(pos[i]))
+        clip.set_property(i, "quaternion", "quaternion", list(quat[i]))
+        clip.set_property(i, "scale", "vector3", list(scl[i]))
+    anim.clips[MPath(("mrds_jax", "stick0"))] = clip
+    ours = mc.set_animation({"/mrds_jax/stick0": [mc.track("position", "vector3", pos),
+                                                  mc.track("quaternion", "quaternion", quat),
+                                                  mc.track("scale", "vector3", scl)]}, 20, repetitions=1000)
+    assert ours == SetAnimation(anim, play=True, repetitions=1000).lower()
+
+
+def test_shipped_viewer_script_is_meshcats():
+    """mrds_jax/viz/assets/meshcat.min.js is meshcat 0.3.2's viewer script byte for byte (the test extra pins that
+    release), its licences beside it."""
+    meshcat = pytest.importorskip("meshcat")
+    from importlib.metadata import version
+    assert version("meshcat") == "0.3.2"
+    wheel = Path(meshcat.__file__).parent / "viewer" / "dist" / "main.min.js"
+    assert viewer_script() == wheel.read_text(encoding="utf-8")
+    assets = Path(mc.__file__).parent / "assets"
+    assert "Robin Deits" in (assets / "meshcat_LICENSE.txt").read_text()
+    assert "three" in (assets / "meshcat.min.js.THIRD_PARTY_LICENSES.json").read_text()
+
+
+PAGE_WITHOUT_MESHCAT = """
+import sys
+for name in ("meshcat", "umsgpack", "IPython", "zmq", "tornado", "pyngrok"):
+    sys.modules[name] = None                         # as where none of them is installed
+import numpy as np
+from mrds_jax.viz.scene import Scene
+from mrds_jax.viz.viewer import viewer_html
+t = np.array([0.0, 0.1])
+seg = np.array([[[[0, 0, 0], [0, 0, 1.0]]], [[[0, 0, 0], [0, 1.0, 0]]]])
+pose = np.tile(np.eye(4), (2, 1, 1))
+sc = Scene(t=t, segments=seg, segment_module=np.array([0]), points=np.zeros((2, 1, 3)),
+           forces=np.ones((2, 1, 3)), module_names=("m",), contact_names=("c",),
+           geoms=(("floor", "plane", np.zeros(3), pose), ("lid</script>", "box", np.full(3, 0.1), pose)))
+html = viewer_html(sc, sys.argv[1], title="no meshcat")
+print(sorted(m for m in ("meshcat", "umsgpack") if sys.modules.get(m) is not None))
+"""
+
+
+def test_viewer_page_is_written_without_the_meshcat_package(tmp_path):
+    """A plain install has no meshcat: a child interpreter where meshcat and its server stack cannot be imported
+    writes the page, its commands readable as JSON (a geom named ``</script>`` does not end the script)."""
+    page = tmp_path / "viewer.html"
+    run = subprocess.run([sys.executable, "-c", PAGE_WITHOUT_MESHCAT, str(page)], capture_output=True, text=True,
+                         timeout=300, check=True)
+    assert run.stdout.strip() == "[]"
+    html = page.read_text()
+    assert viewer_script() in html and html.count("</script>") == 2
+    commands = json.loads(re.search(r"^(\[.*\])\.forEach\(function \(cmd\)", html, re.M).group(1))
+    paths = [c["path"] for c in commands if c["type"] == "set_object"]
+    assert paths == ["/mrds_jax/stick0", "/mrds_jax/contact0", "/mrds_jax/force0", "/mrds_jax/geom_floor",
+                     "/mrds_jax/geom_lid</script>"]
 
 
 @pytest.mark.browser

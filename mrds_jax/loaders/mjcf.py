@@ -249,11 +249,12 @@ class MjcfMapping:
         return tuple(out)
 
 
-def _mujoco():
+def _mujoco(what="load_mjcf"):
+    """The ``mujoco`` package (a dependency of mrds-jax), or an ImportError naming ``what`` needs it."""
     try:
         import mujoco
     except ImportError:
-        raise ImportError("load_mjcf needs the MuJoCo Python package: pip install mujoco "
+        raise ImportError(f"{what} needs the MuJoCo Python package: pip install mujoco "
                           "(or pip install 'mrds-jax[mjcf]')") from None
     return mujoco
 

@@ -1,15 +1,16 @@
-"""URDF import through ``yourdfpy`` (a maintained parser): one module per URDF tree.
+"""URDF import through MuJoCo's own URDF parser (``mujoco.MjSpec.from_file``, read before MuJoCo's compiler fuses
+fixed links or drops anything): one module per URDF tree.
 
 Conventions follow Pinocchio's parser so the two can be compared link for link: links joined by ``fixed``
 joints are merged into their parent (inertias summed, Featherstone §2.13) and kept as operational points;
 the root link is fixed to the support (its mass does not move) unless ``floating=True`` gives it a free
-joint; ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent). The position
+joint (a root link named ``world`` is the support itself, as MuJoCo reads it, and cannot float); ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent). The position
 limits of revolute and prismatic joints are kept in ``Topology.joint_limits`` (not enforced).
 Every URDF link becomes an operational point of the same name.
 
 Collision geometry (``return_collision=True``): each ``<collision>`` box, sphere or cylinder becomes a
 :class:`~mrds_jax.collision.Geom` on its link's operational point at the element's ``<origin>`` (a box's
-``size`` is full lengths, a cylinder's ``length`` too: halved here), named as the element (``<link>:collision<i>``
+``size`` is full lengths, a cylinder's ``length`` too: MuJoCo halves them), named as the element (``<link>:collision<i>``
 when unnamed); on links fixed to the support (the root when not ``floating``, and links welded to it) it is a
 ground geom at its world pose. URDF has no friction, restitution or filter bits: friction 1 (MuJoCo's default),
 restitution 0, contype = conaffinity = 1, so every pair collides except one link with itself or its parent
@@ -26,17 +27,34 @@ from ..spatial import inertia_parameters, spatial_inertia, transform_inertia
 from ..validation import ModelError, UnknownNameError
 from ..model.builder import ModuleBuilder
 
-SUPPORTED = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic", "fixed": "fixed",
-             "floating": "free"}
+SUPPORTED = ("continuous", "fixed", "floating", "prismatic", "revolute")      # the joint types read
+OLDEST_MUJOCO = (3, 14)     # its MjSpec keeps an <inertial>'s rpy as iquat (tests/test_urdf_parser.py; pyproject.toml)
 
 
-def _inertia_of(link):
-    if link.inertial is None or link.inertial.mass is None:
+def _placement(pos, quat):
+    """4x4 placement from a MuJoCo position and unit quaternion (w, x, y, z)."""
+    import mujoco
+    R = np.zeros(9)
+    mujoco.mju_quat2Mat(R, np.asarray(quat, dtype=float))
+    T = np.eye(4)
+    T[:3, :3], T[:3, 3] = R.reshape(3, 3), np.asarray(pos, dtype=float)
+    return T
+
+
+def _inertia_of(body):
+    """Spatial inertia of a link about its own origin: MuJoCo keeps the URDF ``<inertial>`` as the mass, the
+    centre of mass ``ipos``, the frame ``iquat`` and the six moments ``fullinertia`` (xx, yy, zz, xy, xz, yz; NaN
+    when only the diagonal ``inertia`` is set); a link without ``<inertial>`` has none."""
+    if not body.explicitinertial:
         return np.zeros((6, 6))
-    T = np.eye(4) if link.inertial.origin is None else np.asarray(link.inertial.origin, dtype=float)
-    I_c = np.zeros((3, 3)) if link.inertial.inertia is None else np.asarray(link.inertial.inertia, dtype=float)
+    I6 = np.asarray(body.fullinertia, dtype=float)
+    if np.isnan(I6[0]):
+        I6 = np.concatenate([np.asarray(body.inertia, dtype=float), np.zeros(3)])
+    xx, yy, zz, xy, xz, yz = I6
+    I_c = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+    T = _placement(body.ipos, body.iquat)
     R, c = T[:3, :3], T[:3, 3]
-    return np.asarray(spatial_inertia(float(link.inertial.mass), jnp.asarray(c), jnp.asarray(R @ I_c @ R.T)))
+    return np.asarray(spatial_inertia(float(body.mass), jnp.asarray(c), jnp.asarray(R @ I_c @ R.T)))
 
 
 def _unique(names, what, path):
@@ -48,9 +66,10 @@ def _unique(names, what, path):
 
 
 def check_urdf_structure(path):
-    """Read the URDF's XML and check what yourdfpy would otherwise accept silently or report obscurely: the
-    file exists and is well-formed XML (line and column of the error), a named ``<robot>`` root, named links
-    and joints defined once each, and every joint's parent and child among the links. Raises
+    """Read the URDF's XML and check what MuJoCo's parser would otherwise accept silently or report obscurely:
+    the file exists and is well-formed XML (line and column of the error), a named ``<robot>`` root, named links
+    and joints defined once each, every joint of a supported type (MuJoCo turns a ``planar`` joint into three)
+    with its parent and child among the links, one root link. Returns the root link's name; raises
     :class:`~mrds_jax.validation.ModelError` naming the file and the item."""
     path = Path(path)
     if not path.is_file():
@@ -76,12 +95,19 @@ def check_urdf_structure(path):
             raise ModelError(f"{path}: link {child!r} is the child of more than one joint (a URDF is a tree; "
                              "close loops with contacts)")
     for j in joints:
+        if j.get("type") not in SUPPORTED:
+            raise ModelError(f"{path}: joint {j.get('name')!r} has unsupported type {j.get('type')!r} "
+                             f"(supported: {sorted(SUPPORTED)})")
         for side in ("parent", "child"):
             el = j.find(side)
             target = None if el is None else el.get("link")
             if target not in links:
                 raise ModelError(f"{path}: joint {j.get('name')!r}: {side} link {target!r} does not exist "
                                  f"(links: {links})")
+    roots = [n for n in links if n not in children]
+    if len(roots) != 1:
+        raise ModelError(f"{path}: expected one root link (a link that is no joint's child), found {roots}")
+    return roots[0]
 
 
 def _armature_of_joints(path, armature, joints):
@@ -97,28 +123,33 @@ def _armature_of_joints(path, armature, joints):
     return {j: armature for j in joints}
 
 
-def _collision_geoms(path, link, owner, T_owner_link, geoms, left_out):
+def _collision_geoms(path, body, link_name, owner, T_owner_link, geoms, left_out):
     """The collision primitives of a URDF link (module docstring), appended to ``geoms`` (meshes and other
-    shapes: their names to ``left_out``)."""
+    shapes: their names to ``left_out``). MuJoCo keeps a ``<collision>`` as a geom that collides (a ``<visual>``,
+    kept only when the file's ``<mujoco>`` tag asks, collides with nothing), its sizes as MuJoCo's: half lengths."""
+    import mujoco
     from .. import collision as C
-    for i, element in enumerate(link.collisions):
-        label = element.name or f"{link.name}:collision{i}"
-        origin = np.eye(4) if element.origin is None else np.asarray(element.origin, dtype=float)
+    box, sphere, cylinder, mesh = (int(k) for k in (mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_SPHERE,
+                                                     mujoco.mjtGeom.mjGEOM_CYLINDER, mujoco.mjtGeom.mjGEOM_MESH))
+    elements = [g for g in body.geoms if g.contype or g.conaffinity]
+    for i, g in enumerate(elements):
+        label = g.name or f"{link_name}:collision{i}"
+        origin = _placement(g.pos, g.quat)
         T = origin if owner is not None else T_owner_link @ origin
         place = dict(position=T[:3, 3], rotation=T[:3, :3])
-        module, frame = (None, None) if owner is None else (owner, link.name)
-        g = element.geometry
+        module, frame = (None, None) if owner is None else (owner, link_name)
+        size, kind = np.asarray(g.size, dtype=float), int(g.type)
         try:
-            if g.box is not None:
-                geoms.append(C.box(label, module, frame, 0.5 * np.asarray(g.box.size, dtype=float), **place))
-            elif g.sphere is not None:
-                geoms.append(C.sphere(label, module, frame, g.sphere.radius, **place))
-            elif g.cylinder is not None:
-                geoms.append(C.cylinder(label, module, frame, g.cylinder.radius, 0.5 * g.cylinder.length, **place))
+            if kind == box:
+                geoms.append(C.box(label, module, frame, size, **place))
+            elif kind == sphere:
+                geoms.append(C.sphere(label, module, frame, size[0], **place))
+            elif kind == cylinder:
+                geoms.append(C.cylinder(label, module, frame, size[0], size[1], **place))
             else:
-                left_out.append(f"{label!r} ({'mesh' if g.mesh is not None else 'unknown shape'})")
+                left_out.append(f"{label!r} ({'mesh' if kind == mesh else 'unknown shape'})")
         except C.CollisionError as e:
-            raise ModelError(f"{path}: link {link.name!r}: {e}") from None
+            raise ModelError(f"{path}: link {link_name!r}: {e}") from None
 
 
 def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, return_forces=False, name=None,
@@ -137,67 +168,65 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
     a missing robot name, links or joints defined twice, a joint whose parent or child link does not exist
     (:func:`check_urdf_structure`), an unsupported joint type, a zero joint axis, a moving link without
     positive mass or with an unphysical inertia, a robot without moving links."""
-    import yourdfpy
+    from .mjcf import _mujoco
+    mujoco = _mujoco("load_urdf")
+    if tuple(int(x) for x in mujoco.__version__.split(".")[:2]) < OLDEST_MUJOCO:
+        raise ImportError(f"load_urdf needs mujoco {'.'.join(map(str, OLDEST_MUJOCO))} or later (older versions "
+                          f"read a URDF <inertial>'s orientation otherwise), found {mujoco.__version__}: "
+                          "pip install -U mujoco")
 
-    check_urdf_structure(path)
-
+    root = check_urdf_structure(path)
     try:
-        robot = yourdfpy.URDF.load(str(path), build_scene_graph=False, load_meshes=False,
-                                   build_collision_scene_graph=False, load_collision_meshes=False).robot
-    except Exception as e:      # the parser's own errors (attributes it cannot read), named with the file
-        raise ModelError(f"{path}: yourdfpy cannot read the URDF ({type(e).__name__}: {e})") from None
-    links = {lk.name: lk for lk in robot.links}
-    children = {}
-    for j in robot.joints:
-        if j.type not in SUPPORTED:
-            raise ModelError(f"{path}: joint {j.name!r} has unsupported type {j.type!r} "
-                             f"(supported: {sorted(SUPPORTED)})")
-        children.setdefault(j.parent, []).append(j)
-    child_names = {j.child for j in robot.joints}
-    roots = [name for name in links if name not in child_names]
-    if len(roots) != 1:
-        raise ModelError(f"{path}: expected one root link (a link that is no joint's child), found {roots}")
+        spec = mujoco.MjSpec.from_file(str(path))
+    except ValueError as e:      # the parser's own errors (attributes it cannot read), named with the file
+        raise ModelError(f"{path}: MuJoCo cannot read the URDF ({e})") from None
+    # MuJoCo makes a root link named "world" its world body: the support itself
+    root_body = next((b for b in spec.worldbody.bodies if b.name == root), spec.worldbody)
+    if floating and root_body is spec.worldbody:
+        raise ModelError(f"{path}: the root link is named 'world', the support itself: it cannot float "
+                         "(floating=True); rename it or leave floating off")
+    kinds = {int(mujoco.mjtJoint.mjJNT_HINGE): "revolute", int(mujoco.mjtJoint.mjJNT_SLIDE): "prismatic",
+             int(mujoco.mjtJoint.mjJNT_FREE): "free"}       # (ints: MuJoCo 3.3 gives some of these fields as ints)
+    unlimited = int(mujoco.mjtLimited.mjLIMITED_FALSE)
 
     # walk the tree: every link gets (owner moving link or None for the support, placement in the owner)
-    bodies = []  # dicts: name, parent (moving body name or None), kind, joint, axis, T (placement), inertia
+    bodies = []  # dicts: name, parent (moving body name or None), kind, joint, axis, T (placement), limits, ...
     frames = []  # (frame name, owner body name or None, 4x4 placement in owner)
     lumped = {}
 
     geoms, left_out = [], []
-    name = robot.name if name is None else name
+    name = spec.modelname if name is None else name
 
-    def visit(link_name, owner, T_owner_link):
+    def visit(body, link_name, owner, T_owner_link):
         frames.append((link_name, owner, T_owner_link))
         if return_collision:
-            _collision_geoms(path, links[link_name], None if owner is None else name, T_owner_link, geoms, left_out)
-        I_link = _inertia_of(links[link_name])
+            _collision_geoms(path, body, link_name, None if owner is None else name, T_owner_link, geoms, left_out)
         if owner is not None:
             R, p = T_owner_link[:3, :3], T_owner_link[:3, 3]
             lumped[owner] = lumped[owner] + np.asarray(transform_inertia(jnp.asarray(R), jnp.asarray(p),
-                                                                         jnp.asarray(I_link)))
-        for j in children.get(link_name, []):
-            T_j = np.eye(4) if j.origin is None else np.asarray(j.origin, dtype=float)
-            T_child = T_owner_link @ T_j
-            kind = SUPPORTED[j.type]
-            if kind == "fixed":
-                visit(j.child, owner, T_child)
+                                                                         jnp.asarray(_inertia_of(body))))
+        for child in body.bodies:
+            T_child = T_owner_link @ _placement(child.pos, child.quat)
+            if not child.joints:                                    # a fixed joint: merged into the owner
+                visit(child, child.name, owner, T_child)
                 continue
-            axis = np.array([1.0, 0.0, 0.0]) if j.axis is None else np.asarray(j.axis, dtype=float)
-            limit = j.limit if j.type in ("revolute", "prismatic") else None
-            limits = None if limit is None or limit.lower is None or limit.upper is None else (limit.lower, limit.upper)
-            bodies.append(dict(name=j.child, parent=owner, kind=kind, joint=j.name, axis=axis, T=T_child,
-                               limits=limits, dynamics=j.dynamics))
-            lumped[j.child] = np.zeros((6, 6))
-            visit(j.child, j.child, np.eye(4))
+            (j,) = child.joints                                     # one per link (planar refused above)
+            kind = kinds[int(j.type)]
+            limited = kind != "free" and int(j.limited) != unlimited
+            bodies.append(dict(name=child.name, parent=owner, kind=kind, joint=j.name,
+                               axis=np.asarray(j.axis, dtype=float), T=T_child,
+                               limits=(float(j.range[0]), float(j.range[1])) if limited else None,
+                               damping=float(np.ravel(j.damping)[0]), friction=float(j.frictionloss)))
+            lumped[child.name] = np.zeros((6, 6))
+            visit(child, child.name, child.name, np.eye(4))
 
     if floating:
-        bodies.append(dict(name=roots[0], parent=None, kind="free", joint="root_joint",
+        bodies.append(dict(name=root, parent=None, kind="free", joint="root_joint",
                            axis=np.array([0.0, 0.0, 1.0]), T=np.eye(4)))
-        lumped[roots[0]] = np.zeros((6, 6))
-        visit_root_owner = roots[0]
+        lumped[root] = np.zeros((6, 6))
+        visit(root_body, root, root, np.eye(4))
     else:
-        visit_root_owner = None
-    visit(roots[0], visit_root_owner, np.eye(4))
+        visit(root_body, root, None, np.eye(4))
 
     if not bodies:
         raise ModelError(f"{path}: the robot has no moving links (every joint is fixed); pass floating=True to "
@@ -242,9 +271,9 @@ def urdf_joint_damping(path, module, bodies, name):
     from ..system.forces import joint_spring_damper
     damping, friction = [], []
     for body in bodies:
-        dyn, nv = body.get("dynamics"), 6 if body["kind"] == "free" else 1
-        damping += [0.0 if dyn is None or dyn.damping is None or body["kind"] == "free" else float(dyn.damping)] * nv
-        if dyn is not None and dyn.friction is not None and float(dyn.friction) != 0:      # yourdfpy keeps strings
+        nv = 6 if body["kind"] == "free" else 1
+        damping += [0.0 if body["kind"] == "free" else body["damping"]] * nv      # floating=True's root: none
+        if body.get("friction", 0.0) != 0:
             friction.append(body["joint"])
     if friction:
         warnings.warn(f"{path}: joint friction of {friction} is ignored (non-smooth)", UserWarning, stacklevel=3)

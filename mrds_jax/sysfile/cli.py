@@ -59,11 +59,11 @@ def _output_folder(out, built=None):
 
 
 def viewer_available():
-    """``--viewer`` needs meshcat: say so before anything is compiled."""
+    """``--viewer`` needs the viewer script shipped with mrds_jax: say so before anything is compiled."""
     from mrds_jax.validation import ArgumentError
-    from mrds_jax.viz.viewer import ViewerError, _meshcat
+    from mrds_jax.viz.viewer import ViewerError, viewer_script
     try:
-        _meshcat()
+        viewer_script()
     except ViewerError as e:
         raise ArgumentError(f"--viewer: {e}") from None
 

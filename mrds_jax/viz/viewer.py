@@ -2,32 +2,35 @@
 viewer, inlined; orbit with the mouse, play/pause and scrub in its Animations panel), with the constraint
 forces drawn as red arrows at the contact points.
 
-No server runs: the scene is lowered to meshcat's drawing commands (msgpack) and embedded next to the viewer's
-JavaScript, which is how meshcat's own ``static_html`` works. :func:`screenshot` renders such a file in a
+No server runs: the scene is lowered to meshcat's drawing commands (:mod:`.meshcat_commands`, JSON) and embedded
+next to the viewer's JavaScript (meshcat 0.3.2's, shipped in ``assets/``), as meshcat's own ``static_html`` does;
+the meshcat package is not needed. :func:`screenshot` renders such a file in a
 headless Chromium (``apt-get install chromium``; software WebGL); a page held at a frame
 (``viewer.html#frame=K``) also says what it drew there, for checks in the browser (:func:`render_viewer`).
 """
-import base64
 import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 
+from . import meshcat_commands as mc
+
+SCRIPT = "meshcat.min.js"        # meshcat 0.3.2's viewer/dist/main.min.js, unchanged (MIT; its licences beside it)
+
 
 class ViewerError(RuntimeError):
-    """The viewer cannot be built or rendered (missing package or browser); the message says what to install."""
+    """The viewer cannot be built or rendered (missing file or browser); the message says what to install."""
 
 
-def _meshcat():
+def viewer_script():
+    """The text of meshcat's three.js viewer (``mrds_jax/viz/assets/meshcat.min.js``), which the page inlines."""
+    from importlib import resources
     try:
-        import meshcat
-        import meshcat.animation as animation
-        import meshcat.geometry as geometry
-        import umsgpack
-    except ImportError:
-        raise ViewerError("the browser viewer needs meshcat: pip install meshcat (or 'mrds-jax[viewer]')") from None
-    return meshcat, geometry, animation, umsgpack
+        return resources.files("mrds_jax.viz").joinpath("assets", SCRIPT).read_text(encoding="utf-8")
+    except OSError:
+        raise ViewerError(f"the viewer script mrds_jax/viz/assets/{SCRIPT} is missing from this installation of "
+                          "mrds_jax: reinstall it (pip install --force-reinstall .)") from None
 
 
 def _align_y(d):
@@ -50,17 +53,17 @@ def _stick_keys(a, b):
     return list((a + b) / 2), _align_y(u), [1.0, max(n, 1e-6), 1.0]
 
 
-def _geom_shape(g, kind, size, plane_side=1.0):
+def _geom_shape(kind, size, plane_side=1.0):
     """The meshcat geometry of a collision geom (three.js cylinders run along their local y); a plane as a square
     slab ``plane_side`` wide, its top face the plane (:func:`_plane_keys`)."""
     if kind == "plane":
-        return g.Box([plane_side, plane_side, PLANE_THICKNESS * plane_side])
+        return mc.box([plane_side, plane_side, PLANE_THICKNESS * plane_side])
     if kind == "sphere":
-        return g.Sphere(float(size[0]))
+        return mc.sphere(size[0])
     if kind == "box":
-        return g.Box([2 * float(x) for x in size])
+        return mc.box([2 * float(x) for x in size])
     if kind in ("capsule", "cylinder"):
-        return g.Cylinder(2 * float(size[1]) + (2 * float(size[0]) if kind == "capsule" else 0.0), float(size[0]))
+        return mc.cylinder(2 * float(size[1]) + (2 * float(size[0]) if kind == "capsule" else 0.0), size[0])
     return None
 
 
@@ -125,12 +128,10 @@ def camera_commands(scene):
     is drawn only where the model has a plane, by :func:`scene_commands`). meshcat's camera hangs under
     ``/Cameras/default/rotated``, whose turn undoes the scene's: its position is in three.js's y-up world, as is
     the orbit's target, which the page sets (:func:`camera_target`; meshcat has no command for it)."""
-    from meshcat.commands import SetProperty
-    from meshcat.path import Path as MPath
     _, r = scene.extent()
     eye = np.asarray(camera_target(scene)) + np.array([1.8, 1.5, 1.8]) * r        # y is up in this frame
-    return [SetProperty("visible", False, MPath(("Grid",))).lower(),
-            SetProperty("position", [float(x) for x in eye], MPath(("Cameras", "default", "rotated", "<object>"))).lower()]
+    return [mc.set_property("/Grid", "visible", False),
+            mc.set_property("/Cameras/default/rotated/<object>", "position", [float(x) for x in eye])]
 
 
 def scene_commands(scene, fps=20, scale=None, radius=0.015):
@@ -138,51 +139,42 @@ def scene_commands(scene, fps=20, scale=None, radius=0.015):
     cylinder per stick, a sphere per contact point and an arrow (cylinder) per constraint force, both shown only
     while the point touches, every collision geom at its pose (planes as square slabs), and one animation of them
     all. ``scale``: metres per newton (default :func:`force_scale`)."""
-    _, g, anim_mod, _ = _meshcat()
-    from meshcat.commands import SetAnimation, SetObject
-    from meshcat.path import Path as MPath
     colors = [0x1f77b4, 0xff7f0e, 0x2ca02c, 0x9467bd, 0x8c564b, 0xe377c2, 0x7f7f7f, 0xbcbd22, 0x17becf]
-    root = MPath(("mrds_jax",))
-    cmds = []
-    anim = anim_mod.Animation(default_framerate=fps)
+    cmds, tracks = [], {}
     n_t = scene.segments.shape[0]
     scale = force_scale(scene) if scale is None else scale
     touching = scene.in_contact()
     centre, r = scene.extent()
     hidden = [1e-9, 1e-9, 1e-9]               # a point that does not touch is drawn at no size
 
-    def add(path, geometry, color, keys_at):
-        p = root.append(path)
-        cmds.append(SetObject(geometry, g.MeshLambertMaterial(color=color), p).lower())
-        clip = anim_mod.AnimationClip(fps=fps)
-        for i in range(n_t):
-            pos, quat, scl = keys_at(i)
-            clip.set_property(i, "position", "vector3", pos)
-            clip.set_property(i, "quaternion", "quaternion", quat)
-            clip.set_property(i, "scale", "vector3", scl)
-        anim.clips[p] = clip
+    def add(name, geometry, color, keys_at):
+        path = f"/mrds_jax/{name}"
+        cmds.append(mc.set_object(path, geometry, color))
+        pos, quat, scl = zip(*(keys_at(i) for i in range(n_t)))
+        tracks[path] = [mc.track("position", "vector3", pos), mc.track("quaternion", "quaternion", quat),
+                        mc.track("scale", "vector3", scl)]
 
     for s in range(scene.segments.shape[1]):
-        add(f"stick{s}", g.Cylinder(1.0, radius), colors[scene.segment_module[s] % len(colors)],
+        add(f"stick{s}", mc.cylinder(1.0, radius), colors[scene.segment_module[s] % len(colors)],
             lambda i, s=s: _stick_keys(scene.segments[i, s, 0], scene.segments[i, s, 1]))
     def shown(keys, i, c):
         return keys if touching[i, c] else (keys[0], keys[1], hidden)
 
     for c in range(scene.points.shape[1]):
-        add(f"contact{c}", g.Sphere(2 * radius), 0x222222,
+        add(f"contact{c}", mc.sphere(2 * radius), 0x222222,
             lambda i, c=c: shown((list(scene.points[i, c]), [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0]), i, c))
         if scale > 0:
-            add(f"force{c}", g.Cylinder(1.0, radius * 0.8), 0xd62728, lambda i, c=c: shown(
+            add(f"force{c}", mc.cylinder(1.0, radius * 0.8), 0xd62728, lambda i, c=c: shown(
                 _stick_keys(scene.points[i, c], scene.points[i, c] + scale * scene.forces[i, c]), i, c))
     side = PLANE_SIDE * r
     for name, kind, size, poses in scene.geoms:
-        shape = _geom_shape(g, kind, size, side)
+        shape = _geom_shape(kind, size, side)
         if shape is None:
             continue
         color = 0xd8d8d0 if kind == "plane" else 0x9aa5b1
         add(f"geom_{name}", shape, color, lambda i, poses=poses, kind=kind: (
             _plane_keys(poses[i], centre, side) if kind == "plane" else _pose_keys(poses[i], kind)))
-    cmds.append(SetAnimation(anim, play=True, repetitions=1000).lower())   # loops
+    cmds.append(mc.set_animation(tracks, fps, repetitions=1000))   # loops
     return cmds + camera_commands(scene)
 
 
@@ -230,11 +222,10 @@ function mrdsDrawn(k) {
 def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
     """A self-contained HTML page that plays ``scene`` (see the module docstring); written to ``path`` if
     given. Returns the HTML text."""
-    meshcat, _, _, umsgpack = _meshcat()
     summary = DRAWN_SUMMARY_JS
-    js = (Path(meshcat.__file__).parent / "viewer" / "dist" / "main.min.js").read_text()
+    js = viewer_script()
     import json
-    commands = json.dumps([base64.b64encode(umsgpack.packb(cmd)).decode() for cmd in scene_commands(scene, fps)])
+    commands = json.dumps(scene_commands(scene, fps)).replace("</", "<\\/")      # no "</script>" inside the script
     import html as html_text
     target = ", ".join(f"{x:.6g}" for x in camera_target(scene))
     times = json.dumps([round(float(t), 6) for t in scene.t])
@@ -252,10 +243,8 @@ def viewer_html(scene, path=None, fps=20, title="mrds_jax"):
 <script>{js}</script>
 <script>
 var viewer = new MeshCat.Viewer(document.getElementById("meshcat-pane"));
-// the drawing commands, in order (msgpack, base64)
-{commands}.forEach(function (b64) {{
-  viewer.handle_command_bytearray(Uint8Array.from(atob(b64), function (c) {{ return c.charCodeAt(0); }}));
-}});
+// the drawing commands, in order (meshcat's, as JSON)
+{commands}.forEach(function (cmd) {{ viewer.handle_command(cmd); }});
 viewer.controls.target.set({target});          // the orbit's centre: the middle of the motion
 viewer.controls.update();
 // the animation runs at {fps} frames per second of the page; mrdsTimes: the simulated time of each frame
