@@ -97,6 +97,7 @@ from mrds_jax import ckcm  # noqa: E402
 from mrds_jax.ckcm import assembly as A  # noqa: E402
 from mrds_jax.ckcm.peg_hole import PegHole  # noqa: E402
 from mrds_jax.montecarlo import Uniform, run_monte_carlo  # noqa: E402
+from mrds_jax.validation import require  # noqa: E402
 
 RANGES = dict(lateral=(-6e-3, 6e-3), angular=(np.radians(-3.0), np.radians(3.0)), friction=(0.1, 0.6),
               clearance=(1e-4, 5e-4), centre=(0.0, 0.4))
@@ -215,6 +216,8 @@ def main(argv=None):
     ap.add_argument("--checkpoint", default=None, help="folder of the resumable chunks (default: beside --out)")
     ap.add_argument("--no-design", action="store_true", help="leave out the design comparison (the Monte Carlo only)")
     args = ap.parse_args(argv)
+    if not args.no_design:          # before the Monte Carlo's minutes, not after them
+        require("cmaes", "ckcm_assembly.py's design comparison (CMA-ES; --no-design leaves it out)")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     n = args.n or (1024 if args.quick else 10_000)

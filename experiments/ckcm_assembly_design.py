@@ -54,6 +54,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from mrds_jax.ckcm import assembly_design as AD  # noqa: E402
+from mrds_jax.validation import require  # noqa: E402
 
 SEEDS = (0, 1, 2)
 
@@ -168,6 +169,7 @@ def main(argv=None):
                     "0.2 s, 900 s)")
     ap.add_argument("--out", required=True, help="the section (Markdown)")
     args = ap.parse_args(argv)
+    require("cmaes", "ckcm_assembly_design.py (its CMA-ES baseline)")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     text = design_section(args.quick)

@@ -58,6 +58,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mrds_jax import ckcm  # noqa: E402
 from mrds_jax.ckcm import design as D  # noqa: E402
+from mrds_jax.validation import require  # noqa: E402
 from mrds_jax.ckcm.design.optimizer import compiled_evaluate  # noqa: E402
 from mrds_jax.ckcm.kinematics import home_pose, inverse_kinematics, jacobian  # noqa: E402
 
@@ -1036,6 +1037,7 @@ def main():
     if args.compare and args.render:
         return render_compare(f"ckcm_design_compare{'_quick' if args.quick else ''}{args.tag}", args.quick)
     if args.compare:
+        require("cmaes", "ckcm_design.py --compare (the CMA-ES baseline)")
         return compare(args)
     cfg = config(args)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -1050,6 +1052,8 @@ def main():
     state["_meta"] = {"mode": "--quick" if args.quick else "--large" if args.large else "default",
                       "samples": cfg["samples"], "jax": jax.__version__, "cpus": os.cpu_count(), "cfg": cfg}
     want = set(args.only.split(",")) if args.only else {"a", "b", "c", "d"}
+    if "c" in want:                     # section c's baselines, checked before sections a and b compute
+        require("cmaes", "ckcm_design.py's section c (the CMA-ES baseline; --only a,b,d leaves it out)")
     t0 = time.perf_counter()
     if "a" in want or "b" in want or "c" in want:
         for model in MODELS:

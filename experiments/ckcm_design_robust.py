@@ -51,6 +51,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from mrds_jax.ckcm import design as D  # noqa: E402
+from mrds_jax.validation import require  # noqa: E402
 from mrds_jax.ckcm.design import robust as R  # noqa: E402
 from mrds_jax.ckcm.design.objectives import actuator_forces, model_description  # noqa: E402
 from mrds_jax.montecarlo import Normal, run_monte_carlo  # noqa: E402
@@ -265,6 +266,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=None,
                     help="samples and draws vectorised together (default 16; the H100 run used 16)")
     args = ap.parse_args()
+    if not (args.four_only or args.design_only):     # the comparison's CMA-ES, before the gradient runs
+        require("cmaes", "ckcm_design_robust.py's comparison (CMA-ES; --design-only or --four-only leave it out)")
     cfg = config(args)
     cfg.update({k: getattr(args, k) for k in ("iterations", "mc", "samples", "batch_size")
                 if getattr(args, k) is not None})

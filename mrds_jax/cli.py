@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from .sysfile import cli as sysfile_cli
-from mrds_jax.validation import ArgumentError, InputError
+from mrds_jax.validation import ArgumentError, InputError, install_hint
+from mrds_jax.validation.packages import OPTIONAL_PACKAGES
 
 EXAMPLE_ROBOTS = {
     "ur5": "ur_description/urdf/ur5_robot.urdf",
@@ -423,17 +424,13 @@ def build_parser():
     return parser
 
 
-# optional packages by import name -> the extra of pyproject.toml that installs them
-OPTIONAL_PACKAGES = {"mujoco": "mjcf", "pinocchio": "pinocchio", "cmaes": "experiments", "mkdocs": "docs"}
-
-
 def missing_package(error):
-    """The one line for an ImportError of an optional package (what is missing, the extra that installs it), or
-    None for any other ImportError (a fault of the installation, not of the user: it keeps its traceback)."""
+    """The one line for an ImportError of an optional package (what is missing, the extra that installs it:
+    :data:`~mrds_jax.validation.packages.OPTIONAL_PACKAGES`), or None for any other ImportError (a fault of the
+    installation, not of the user: it keeps its traceback)."""
     name = (getattr(error, "name", None) or "").split(".")[0]
     if name in OPTIONAL_PACKAGES:
-        return (f"needs the package {name!r}, which is not installed: pip install 'mrds-jax[{OPTIONAL_PACKAGES[name]}]'"
-                f" (or pip install {'pin' if name == 'pinocchio' else name})")
+        return f"needs the package {name!r}, which is not installed: {install_hint(name)}"
     text = str(error).splitlines()[0] if str(error) else ""
     return text if "pip install" in text else None
 

@@ -61,6 +61,7 @@ from .design.optimizer import Settings as OptimizerSettings, make_optimizer
 from .design.space import box_of_unconstrained, unconstrained_of_box
 from .errors import CKCMInputError
 from .params import CKCMParams, nominal
+from ..validation import require
 
 DEG = np.pi / 180
 VARIABLES = ("log_k_angular", "log_k_lateral", "log_k_axial", "centre", "theta_A", "theta_B")
@@ -414,13 +415,10 @@ def timed_cma_es_runs(problem: DesignProblem, x0s, settings: ObjectiveSettings =
     designs ``x0s`` (S, 6) (start k draws with seed ``run.seed + k``), every generation of all S in one call of
     ``population_evaluation`` (S × population designs), for ``run.budget_s`` s of wall time, compilation
     included; stops at the first generation that ends past the budget. One ``RunResult`` per start."""
+    require("cmaes", "timed_cma_es_runs (the CMA-ES baseline)")
     check_box(box)
     x0s = _starts(x0s, box, "timed_cma_es_runs")
-    try:
-        from cmaes import CMA
-    except ModuleNotFoundError as err:
-        raise ModuleNotFoundError("timed_cma_es_runs needs the cmaes package: pip install 'mrds_jax[experiments]' "
-                                  "(or pip install cmaes)") from err
+    from cmaes import CMA
     lo, hi = np.asarray(box.lower, float), np.asarray(box.upper, float)
     t0 = time.perf_counter() - run.charge_s
     population = population_evaluation(settings)

@@ -1,7 +1,8 @@
 """Checks of user input at the public entry points, and the exception types they raise; one concern per file:
 :mod:`.errors` (the exception types), :mod:`.arguments` (numbers, counts, choices, per-module arrays),
 :mod:`.descriptions` (module descriptions), :mod:`.systems` (per-module arguments, states, ``simulate``'s
-arguments), :mod:`.checkpoints` (output folders and checkpoint files). Everything is importable from here.
+arguments), :mod:`.checkpoints` (output folders and checkpoint files), :mod:`.packages` (optional packages, checked before the
+work that needs them). Everything is importable from here.
 
 Every entry point (builders, URDF import, the module-level dynamics functions, ``build_system``,
 ``simulate``, samplers, Monte Carlo, design optimisation, the command line) calls one of the functions below
@@ -28,3 +29,4 @@ from .descriptions import (finite_array, link_description, link_inertia, positiv
                            unit_axis)
 from .systems import constraint_conditioning, did_you_mean, known_keys, per_module, simulation, system_state
 from .checkpoints import array_checksum, output_dir, read_json, read_npz
+from .packages import install_hint, require
