@@ -52,6 +52,7 @@ from ..spatial import cross, skew, spatial_rotation
 from ..spatial.linalg import matmul
 from ..validation import system_state
 from .build import module_taus
+from .stabilisation import relative_pose
 
 
 class ConstraintSystem(NamedTuple):
@@ -218,10 +219,8 @@ def _rotate6(R, x):
 def _current_modes(contact, side_E, side_P, xd6, t, dtype):
     """The contact's bases at the relative configuration ᴱR_P = ᴵR_Eᵀ ᴵR_P (Bonaventura eq. 99), ᴱr_EP (Bonaventura eq. 97) and
     the φ̇ term of Bonaventura eq. 90 (zero, at no cost, for constant modes); ``xd6`` = 6-D ᴱẋ_EP (Bonaventura eq. 98)."""
-    R_E, p_E = side_E[0], side_E[1]
-    R_P, p_P = side_P[0], side_P[1]
     xd_c = contact.constraint_velocity_and_acceleration(t, dtype)[0]
-    return contact_modes(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E), xd6, xd_c)
+    return contact_modes(contact, *relative_pose(side_E, side_P), xd6, xd_c)
 
 
 def forces_per_point(sides, T, forces, k, n_points):

@@ -61,7 +61,7 @@ from ..dynamics.interface import module_terms, open_chain_acceleration, referenc
 from ..pytree import replace
 from .build import SystemDescriptionError, module_taus
 from .constraint_space import contact_kinematics
-from .stabilisation import pose_error
+from .stabilisation import pose_error, relative_pose
 from ..model.tree import task_slice
 from ..spatial.linalg import cho_solve, cholesky, matmul
 from ..validation import system_state
@@ -217,8 +217,8 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     T_E, T_P, xd6, c6 = contact_kinematics(contact, side_E, side_P)           # Bonaventura eq. 80-83 at a₀ = 0
     T_c, T_r = (T_E, T_P) if is_E else (T_P, T_E)
     T_c, T_r = T_c[rows, rows], T_r[rows, rows]
-    R_E, p_E, R_P, p_P = side_E[0], side_E[1], side_P[0], side_P[1]
-    m = contact_modes(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E), xd6, xd_c)
+    R_EP, r_EP = relative_pose(side_E, side_P)                               # Bonaventura eq. 97, 99
+    m = contact_modes(contact, R_EP, r_EP, xd6, xd_c)
     W_c, W_r = matmul(T_c.T, m.psi_c), matmul(T_r.T, m.psi_c)                # d x n_c
     u = matmul(m.psi_u, F_u)                                                  # ψᵘ Fᵘ (d,)
     u_c, u_r = matmul(T_c.T, u), matmul(T_r.T, u)
@@ -226,7 +226,7 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                          # constrained α (Bonaventura eq. 85)
     phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                               # Bonaventura eq. 105
     if gains is not None:                                                     # Baumgarte, as in yᶜ (Bonaventura eq. 89)
-        phi_p = matmul(m.psi_c.T, pose_error(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E)))
+        phi_p = matmul(m.psi_c.T, pose_error(contact, R_EP, r_EP))
         alpha = alpha - 2.0 * gains[0] * phi_v - gains[1] ** 2 * phi_p
     S = alpha - matmul(m.psi_c.T, c6[rows]) - matmul(LW.T, u_c)              # Lilly & Orin eq. 35
     Xc = matmul(W_r.T, J_r)                                                   # ψᶜᵀ X₀ᵏ (n_c x N₀)
