@@ -95,7 +95,7 @@ jax.config.update("jax_enable_x64", True)
 
 from mrds_jax import ckcm  # noqa: E402
 from mrds_jax.ckcm import assembly as A  # noqa: E402
-from mrds_jax.ckcm.peg_hole import PegHole  # noqa: E402
+from mrds_jax.ckcm.assembly.peg_hole import PegHole  # noqa: E402
 from mrds_jax.montecarlo import Uniform, run_monte_carlo  # noqa: E402
 
 RANGES = dict(lateral=(-6e-3, 6e-3), angular=(np.radians(-3.0), np.radians(3.0)), friction=(0.1, 0.6),
