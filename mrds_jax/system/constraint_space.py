@@ -17,9 +17,10 @@ k, with the d x d operator T_E = −ℜᵢᵀ Sᵢ, and side P with T_P = ℜᵢ
 contact has both sides on one module (the relative Jacobian ᴱJ_EP = ℜᵀ(J_P − S J_E) of Bonaventura eq. 71 through
 its O(N) forms Bonaventura eq. 92-94). The relative acceleration of contact i is ᴱẍ_EP = Σ_{sides a of i} Tₐ ẍ_{k(a)}[s_a]
 (+ the bias of Bonaventura eq. 83), and by duality the force F_EP of contact i acts on point s of module k as Tₐᵀ F_EP
-(Bonaventura eq. 95-96). Writing Aₖ for the block operator with Aₖ[i, s] = Σ_{sides of i at (k, s)} Tₐ (never formed):
+(Bonaventura eq. 95-96). Writing Aₖ for the block operator with Aₖ[i, s] = Σ_{sides of i at (k, s)} Tₐ (never formed),
+the forces on the modules' points are Aₖᵀ F (:func:`point_forces`) and Bᶜ is Table 17's sum:
 
-    Aₖᵀ F:   fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (Bonaventura eq. 95-96; :func:`point_forces`)
+    Aₖᵀ F:   fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (Bonaventura eq. 95-96)
     Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ  (Table 17, Bonaventura eq. 88)
 
 **Bᶜ along the constraint directions only.** The contacts' constrained directions seen at the modules' points,
