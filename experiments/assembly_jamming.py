@@ -1,4 +1,4 @@
-"""Whitney's jamming diagram, simulated (docs/guide/assembly.md §4): the capsule peg of mrds_jax.ckcm.peg_rig in
+"""Whitney's jamming diagram, simulated (docs/guide/assembly.md §4): the capsule peg of mrds_jax.ckcm.assembly.peg_rig in
 two-point contact at θ = 0.02 rad (r = 1 cm, c = 0.2 mm, μ = 0.3: ℓ = 2.01 cm, λ = 3.35), a constant applied wrench
 (F_x, F_z, M) = F_z (a, 1, b r), F_z = 10 mN, at every point of a grid over the diagram, 10 ms of the library's
 contact step from rest (one compiled batch). A point is *jammed* when the peg did not move (‖Δq‖ < 1e-7), else it
@@ -10,7 +10,7 @@ how many grid points disagree with the exact region, overall and farther than 5 
 
     python experiments/assembly_jamming.py [--n 21] [--out docs/assembly_jamming.png]
 
-The test tests/test_assembly_whitney.py runs the same function (mrds_jax.ckcm.peg_rig.jamming_grid) on an 11 × 11
+The test tests/test_assembly_whitney.py runs the same function (mrds_jax.ckcm.assembly.peg_rig.jamming_grid) on an 11 × 11
 grid.
 """
 import argparse
@@ -26,9 +26,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mrds_jax.ckcm import whitney as W  # noqa: E402
-from mrds_jax.ckcm.peg_hole import PegHole  # noqa: E402
-from mrds_jax.ckcm.peg_rig import Rig, jamming_grid, rig_system  # noqa: E402
+from mrds_jax.ckcm.assembly import whitney as W  # noqa: E402
+from mrds_jax.ckcm.assembly.peg_hole import PegHole  # noqa: E402
+from mrds_jax.ckcm.assembly.peg_rig import Rig, jamming_grid, rig_system  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 P = PegHole(peg_radius=0.01, peg_length=0.06, clearance=2e-4, hole_depth=0.05, friction=0.3)

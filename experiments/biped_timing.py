@@ -161,7 +161,7 @@ def stage_costs(recursion):
     points), Steps 2-3 (``constraint_system``: Bᶜ, yᶜ) and the whole forward dynamics with each solve."""
     from mrds_jax import aba, mass_matrix
     from mrds_jax.dynamics.interface import module_terms
-    from mrds_jax.system.dynamics import constraint_system
+    from mrds_jax.system.constraint_space import constraint_system
     system, state, tau, _ = biped(recursion=recursion)
     m, pts = system.modules[0], system.connectivity.points[0]
     q, v, tq = state.q[0], state.v[0], tau[0]

@@ -95,7 +95,7 @@ jax.config.update("jax_enable_x64", True)
 
 from mrds_jax import ckcm  # noqa: E402
 from mrds_jax.ckcm import assembly as A  # noqa: E402
-from mrds_jax.ckcm.peg_hole import PegHole  # noqa: E402
+from mrds_jax.ckcm.assembly.peg_hole import PegHole  # noqa: E402
 from mrds_jax.montecarlo import Uniform, run_monte_carlo  # noqa: E402
 from mrds_jax.validation import require  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Design through contact: the CKCM end-effector's RCC (stiffnesses, compliance centre) and θA, θB chosen by gradient
 through the peg-in-hole contact rollouts, against CMA-ES at equal wall time, compilation included (issue 42 item 5;
-``mrds_jax.ckcm.assembly_design``).
+``mrds_jax.ckcm.assembly.design``).
 
     python experiments/ckcm_assembly_design.py [--quick] --out FILE.md
 
@@ -53,7 +53,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from mrds_jax.ckcm import assembly_design as AD  # noqa: E402
+from mrds_jax.ckcm.assembly import design as AD, optimizers as AO  # noqa: E402
 from mrds_jax.validation import require  # noqa: E402
 
 SEEDS = (0, 1, 2)
@@ -89,8 +89,8 @@ def compare(quick):
     cfg = dict(config(quick))
     problem = AD.design_problem(AD.misalignment_batch(cfg["batch"], seed=0))
     x0s = np.stack([seed_start(problem, seed) for seed in SEEDS])
-    methods = (AD.timed_gradient_runs, AD.timed_cma_es_runs)
-    settings = AD.RunSettings(budget_s=0.0, seed=SEEDS[0], population=cfg["population"])
+    methods = (AO.timed_gradient_runs, AO.timed_cma_es_runs)
+    settings = AO.RunSettings(budget_s=0.0, seed=SEEDS[0], population=cfg["population"])
     first, cpu = [], []
     for fn in methods:                           # compile: one step / one generation, measured
         c0 = time.process_time()
@@ -125,7 +125,7 @@ def design_section(quick: bool) -> str:
     s = cfg["objective"]
     lines = [f"## Design through contact: gradient vs CMA-ES ({'quick' if quick else 'full'} mode)", "",
              f"Design vector: ln k_θ, ln k_lat, ln k_ax of the RCC, its centre behind the tip, θA, θB "
-             f"(`mrds_jax.ckcm.assembly_design`, box `BOX`). Objective over B = {cfg['batch']} misalignments "
+             f"(`mrds_jax.ckcm.assembly.design`, box `BOX`). Objective over B = {cfg['batch']} misalignments "
              f"(lateral ±2 mm, angular ±1°, 3 mm above the mouth): −mean depth reached at T = "
              f"{s.n_steps * s.dt:.2f} s (saturating at {1e3 * s.target_depth:g} mm, in units of it) + "
              f"{s.contact_weight:g} × smooth peak contact force / {s.contact_scale:g} N + {s.actuator_weight:g} × "

@@ -57,7 +57,7 @@ from mrds_jax.dynamics.interface import module_terms  # noqa: E402
 from mrds_jax.dynamics.kinematics import forward_kinematics, task_jacobian  # noqa: E402
 from mrds_jax.dynamics.rnea import nonlinear_effects_from_kinematics  # noqa: E402
 from mrds_jax.integrate import rollout  # noqa: E402
-from mrds_jax.system.dynamics import constraint_system  # noqa: E402
+from mrds_jax.system.constraint_space import constraint_system  # noqa: E402
 
 OUT = ROOT / "experiments" / "out" / "profile_general_path.md"
 DTYPE = jnp.float32

@@ -1,4 +1,4 @@
-"""The compliant force controller of the CKCM end-effector (``mrds_jax.ckcm.compliance``), float64, in free space:
+"""The compliant force controller of the CKCM end-effector (``mrds_jax.ckcm.assembly.compliance``), float64, in free space:
 
 * its leg (wrench) Jacobian, written from cross products, is the paper's C = ∂l/∂Φ (Nguyen & Pooran eq. 26-27,
   printed formulas) in twist form: C = J_w [V; I 0] (V of eq. 32-34);
@@ -26,7 +26,7 @@ from scipy.spatial.transform import Rotation
 
 from mrds_jax import ckcm
 from mrds_jax import system as S
-from mrds_jax.ckcm import compliance as CC
+from mrds_jax.ckcm.assembly import compliance as CC
 from mrds_jax.ckcm import kinematics as K
 from mrds_jax.ckcm import multibody as MB
 

@@ -1,4 +1,4 @@
-"""Design through contact (``mrds_jax.ckcm.assembly_design``, issue 42 item 5), float64:
+"""Design through contact (``mrds_jax.ckcm.assembly.design``, issue 42 item 5), float64:
 
 * the design vector's maps: the scene's RCC and the paper's θA, θB are a design inside the box, and building the
   RCC back from it gives the scene's stiffness and damping (``assembly.default_compliance``: critically damped);
@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from mrds_jax.ckcm import assembly as A
-from mrds_jax.ckcm import assembly_design as AD
+from mrds_jax.ckcm.assembly import design as AD, optimizers as AO
 from mrds_jax.ckcm.design.optimizer import forward_jacobian
 from mrds_jax.ckcm.errors import ComplianceCentreError, StiffnessError
-from mrds_jax.ckcm.peg_hole import PegHoleError
+from mrds_jax.ckcm.assembly.peg_hole import PegHoleError
 
 SETTINGS = AD.ObjectiveSettings(dt=2e-3, n_steps=20, decimation=5)
 
@@ -86,7 +86,7 @@ def test_bad_design_vector_is_named_before_anything_compiles(entry, value, words
     with pytest.raises(AD.AssemblyDesignError, match=words):
         AD.checked_evaluate(problem, x, SETTINGS)
     with pytest.raises(AD.AssemblyDesignError, match="the start design"):
-        AD.timed_gradient_run(problem, x, SETTINGS)
+        AO.timed_gradient_run(problem, x, SETTINGS)
 
 
 def test_batched_runs_name_bad_starts_and_derivative_before_anything_compiles(monkeypatch):
@@ -97,13 +97,13 @@ def test_batched_runs_name_bad_starts_and_derivative_before_anything_compiles(mo
     bad = np.stack([x, x])
     bad[1, 3] = np.nan
     monkeypatch.setattr(jax, "jit", _no_compile)
-    for runs in (AD.timed_gradient_runs, AD.timed_cma_es_runs):
+    for runs in (AO.timed_gradient_runs, AO.timed_cma_es_runs):
         with pytest.raises(AD.AssemblyDesignError, match=r"\(S, 6\) array, got shape \(6,\)"):
             runs(problem, x, SETTINGS)
         with pytest.raises(AD.AssemblyDesignError, match="start design 1: not finite: centre = nan"):
             runs(problem, bad, SETTINGS)
     with pytest.raises(AD.AssemblyDesignError, match="derivative must be one of"):
-        AD.gradient_step(SETTINGS, AD.BOX, "backward")
+        AO.gradient_step(SETTINGS, AD.BOX, "backward")
 
 
 def test_empty_box_and_bad_misalignments_are_named():

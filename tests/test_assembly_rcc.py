@@ -31,7 +31,7 @@ import pytest
 
 from mrds_jax import ckcm
 from mrds_jax.ckcm import assembly as A
-from mrds_jax.ckcm import whitney as W
+from mrds_jax.ckcm.assembly import whitney as W
 
 P = ckcm.nominal()
 DT, DURATION, DECIMATION = 2e-3, 0.6, 10

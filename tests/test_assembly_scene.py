@@ -19,8 +19,8 @@ import pytest
 from mrds_jax import ckcm
 from mrds_jax import system as S
 from mrds_jax.ckcm import assembly as A
-from mrds_jax.ckcm import compliance as CC
-from mrds_jax.ckcm.peg_hole import PegHoleError, start_clearance
+from mrds_jax.ckcm.assembly import compliance as CC
+from mrds_jax.ckcm.assembly.peg_hole import PegHoleError, start_clearance
 from mrds_jax.sysfile import example_files, load_system_file
 from mrds_jax.system.timestepping import contact_gaps
 

@@ -1,8 +1,8 @@
 """A rigid peg in a hole with Coulomb friction against Whitney's quasi-static analysis (D. E. Whitney, ASME J. Dyn.
-Sys. Meas. Control 104 (1982) 65-77; derivation in docs/guide/assembly.md, formulas in mrds_jax.ckcm.whitney),
+Sys. Meas. Control 104 (1982) 65-77; derivation in docs/guide/assembly.md, formulas in mrds_jax.ckcm.assembly.whitney),
 float64, hard contact (the library's NCP step at a tight tolerance).
 
-The rig (mrds_jax.ckcm.peg_rig): the peg (mrds_jax.ckcm.peg_hole: a capsule) on a planar chain x, z, θ (two
+The rig (mrds_jax.ckcm.assembly.peg_rig): the peg (mrds_jax.ckcm.assembly.peg_hole: a capsule) on a planar chain x, z, θ (two
 massless slides and a revolute about the tip, so the generalised forces are the applied F_x, world F_z and the
 moment about the tip) in a slot of two box walls. A *support* applies Q = F₀ + t F₁ − K (q − q_ref) − D (v − v_ref):
 a force-controlled lateral axis, a velocity-controlled insertion axis (a damper toward the insertion speed) and a
@@ -29,10 +29,10 @@ import jax
 import jax.numpy as jnp
 
 from mrds_jax import collision as C, system as S
-from mrds_jax.ckcm import whitney as W
-from mrds_jax.ckcm.peg_hole import (HoleLayout, PegHole, PegHoleError, hole_geoms, peg_geom, peg_hole_geoms,
+from mrds_jax.ckcm.assembly import whitney as W
+from mrds_jax.ckcm.assembly.peg_hole import (HoleLayout, PegHole, PegHoleError, hole_geoms, peg_geom, peg_hole_geoms,
                                     with_peg_hole)
-from mrds_jax.ckcm.peg_rig import (Rig, jamming_grid, peg_module, rig_rollouts, rig_system, support, support_law,
+from mrds_jax.ckcm.assembly.peg_rig import (Rig, jamming_grid, peg_module, rig_rollouts, rig_system, support, support_law,
                                    two_point_configuration, wall_forces)
 from mrds_jax.system.ncp import NCPSettings
 from mrds_jax.system.timestepping import ContactSettings, contact_gaps, slot_kinematics

@@ -5,8 +5,9 @@
   velocity errors, H by CRBA, solved by numpy), on a planar one-module four-bar closed by a Type B contact,
   the dual-arm grasp (two Type A welds on a free box) and the CKCM Stewart platform (six spherical contacts
   sharing one platform), at random configurations (float64, 1e-10 relative); and ``constraint_system``'s Bᶜ, summed
-  from each module's Dᵀ Λ⁻¹ D along its constraint directions only, equals the contact-pair blocks of the full
-  Λ⁻¹ (formed, and factored as J Ψ); a rigid tree's own ``module_terms_along`` equals the generic one.
+  from each module's Dᵀ Λ⁻¹ D along its constraint directions only, equals Table 17's ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ
+  formed densely in the test (Aₖ from the sides' operators, Λₖ⁻¹ = Jₖ Hₖ⁻¹ Jₖᵀ); a rigid tree's own
+  ``module_terms_along`` equals the generic one.
 * The pseudo-inverse solve's batched fast path (a plain Cholesky where it shows full numerical rank, the
   pivoted pseudo-inverse only for the scenarios that need it): in a batch mixing regular, nearly singular and
   exactly singular matrices, every lane equals the same matrix solved alone, regular lanes equal numpy's
@@ -83,32 +84,56 @@ def test_table17_blocks_equal_constraint_jacobian_route(make):
 
 
 
+def table17_formed(system, state, cs):
+    """ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ (Table 17, eq. 88) formed densely in numpy: Aₖ[i, s] the sum of the operators Tₐ
+    (``cs.T``) of contact i's sides at point s of module k, Λₖ⁻¹ = Jₖ Hₖ⁻¹ Jₖᵀ from the points' task Jacobian of
+    the module's full Step 2 terms and its mass matrix, ψᶜ block-diagonal over the contacts."""
+    from mrds_jax.dynamics.interface import module_terms
+    conn = system.connectivity
+    d, n_contacts = conn.dim, len(system.contacts)
+    B = np.zeros((n_contacts * d, n_contacts * d))
+    for k, pts in enumerate(conn.points):
+        if not pts:
+            continue
+        module, q, v = system.modules[k], state.q[k], state.v[k]
+        J = np.asarray(module_terms(module, q, v, jnp.zeros(module.nv), pts).J)
+        A = np.zeros((n_contacts * d, len(pts) * d))
+        for i, (mE, sE, mP, sP) in enumerate(conn.sides):
+            on_modules = [(m, slot) for m, slot in ((mE, sE), (mP, sP)) if m >= 0]
+            for (m, slot), T in zip(on_modules, cs.T[i]):
+                if m == k:
+                    A[i * d:(i + 1) * d, slot * d:(slot + 1) * d] += np.asarray(T)
+        B += A @ J @ np.linalg.solve(np.asarray(mass_matrix(module, q)), J.T) @ A.T
+    psi_c = np.zeros((n_contacts * d, conn.n_constraints))
+    for i, (m, cols) in enumerate(zip(cs.modes, conn.constraint_slices())):
+        psi_c[i * d:(i + 1) * d, cols] = np.asarray(m.psi_c)
+    return psi_c.T @ B @ psi_c
+
+
 @pytest.mark.parametrize("make", [planar_fourbar, dual_arm_grasp, stewart], ids=["fourbar_typeB", "dual_arm", "stewart"])
-def test_factored_and_formed_operational_inertia_routes_agree(make):
-    """The two associations of Wₐᵀ (J Ψ)[s_a, s_b] W_b: with Λ⁻¹ formed (module types that give no J) and in
-    factored form (J given), through ``constraint_system``'s Bᶜ and yᶜ and the Lilly & Orin operator Λ⁻¹ W."""
-    from mrds_jax.system import constraint_space as CS
-    from mrds_jax.system import dynamics as D
+def test_constraint_system_matrix_equals_table17_formed_in_the_test(make):
+    """``constraint_system``'s Bᶜ, summed from each module's Dᵀ Λ⁻¹ D along its constraint directions only, equals
+    Table 17's ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ formed densely here (Type B contact on one module, two Type A welds on a
+    free box, six spherical contacts sharing one platform); and the Lilly & Orin operator Λ⁻¹ x, in factored form
+    J (Ψ x) where that is cheaper, equals the formed Λ⁻¹ x."""
+    from mrds_jax.dynamics.interface import module_terms
+    from mrds_jax.system import lilly
     system, state = make()
     s = perturbed(system, state, np.random.default_rng(11))
-    terms = D._all_module_terms(system, s, D._taus(system, None, jnp.float64), "direct")
-    assert any(t is not None and CS._factored(t, 0, 0) for t in terms)     # the factored route is exercised
-    cs = D.constraint_system(system, s)
-    W = []
-    for i, per in enumerate(CS.contact_sides(system.connectivity)):
-        W.append(tuple(cs.T[i][a].T @ cs.modes[i].psi_c for a in range(len(per))))
-    d, n_c = system.connectivity.dim, system.connectivity.n_c
-    sides = CS.contact_sides(system.connectivity)
-    factored = CS.constraint_space_matrix(sides, W, terms, n_c, d, jnp.float64)
-    formed = CS.constraint_space_matrix(sides, W, [t and t._replace(J=None) for t in terms], n_c, d, jnp.float64)
-    scale = np.abs(np.asarray(formed)).max()
-    np.testing.assert_allclose(np.asarray(factored), np.asarray(formed), rtol=0, atol=1e-12 * scale)
-    np.testing.assert_allclose(np.asarray(cs.Bc), np.asarray(formed), rtol=0, atol=1e-12 * scale)
+    cs = S.constraint_system(system, s)
+    formed = table17_formed(system, s, cs)
+    scale = np.abs(formed).max()
+    assert formed.shape == (system.connectivity.n_constraints,) * 2 and scale > 0
+    np.testing.assert_allclose(np.asarray(cs.Bc), formed, rtol=0, atol=1e-12 * scale)
+    terms = [module_terms(m, q, v, jnp.zeros(m.nv), pts) if pts else None
+             for m, q, v, pts in zip(system.modules, s.q, s.v, system.connectivity.points)]
+    assert any(t is not None and lilly._factored(t, 0, 0) for t in terms)     # the factored route is exercised
     for t in terms:
         if t is not None:
             x = jnp.asarray(np.random.default_rng(2).standard_normal((t.Psi.shape[1], 3)))
-            np.testing.assert_allclose(np.asarray(CS.operational_inverse_inertia_times(t, x)),
+            np.testing.assert_allclose(np.asarray(lilly.operational_inverse_inertia_times(t, x)),
                                        np.asarray(t.Lam_inv @ x), rtol=0, atol=1e-12 * np.abs(t.Lam_inv @ x).max())
+
 
 @pytest.mark.parametrize("make", [planar_fourbar, dual_arm_grasp], ids=["fourbar_typeB", "dual_arm"])
 def test_terms_along_directions_equal_the_full_terms_projected(make):

@@ -10,17 +10,18 @@
                   states from a payload motion), ``paths``, ``inverse`` (closed-chain inverse dynamics:
                   actuator forces), ``controllers`` and ``tracking`` (forward simulation under computed-torque /
                   PD-feedforward / open-loop control)
-- ``compliance``  compliant force control: a Cartesian impedance about a remote centre of compliance (RCC) through
-                  the six actuators, with a commanded insertion force or speed (Whitney 1982; Hogan 1985)
-- ``assembly``    the peg-in-hole scene ``ckcm_peg_in_hole`` (plant, peg and hole, controller), one insertion as a pure
-                  batched function, and its outcome (inserted, jammed, wedged) from the motion and the contact state
+- ``assembly``    peg-in-hole assembly, a package: the compliant force controller (``assembly.compliance``, an RCC
+                  impedance through the six actuators; also ``mrds_jax.ckcm.compliance``), the peg and hole,
+                  Whitney's analysis and its planar rig, the scene ``ckcm_peg_in_hole``, one insertion as a pure batched
+                  function and its outcome (inserted, jammed, wedged), and design through contact
 - ``design``      design optimisation of the parameters on a task
 - ``errors``      the exceptions and the warning of bad input
 
 Parameters the paper leaves open follow the MJCF model of the same mechanism that the speed benchmarks use (``params``).
 """
-from . import (compliance, controllers, inverse, kinematics, lagrangian, legs, mechanism, multibody, params, paths, states,
+from . import (assembly, controllers, inverse, kinematics, lagrangian, legs, mechanism, multibody, params, paths, states,
                tracking)
+from .assembly import compliance
 from .errors import (AttachmentError, CKCMInputError, ComplianceCentreError, ComplianceError, DampingError,
                      StiffnessError, ForwardKinematicsError, SingularConfigurationError,
                      SingularPoseWarning, StrokeError, WorkspaceError)

@@ -257,7 +257,7 @@ def _imported(doc):
 def _peg_in_hole(doc, params, c):
     """(system, state, forces) of ``[ckcm.peg_in_hole]`` (``mrds_jax.ckcm.assembly.peg_in_hole``)."""
     from ..ckcm import assembly as A
-    from ..ckcm.peg_hole import PegHole
+    from ..ckcm.assembly.peg_hole import PegHole
     s = c.peg_in_hole
     task = A.default_task()
     task = A.as_arrays(task._replace(

@@ -111,7 +111,7 @@ class Module(Strict):
 
 class PegInHole(Strict):
     """``[ckcm.peg_in_hole]``: the CKCM carries a capsule peg into a chamfered slot on the base under compliant force
-    control (``mrds_jax.ckcm.assembly``): the peg and hole (``mrds_jax.ckcm.peg_hole.PegHole``), the initial errors
+    control (``mrds_jax.ckcm.assembly``): the peg and hole (``mrds_jax.ckcm.assembly.peg_hole.PegHole``), the initial errors
     (the tip's offset along x, the tilt about y), the remote centre of compliance behind the tip and the commanded
     insertion force and speed. Its geoms, controller and initial pose replace ``[ckcm]``'s pose."""
     peg_radius: Annotated[Length, Field(gt=0)] = 0.01

@@ -1,8 +1,9 @@
 """Layer 5: systems of modules and contacts — Bonaventura's global level (MRDS Steps 2-4)."""
 from .build import (Connectivity, System, SystemDescriptionError, SystemState, build_system, global_connectivity,
                     make_state, modular_connectivity)
-from .dynamics import (ConstraintSystem, ModuleTerms, SystemDynamics, constraint_system, contact_kinematics,
-                       forward_dynamics, module_terms)
+from ..dynamics.interface import ModuleTerms, module_terms
+from .constraint_space import ConstraintSystem, constraint_system, contact_kinematics
+from .dynamics import SystemDynamics, forward_dynamics
 from .couplings import coupling_errors, coupling_jacobian
 from .inverse import InverseDynamics, inverse_dynamics
 from .lilly import (ChainDynamics, ChainStructure, chain_structure, lilly_forward_dynamics,

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 from .. import validation
 from ..integrate.integrators import Accelerations, SolveInfo
 from ..validation.arguments import is_traced
-from .build import SystemDescriptionError, SystemState
-from .dynamics import _taus, forward_dynamics
+from .build import SystemDescriptionError, SystemState, module_taus
+from .dynamics import forward_dynamics
 from .forces import generalized_forces
 from .lilly import (
     lilly_forward_dynamics,
@@ -100,7 +100,7 @@ def system_acceleration(system, forces=(), stabilisation=None, solver=SolverSett
     def acceleration(q, v, t):
         state = SystemState(tuple(q), tuple(v))
         dtype = state.q[0].dtype
-        taus = _taus(system, tau, dtype)
+        taus = module_taus(system, tau, dtype)
         if forces:
             taus = tuple(a + b for a, b in zip(taus, generalized_forces(system, forces, state, t)))
         if which == "lilly":

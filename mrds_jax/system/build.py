@@ -17,7 +17,7 @@ from ..contacts.coupling import COUPLED_KINDS, CouplingError, JointCoupling
 from ..contacts.model import Contact, ContactError, validate_contact
 from ..dynamics.interface import implements_interface, missing_attributes, with_loop_points
 from ..pytree import pytree_dataclass, static
-from ..validation import ArgumentError, InputError
+from ..validation import ArgumentError, InputError, per_module
 
 
 class SystemDescriptionError(InputError):
@@ -314,3 +314,15 @@ def make_state(system, q, v=None):
             raise SystemDescriptionError(f"state of module {name!r}: q has shape {qq.shape}, v {vv.shape}; "
                               f"need ({m.nq},) and ({m.nv},)")
     return SystemState(q=q, v=v)
+
+
+def module_taus(system, tau, dtype):
+    """Per module of ``system``, its joint forces from ``tau``: a sequence of one array per module, a dict by module
+    name (missing modules get zeros), or None (all zeros); a bad count or shape raises a named error."""
+    per_module(system, tau, "tau", "nv", "joint forces")
+    if tau is None:
+        return tuple(jnp.zeros(m.nv, dtype=dtype) for m in system.modules)
+    if isinstance(tau, dict):
+        return tuple(jnp.asarray(tau.get(n, jnp.zeros(m.nv, dtype=dtype)))
+                     for n, m in zip(system.module_names, system.modules))
+    return tuple(jnp.asarray(x) for x in tau)

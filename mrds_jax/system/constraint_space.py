@@ -1,38 +1,161 @@
-"""Bonaventura's Table 17: the constraint-space matrix Bᶜ from contact-pair blocks, and the two maps between
-contact forces and module point quantities that Steps 3-4 need (Bonaventura eq. 88, 92-96).
+"""Step 3 of Bonaventura's method (Table 19): the constraint-space system Bᶜ Fᶜ = yᶜ of a system at a state
+(Bonaventura eq. 81-90, Table 17), in one function, :func:`constraint_system`, that reads top to bottom; its helpers
+follow it in the order it calls them, then the two maps :mod:`.inverse` shares (:func:`point_forces`) and the
+contact kinematics :mod:`.lilly` shares (:func:`contact_kinematics`). :mod:`.dynamics` (Step 4) only calls it.
 
-A contact i reaches a module k through its *sides*: side E, at operational point (slot) s of module k, with
-the d x d operator T = −ℜᵢᵀ Sᵢ, and side P with T = ℜᵢᵀ (ℜᵢ = ᴵℜ_Eᵢ, Sᵢ = ᴵS_EᵢPᵢ of Bonaventura eq. 20, both restricted
-to the task rows; :func:`~mrds_jax.system.dynamics.contact_kinematics`). A Type B contact has both sides on
-one module. The relative acceleration of contact i is ᴱẍ_EP = Σ_{sides a of i} Tₐ ẍ_{k(a)}[s_a] (+ the bias
-of Bonaventura eq. 83), and by duality the force F_EP of contact i acts on point s of module k as Tₐᵀ F_EP (Bonaventura eq. 95-96).
-Writing Aₖ for the block operator with Aₖ[i, s] = Σ_{sides of i at (k, s)} Tₐ (the dense form this module
-replaces), the three quantities of Steps 3-4 are Aₖᵀ F (:func:`point_forces`), Aₖ x
-(:func:`contact_accelerations`) and Bᶜ, block by block (:func:`constraint_space_matrix`):
+**The contacts' kinematics.** For each contact i, Sᵢ = ᴵS_EiPi (Bonaventura eq. 20), the spatial rotation
+ℜᵢ = ᴵℜ_Ei, ζᵢ (Bonaventura eq. 81), ᴱẋ_EP (Bonaventura eq. 98) and ᴱẍᵒᵖᵉⁿ_EP (Bonaventura eq. 83), from the placements,
+velocities and open-chain (classical) accelerations of the modules' points that Step 2 gives
+(:func:`~mrds_jax.dynamics.interface.point_motion`, :func:`~mrds_jax.dynamics.interface.module_terms_along`). All
+accelerations are classical (ẍ = J q̈ + J̇ q̇), as ζ of Bonaventura eq. 81 requires (notes §0.3). Everything is
+[angular; linear]; planar systems use the 3 task rows [ω_z; v_x; v_y] of the same 6-D formulas (their ζ, S, ℜ
+restricted to the plane, notes §3.6). The ground has no module: its Λ⁻¹ and Ψ are 0 (footnote 16) and its
+acceleration is 0.
+
+**The sides.** A contact i reaches a module k through its *sides*: side E, at operational point (slot) s of module
+k, with the d x d operator T_E = −ℜᵢᵀ Sᵢ, and side P with T_P = ℜᵢᵀ (both restricted to the task rows). A Type B
+contact has both sides on one module (the relative Jacobian ᴱJ_EP = ℜᵀ(J_P − S J_E) of Bonaventura eq. 71 through
+its O(N) forms Bonaventura eq. 92-94). The relative acceleration of contact i is ᴱẍ_EP = Σ_{sides a of i} Tₐ ẍ_{k(a)}[s_a]
+(+ the bias of Bonaventura eq. 83), and by duality the force F_EP of contact i acts on point s of module k as Tₐᵀ F_EP
+(Bonaventura eq. 95-96). Writing Aₖ for the block operator with Aₖ[i, s] = Σ_{sides of i at (k, s)} Tₐ (never formed),
+the forces on the modules' points are Aₖᵀ F (:func:`point_forces`) and Bᶜ is Table 17's sum:
 
     Aₖᵀ F:   fₖ[s] = Σ_{sides a at (k, s)} Tₐᵀ F_{i(a)}          (Bonaventura eq. 95-96)
-    Aₖ x:    (Aₖ x)ᵢ = Σ_{sides a of i at k} Tₐ x[s_a]
-    Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ  (Table 17, Bonaventura eq. 88):
-        Bᶜᵢⱼ = Σ_{a ∈ sides(i), b ∈ sides(j), k(a) = k(b)} Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b,   Wₐ = Tₐᵀ ψᶜᵢ
+    Bᶜ = ψᶜᵀ (Σₖ Aₖ Λₖ⁻¹ Aₖᵀ) ψᶜ  (Table 17, Bonaventura eq. 88)
 
-so only pairs of contacts that share a module get a non-zero block (Table 17's AA, AB, BB cases are the
-four sign combinations of Tₐ), and no d·C x d·nₖ operator is ever formed. Wₐ is Lilly & Orin's W_c (the
-constrained directions of the contact seen at the module's point; :mod:`.lilly`).
+**Bᶜ along the constraint directions only.** The contacts' constrained directions seen at the modules' points,
+Wₐ = Tₐᵀ ψᶜᵢ (Lilly & Orin's W_c; :mod:`.lilly`), are known before Step 2's solve, so each module k is asked for
+Ψₖ and Λₖ⁻¹ along its constraint directions Dₖ = Aₖᵀ ψᶜ only (:func:`constraint_directions`: one column block per
+contact that touches it, then one column of the known free-direction forces Aₖᵀ ψᵘFᵘ), as Uₖ = Ψₖ Dₖ and
+Kₖ = Dₖᵀ Λₖ⁻¹ Dₖ (:func:`~mrds_jax.dynamics.interface.module_terms_along`: the four-loop biped's solve with H takes
+12 columns instead of its 8 points' 48 task rows). Then Bᶜᵢⱼ = Σₖ Kₖ[cols(i), cols(j)] over the modules both
+contacts touch (:func:`constraint_space_matrix`): only pairs of contacts that share a module get a non-zero block
+(Table 17's AA, AB, BB cases are the four sign combinations of Tₐ; AA: ℜᵢᵀ[Λ_PP − Λ_PE Sⱼᵀ − Sᵢ Λ_EP +
+Sᵢ Λ_EE Sⱼᵀ]ℜⱼ).
 
-Λₖ⁻¹ = Jₖ Ψₖ (Bonaventura eq. 69-70 with Ψ = H⁻¹Jᵀ of Bonaventura eq. 75) enters only through products with W's and forces, so
-where a module's Step 2 terms carry its point Jacobian J the products are associated the other way,
-Wₐᵀ Λ⁻¹[s_a, s_b] W_b = (J[s_a]ᵀWₐ)ᵀ (Ψ[:, s_b] W_b), whenever that needs fewer multiplications than forming
-the nₖ·d square Λₖ⁻¹ (a free platform with six contact points: 36 x 36 never formed); the choice is static,
-per module (:func:`_factored`), and both routes are tested against each other.
+**The right-hand side.** yᶜ = ẍᶜ + ψᶜᵀ [y − B ψᵘ Fᵘ] with yᵢ = φ̇ᵘẋᵘ + φ̇ᶜẋᶜ − ᴱẍᵒᵖᵉⁿ_EP (Bonaventura eq. 89-90;
+the φ̇ term is zero for constant modes, and for variable modes (universal joint) it and the bases φ, ψ come from
+:func:`~mrds_jax.contacts.variable.contact_modes` at the current relative configuration); ψᶜᵀ B ψᵘFᵘ is the
+free-force column of the Kₖ, summed into the contacts' rows (:func:`along_contacts`).
 
-Every function is pure, works on one scenario and loops over the static side list at trace time.
+Every function is pure and jit/vmap-able, works on one scenario and loops over the static module, contact and
+side lists at trace time.
 """
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
-from ..dynamics.interface import Directions
+from ..contacts.variable import contact_modes
+from ..dynamics.interface import Directions, module_terms_along, point_motion
+from ..model.tree import task_slice
+from ..spatial import cross, skew, spatial_rotation
 from ..spatial.linalg import matmul
+from ..validation import system_state
+from .build import module_taus
+from .stabilisation import relative_pose
+
+
+class ConstraintSystem(NamedTuple):
+    """Step 3 quantities (Table 19)."""
+    Bc: jnp.ndarray            # (n_C, n_C), Bonaventura eq. 88
+    yc: jnp.ndarray            # (n_C,), Bonaventura eq. 89
+    xdd_open_EP: tuple         # per contact: ᴱẍᵒᵖᵉⁿ_EP (d,), Bonaventura eq. 83
+    xd_EP: tuple               # per contact: ᴱẋ_EP (d,), Bonaventura eq. 98
+    F_u: tuple                 # per contact: Fᵘ (d − n_c,)
+    T: tuple                   # per contact: the d x d operators Tₐ of its sides on modules (module docstring)
+    terms: tuple               # per module: ColumnTerms along its constraint directions (None without contact points)
+    modes: tuple = ()          # per contact: ContactModes (bases at the current state, φ̇ term of Bonaventura eq. 90)
+    motion: tuple = ()         # per module: PointMotion of its contact points (None without)
+
+
+def constraint_system(system, state, tau=None, t=0.0, method="direct"):
+    """Steps 2-3 up to the linear system: Bᶜ (Bonaventura eq. 88, Table 17's contact-pair blocks),
+    yᶜ (Bonaventura eq. 89) and the pieces Step 4 needs afterwards (module docstring).
+
+    The points' placements and velocities come first (:func:`~mrds_jax.dynamics.interface.point_motion`), so the
+    contacts' constrained directions Wₐ = Tₐᵀ ψᶜ are known before Step 2's solve: each module is asked for Ψ and
+    Λ⁻¹ only along them (:func:`~mrds_jax.dynamics.interface.module_terms_along` with :func:`constraint_directions`),
+    and Bᶜ is summed from the modules' Dₖᵀ Λₖ⁻¹ Dₖ (:func:`constraint_space_matrix`)."""
+    system_state(system, state, "forward dynamics")
+    conn = system.connectivity
+    d = conn.dim
+    rows = task_slice(d)
+    dtype = state.q[0].dtype
+    taus = module_taus(system, tau, dtype)
+    # the contact points' placements and velocities, per module (Step 2's kinematics)
+    motion = _per_module(system, lambda m, pts, q, v: point_motion(m, q, v, pts), state.q, state.v)
+    # per contact: its relative motion (Bonaventura eq. 20, 81, 98), bases, operators Tₐ and Wₐ = Tₐᵀ ψᶜ
+    sides = contact_sides(conn)
+    T, W, rel, xd_EP, F_u, modes = [], [], [], [], [], []
+    for c, (mE, sE, mP, sP) in zip(system.contacts, conn.sides):
+        side_E, side_P = _side_motion(c, motion, mE, sE, dtype), _side_motion(c, motion, mP, sP, dtype)
+        r = relative_motion(side_E, side_P)
+        m = _current_modes(c, side_E, side_P, r.xd, t, dtype)
+        Ti = tuple(Tx[rows, rows] for Tx, k in ((r.T_E, mE), (r.T_P, mP)) if k >= 0)
+        modes.append(m)
+        rel.append(r)
+        T.append(Ti)
+        W.append(tuple(matmul(Tx.T, m.psi_c) for Tx in Ti))                 # Wₐ = Tₐᵀ ψᶜ
+        xd_EP.append(r.xd[rows])
+        F_u.append(c.free_force(t, dtype))
+    # the known free-direction forces ψᵘFᵘ, where a contact applies any
+    applied = any(c.applied is not None for c in system.contacts)
+    free = ([matmul(m.psi_u, fu) for m, fu in zip(modes, F_u)] if applied else None)    # ψᵘFᵘ
+    # Step 2 along each module's constraint directions Dₖ only: Uₖ = Ψₖ Dₖ, Kₖ = Dₖᵀ Λₖ⁻¹ Dₖ
+    layouts = constraint_layouts(system)
+    D = [constraint_directions(sides, W, layouts[k], k,
+                               forces_per_point(sides, T, free, k, len(pts)) if applied else None) if pts else None
+         for k, pts in enumerate(conn.points)]
+    terms = _per_module(system, lambda mod, pts, q, v, tq, Dk: module_terms_along(mod, q, v, tq, pts, Dk, method),
+                        state.q, state.v, taus, D)
+    # Bᶜ from the modules' Kₖ (Bonaventura eq. 88, Table 17)
+    Bc = constraint_space_matrix(layouts, [None if tk is None else tk.K for tk in terms], conn.n_c, dtype)
+    # yᶜ (Bonaventura eq. 89-90) from the sides' open-chain accelerations
+    xdd_open_EP = [relative_open_acceleration(r, _side_acceleration(terms, mE, sE, dtype),
+                                              _side_acceleration(terms, mP, sP, dtype))[rows]
+                   for r, (mE, sE, mP, sP) in zip(rel, conn.sides)]
+    y = [m.phidot_term - x for m, x in zip(modes, xdd_open_EP)]             # Bonaventura eq. 90
+    xdd_c = [c.constraint_velocity_and_acceleration(t, dtype)[1] for c in system.contacts]
+    yc = [xc + matmul(m.psi_c.T, yi) for xc, m, yi in zip(xdd_c, modes, y)]   # Bonaventura eq. 89
+    if applied:                                                              # − ψᶜᵀ B ψᵘFᵘ (Bonaventura eq. 89)
+        pushed = along_contacts(layouts, [None if tk is None else tk.K[:, lay.free] for tk, lay in zip(terms, layouts)],
+                                conn.n_c, 1, dtype)
+        yc = [yi - b[:, 0] for yi, b in zip(yc, pushed)]
+    yc = jnp.concatenate(yc) if yc else jnp.zeros(0, dtype)
+    return ConstraintSystem(Bc, yc, tuple(xdd_open_EP), tuple(xd_EP), tuple(F_u), tuple(T), terms, tuple(modes),
+                            motion)
+
+
+def _per_module(system, fn, *per_module):
+    """fn(module, points, *(a[k] for a in per_module)) for every module k with contact points (None for the
+    others); identical modules (``Connectivity.groups``) whose arguments have the same shapes are stacked and
+    ``vmap``ped, not looped."""
+    conn = system.connectivity
+    out = [None] * len(system.modules)
+    for group in conn.groups:
+        pts = conn.points[group[0]]
+        if not pts:
+            continue
+        by_shape = {}
+        for k in group:
+            args = tuple(a[k] for a in per_module)
+            key = (jax.tree.structure(args), tuple(jnp.shape(x) for x in jax.tree.leaves(args)))
+            by_shape.setdefault(key, []).append(k)
+        for members in by_shape.values():
+            if len(members) == 1:
+                k = members[0]
+                out[k] = fn(system.modules[k], pts, *(a[k] for a in per_module))
+                continue
+            stacked = jax.vmap(lambda m, *xs: fn(m, pts, *xs))(
+                _stack([system.modules[k] for k in members]), *(_stack([a[k] for k in members]) for a in per_module))
+            for j, k in enumerate(members):
+                out[k] = jax.tree.map(lambda x, j=j: x[j], stacked)
+    return tuple(out)
+
+
+def _stack(trees):
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
 class Side(NamedTuple):
@@ -50,20 +173,55 @@ def contact_sides(connectivity):
     return tuple(out)
 
 
-def _module_sides(sides, k):
-    return [(a, side) for i, per in enumerate(sides) for a, side in enumerate(per) if side.module == k]
+def _side_motion(contact, motion, m, slot, dtype):
+    """(R, p, ẋ) of one side of a contact from its module's :class:`~mrds_jax.dynamics.interface.PointMotion`; the
+    ground is fixed."""
+    if m < 0:
+        return contact.ground_R, contact.ground_p, jnp.zeros(6, dtype=dtype)
+    pm = motion[m]
+    return pm.R[slot], pm.p[slot], pm.xd[slot]
 
 
-def point_forces(sides, T, forces, k, n_points, d):
-    """Aₖᵀ F: the forces of every contact moved to the operational points of module k (Bonaventura eq. 95-96), stacked
-    (n_points·d,) — or (n_points·d, m) when each contact's force is a (d, m) matrix of force columns.
+class RelativeMotion(NamedTuple):
+    """A contact's relative kinematics at the velocity level (:func:`relative_motion`)."""
+    T_E: jnp.ndarray    # (6, 6) −ℜᵀS, the operator of side E
+    T_P: jnp.ndarray    # (6, 6) ℜᵀ, the operator of side P
+    xd: jnp.ndarray     # (6,) ᴱẋ_EP (Bonaventura eq. 98)
+    zeta: jnp.ndarray   # (6,) ζ (Bonaventura eq. 81)
+    RT: jnp.ndarray     # (3, 3) ᴵR_Eᵀ
+    r: jnp.ndarray      # (3,) p_P − p_E
 
-    ``sides``: :func:`contact_sides`; ``T[i][a]``: the d x d operator of side a of contact i; ``forces[i]``:
-    ᴱᴾF_EP of contact i, (d,) or (d, m)."""
-    trailing = forces[0].shape[1:] if forces else ()
-    dtype = forces[0].dtype if forces else jnp.float32
-    zero = jnp.zeros((d,) + trailing, dtype=dtype)
-    return jnp.concatenate([zero if f is None else f for f in forces_per_point(sides, T, forces, k, n_points)])
+
+def relative_motion(side_E, side_P):
+    """T_E = −ℜᵀ S and T_P = ℜᵀ with S = ᴵS_EP (Bonaventura eq. 20, r = p_P − p_E) and ℜ = ᴵℜ_E;
+    ᴱẋ_EP = ℜᵀ(ẋ_P − S ẋ_E) (Bonaventura eq. 98); ζ = [ω × ω_rel; ω × (ω × r) + 2 ω × ṙ_rel] (Bonaventura eq. 81 in
+    [angular; linear]), ω = ᴵω_IE and [ω_rel; ṙ_rel] = ẋ_P − S ẋ_E = ℜ ᴱẋ_EP. Sides: (R, p, ẋ), world quantities."""
+    R_E, p_E, xd_E = side_E
+    _, p_P, xd_P = side_P
+    r = p_P - p_E
+    RT = R_E.T
+    T_E = -spatial_rotation(RT).at[3:, :3].set(-matmul(RT, skew(r)))     # −ℜᵀS = −[[Rᵀ, 0], [−Rᵀr̃, Rᵀ]]
+    rel = xd_P - rigid_body_motion(r, xd_E)
+    w = xd_E[:3]
+    zeta = jnp.concatenate([cross(w, rel[:3]), cross(w, cross(w, r)) + 2.0 * cross(w, rel[3:])])
+    return RelativeMotion(T_E, spatial_rotation(RT), _rotate6(RT, rel), zeta, RT, r)
+
+
+def rigid_body_motion(r, x):
+    """ᴵS_EP x (Bonaventura eq. 20) without forming S: [ω; v − r̃ω] = [ω; v + ω × r] for x = [ω; v]."""
+    return jnp.concatenate([x[:3], x[3:] + cross(x[:3], r)])
+
+
+def _rotate6(R, x):
+    """diag(R, R) x (Bonaventura eq. 18) without forming the 6 x 6 matrix."""
+    return jnp.concatenate([matmul(R, x[:3]), matmul(R, x[3:])])
+
+
+def _current_modes(contact, side_E, side_P, xd6, t, dtype):
+    """The contact's bases at the relative configuration ᴱR_P = ᴵR_Eᵀ ᴵR_P (Bonaventura eq. 99), ᴱr_EP (Bonaventura eq. 97) and
+    the φ̇ term of Bonaventura eq. 90 (zero, at no cost, for constant modes); ``xd6`` = 6-D ᴱẋ_EP (Bonaventura eq. 98)."""
+    xd_c = contact.constraint_velocity_and_acceleration(t, dtype)[0]
+    return contact_modes(contact, *relative_pose(side_E, side_P), xd6, xd_c)
 
 
 def forces_per_point(sides, T, forces, k, n_points):
@@ -76,88 +234,18 @@ def forces_per_point(sides, T, forces, k, n_points):
     return per_slot
 
 
-def contact_accelerations(sides, T, point_accelerations, d):
-    """Σₖ Aₖ xₖ: per contact, the relative acceleration (d,) that the point accelerations ``xₖ`` of the modules
-    produce (``point_accelerations[k]``: stacked (nₖ·d,), or None for a module without points)."""
-    out = []
-    for i, per in enumerate(sides):
-        acc = None
-        for a, side in enumerate(per):
-            x = point_accelerations[side.module][d * side.slot:d * (side.slot + 1)]
-            term = matmul(T[i][a], x)
-            acc = term if acc is None else acc + term
-        out.append(acc)
-    return out
+def _module_sides(sides, k):
+    return [(a, side) for i, per in enumerate(sides) for a, side in enumerate(per) if side.module == k]
 
 
-def constraint_space_matrix(sides, W, terms, n_c, d, dtype):
-    """Bᶜ (n_C x n_C) of Table 17 / Bonaventura eq. 88 from contact-pair blocks (module docstring).
-
-    ``W[i][a]`` = Tₐᵀ ψᶜᵢ (d x n_cᵢ) for side a of contact i; ``terms[k]``: the Step 2
-    :class:`~mrds_jax.dynamics.interface.ModuleTerms` of module k (Λₖ⁻¹ of Bonaventura eq. 69-70, or its factors J and
-    Ψ), None for modules without points; ``n_c``: constrained directions per contact."""
-    C = len(sides)
-    blocks = [[None] * C for _ in range(C)]
-    for k, t in enumerate(terms):
-        if t is None:
-            continue
-        members = _module_sides(sides, k)
-        block = _pair_blocks(t, [(side.slot, W[side.contact][a]) for a, side in members], d)
-        for jb, (b, side_b) in enumerate(members):
-            for ja, (a, side_a) in enumerate(members[:jb + 1]):
-                blk = block(ja, jb)                                         # Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b
-                i, j = side_a.contact, side_b.contact
-                _accumulate(blocks, i, j, blk)
-                if (i, a) != (j, b):
-                    _accumulate(blocks, j, i, blk.T)
-    rows = []
-    for i in range(C):
-        rows.append(jnp.concatenate([jnp.zeros((n_c[i], n_c[j]), dtype) if blocks[i][j] is None else blocks[i][j]
-                                     for j in range(C)], axis=1))
-    return jnp.concatenate(rows, axis=0) if rows else jnp.zeros((0, 0), dtype)
+def constraint_layouts(system):
+    """Per module of ``system``, the static :class:`ModuleColumns` of its constraint directions."""
+    conn = system.connectivity
+    applied = any(c.applied is not None for c in system.contacts)
+    sides = contact_sides(conn)
+    return [column_layout(sides, conn.n_c, k, applied) for k in range(len(system.modules))]
 
 
-def _factored(t, formed, factored):
-    """True when the module's terms ``t`` give J and a product with Λ⁻¹ = J Ψ costs fewer multiplications in
-    factored form (``factored``) than with Λ⁻¹ formed (n·d·n·d·nv to form it, plus ``formed``)."""
-    if getattr(t, "J", None) is None:
-        return False
-    nd, nv = t.Psi.shape[1], t.Psi.shape[0]
-    return factored < nd * nd * nv + formed
-
-
-def _pair_blocks(t, sides, d):
-    """Wₐᵀ Λ⁻¹[s_a, s_b] W_b for the sides (s_a, Wₐ) of one module, as a function of (a, b).
-
-    Formed route: Y_b = Λ⁻¹[:, s_b] W_b, block = Wₐᵀ Y_b[s_a]. Factored route (Λ⁻¹ = J Ψ, Bonaventura eq. 69-70 with
-    Ψ = H⁻¹ Jᵀ of Bonaventura eq. 75): Vₐ = J[s_a]ᵀ Wₐ and U_b = Ψ[:, s_b] W_b (nv x n_c), block = Vₐᵀ U_b — the
-    same product, associated the other way; :func:`_factored` picks the cheaper one statically."""
-    def point(s):
-        return slice(d * s, d * (s + 1))
-    nv, nc = t.Psi.shape[0], [w.shape[-1] for _, w in sides]
-    pairs = sum(nc[a] * nc[b] for b in range(len(nc)) for a in range(b + 1))
-    if _factored(t, formed=t.Psi.shape[1] * d * sum(nc) + d * pairs, factored=2 * nv * d * sum(nc) + nv * pairs):
-        V = [matmul(t.J[point(s)].T, w) for s, w in sides]
-        U = [matmul(t.Psi[:, point(s)], w) for s, w in sides]
-        return lambda a, b: matmul(V[a].T, U[b])
-    Y = [matmul(t.Lam_inv[:, point(s)], w) for s, w in sides]
-    return lambda a, b: matmul(sides[a][1].T, Y[b][point(sides[a][0])])
-
-
-def operational_inverse_inertia_times(t, x):
-    """Λ⁻¹ x (Bonaventura eq. 69-70) for a module's Step 2 terms ``t`` and a stacked point vector or matrix ``x``
-    (n·d leading rows): J (Ψ x) where the factors are given and that is cheaper, else the formed Λ⁻¹."""
-    nv, nd, n_cols = t.Psi.shape[0], t.Psi.shape[1], (x.shape[1] if x.ndim > 1 else 1)
-    if _factored(t, formed=nd * nd * n_cols, factored=2 * nv * nd * n_cols):
-        return matmul(t.J, matmul(t.Psi, x))
-    return matmul(t.Lam_inv, x)
-
-
-def _accumulate(blocks, i, j, blk):
-    blocks[i][j] = blk if blocks[i][j] is None else blocks[i][j] + blk
-
-
-# ------------------------------------------------------------------ Ψ along the constrained directions only
 class ModuleColumns(NamedTuple):
     """Static layout of a module's constraint directions D (:func:`constraint_directions`): one column block per
     contact that touches the module (contact order), then one column of known free-direction forces."""
@@ -175,14 +263,6 @@ def column_layout(sides, n_c, k, with_free):
         ends.append(ends[-1] + n_c[i])
     slices = tuple(slice(a, b) for a, b in zip(ends[:-1], ends[1:]))
     return ModuleColumns(contacts, slices, slice(ends[-1], ends[-1] + 1) if with_free else None)
-
-
-def constraint_layouts(system):
-    """Per module of ``system``, the static :class:`ModuleColumns` of its constraint directions."""
-    conn = system.connectivity
-    applied = any(c.applied is not None for c in system.contacts)
-    sides = contact_sides(conn)
-    return [column_layout(sides, conn.n_c, k, applied) for k in range(len(system.modules))]
 
 
 def constraint_directions(sides, W, layout, k, free_forces=None):
@@ -208,10 +288,11 @@ def constraint_directions(sides, W, layout, k, free_forces=None):
     return Directions(blocks, slots, starts, width)
 
 
-def constraint_space_matrix_from_columns(layouts, K, n_c, dtype):
+def constraint_space_matrix(layouts, K, n_c, dtype):
     """Bᶜ (n_C x n_C, Bonaventura eq. 88) from each module's Kₖ = Dₖᵀ Λₖ⁻¹ Dₖ (:func:`constraint_directions`):
-    Bᶜᵢⱼ = Σₖ Kₖ[cols(i), cols(j)] over the modules that both contacts touch — Table 17's blocks, the same sum
-    as :func:`constraint_space_matrix` with each module's sides gathered into its columns."""
+    Bᶜᵢⱼ = Σₖ Kₖ[cols(i), cols(j)] over the modules that both contacts touch: Table 17's blocks
+    Σ_{a ∈ sides(i), b ∈ sides(j), k(a) = k(b)} Wₐᵀ Λₖ⁻¹[s_a, s_b] W_b with each module's sides gathered into its
+    columns."""
     C = len(n_c)
     blocks = [[None] * C for _ in range(C)]
     for layout, Kk in zip(layouts, K):
@@ -225,6 +306,20 @@ def constraint_space_matrix_from_columns(layouts, K, n_c, dtype):
     return jnp.concatenate(rows, axis=0) if rows else jnp.zeros((0, 0), dtype)
 
 
+def _accumulate(blocks, i, j, blk):
+    blocks[i][j] = blk if blocks[i][j] is None else blocks[i][j] + blk
+
+
+def _side_acceleration(terms, m, slot, dtype):
+    """ẍᵒᵖᵉⁿ of one side (zero on the ground)."""
+    return jnp.zeros(6, dtype=dtype) if m < 0 else terms[m].xdd_open[slot]
+
+
+def relative_open_acceleration(rel, xdd_E, xdd_P):
+    """ᴱẍᵒᵖᵉⁿ_EP = ℜᵀ(ẍ_P − S ẍ_E − ζ) (Bonaventura eq. 83) from the sides' open-chain accelerations."""
+    return _rotate6(rel.RT, xdd_P - rigid_body_motion(rel.r, xdd_E) - rel.zeta)
+
+
 def along_contacts(layouts, per_module, n_c, n_cols, dtype):
     """Per contact i, the sum over modules k of ``per_module[k]``'s rows at contact i's columns (n_cᵢ x n_cols): a
     module quantity with one row per column of Dₖ (Kₖ's free-force column, or Uₖᵀ Gₖᵀ) summed into the contacts'
@@ -236,3 +331,23 @@ def along_contacts(layouts, per_module, n_c, n_cols, dtype):
         for i, si in zip(layout.contacts, layout.slices):
             out[i] = X[si] if out[i] is None else out[i] + X[si]
     return [jnp.zeros((n, n_cols), dtype) if x is None else x for n, x in zip(n_c, out)]
+
+
+def point_forces(sides, T, forces, k, n_points, d):
+    """Aₖᵀ F: the forces of every contact moved to the operational points of module k (Bonaventura eq. 95-96), stacked
+    (n_points·d,) — or (n_points·d, m) when each contact's force is a (d, m) matrix of force columns.
+
+    ``sides``: :func:`contact_sides`; ``T[i][a]``: the d x d operator of side a of contact i; ``forces[i]``:
+    ᴱᴾF_EP of contact i, (d,) or (d, m)."""
+    trailing = forces[0].shape[1:] if forces else ()
+    dtype = forces[0].dtype if forces else jnp.float32
+    zero = jnp.zeros((d,) + trailing, dtype=dtype)
+    return jnp.concatenate([zero if f is None else f for f in forces_per_point(sides, T, forces, k, n_points)])
+
+
+def contact_kinematics(contact, side_E, side_P):
+    """Relative kinematics of a contact from its two sides' world quantities (R, p, ẋ, ẍ) (6-D, [angular; linear]):
+    (T_E, T_P, ᴱẋ_EP, ᴱẍᵒᵖᵉⁿ_EP) of :func:`relative_motion` (ζ of Bonaventura eq. 81) and
+    :func:`relative_open_acceleration` (Bonaventura eq. 83)."""
+    rel = relative_motion(side_E[:3], side_P[:3])
+    return rel.T_E, rel.T_P, rel.xd, relative_open_acceleration(rel, side_E[3], side_P[3])

@@ -6,8 +6,8 @@ by the joint-space rows of the couplings (:mod:`mrds_jax.contacts.coupling`, who
 
 and afterwards q̈ₖ += Hₖ⁻¹ Gₖᵀ λ. Hₖ⁻¹ Gₖᵀ comes from the module's H (``mass_matrix``, armature included) by a
 Cholesky solve, for the modules that a coupling touches only; Ψₖᵀ Gₖᵀ (the points' accelerations under a unit
-coupling force) reaches the contacts through :func:`~.constraint_space.contact_accelerations`, as the point
-accelerations of Table 17. A system without couplings never calls this module.
+coupling force) reaches the contacts along the modules' constraint directions, Uₖᵀ Gₖᵀ = Dₖᵀ Ψₖᵀ Gₖᵀ summed into the
+contacts' rows by :func:`~.constraint_space.along_contacts`, as the point accelerations of Table 17. A system without couplings never calls this module.
 
 Stabilisation: Baumgarte (scalar gains) acts on the couplings' rows as on the contacts' (β − 2α G v − β_B² g); the
 PD suppression of Bonaventura eq. 104 corrects the contacts' Fᶜ only. Not covered yet: Lilly & Orin's path (``dynamics_path``
@@ -39,7 +39,7 @@ class CoupledSystem(NamedTuple):
 
 
 def coupled_constraint_system(system, state, cs, yc, taus, stabilisation=None):
-    """The contacts' (Bᶜ, yᶜ) of ``cs`` (:func:`~.dynamics.constraint_system`; ``yc`` with its stabilisation terms)
+    """The contacts' (Bᶜ, yᶜ) of ``cs`` (:func:`~.constraint_space.constraint_system`; ``yc`` with its stabilisation terms)
     bordered by the couplings' rows (module docstring). Baumgarte gains of ``stabilisation`` (scalars) act on the
     couplings as on the contacts: β − 2α G v − β_B² g."""
     conn = system.connectivity

@@ -16,9 +16,9 @@ from ..integrate import (
     SimulationError,
 )
 from ..pytree import float_leaves_as
-from .build import SystemDescriptionError
+from .build import SystemDescriptionError, module_taus
+from .constraint_space import constraint_system
 from .couplings import constraint_rows, coupled_constraint_system, coupling_errors
-from .dynamics import _taus, constraint_system
 from .stabilisation import Stabilisation, constraint_errors
 
 
@@ -37,13 +37,13 @@ class StateReport(NamedTuple):
 def constraint_matrix(system, state, t=0.0):
     """Bᶜ = ψᶜᵀ B ψᶜ (Bonaventura eq. 88), the matrix of the solve, at ``state``: Table 17's contact-pair blocks
     (:func:`~mrds_jax.system.constraint_space.constraint_space_matrix`, through the Step 2-3 quantities of
-    :func:`~mrds_jax.system.dynamics.constraint_system`; it depends on the configuration only). With joint
+    :func:`~mrds_jax.system.constraint_space.constraint_system`; it depends on the configuration only). With joint
     couplings, the bordered matrix [Bᶜ X; Xᵀ D] of the solve (:func:`~.couplings.coupled_constraint_system`):
     contacts' rows first, then one row per coupling."""
     cs = constraint_system(system, state, None, t)
     if not system.couplings:
         return cs.Bc
-    return coupled_constraint_system(system, state, cs, cs.yc, _taus(system, None, cs.yc.dtype)).Bc
+    return coupled_constraint_system(system, state, cs, cs.yc, module_taus(system, None, cs.yc.dtype)).Bc
 
 
 @jax.jit

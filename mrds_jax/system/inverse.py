@@ -26,8 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..dynamics.interface import open_chain_inverse_dynamics as module_inverse_dynamics, task_jacobian
-from .constraint_space import contact_sides, point_forces
-from .dynamics import constraint_system
+from .constraint_space import constraint_system, contact_sides, point_forces
 from ..spatial import dense
 from ..spatial.linalg import matmul
 from ..validation import ArgumentError, per_module

@@ -18,7 +18,7 @@ the chain (a point contact = a spherical root joint at the foot), and the actuat
 the tip contact, its motor torques the known free-direction forces Fᵘ (Lilly's h_k). Modules with no
 contact are integrated open-chain.
 
-Per contact, with ℜ = ᴵℜ_E, S = ᴵS_EP (Bonaventura eq. 20) and the operators of :func:`.dynamics.contact_kinematics`
+Per contact, with ℜ = ᴵℜ_E, S = ᴵS_EP (Bonaventura eq. 20) and the operators of :func:`.constraint_space.contact_kinematics`
 (T_E = −ℜᵀS, T_P = ℜᵀ; T_c for the chain's side, T_r for the reference's), the relative acceleration of
 the standard pair (Bonaventura eq. 80) is affine in a₀ and in the contact force F_k = ᴱᴾF_EP:
 
@@ -59,10 +59,9 @@ import numpy as np
 from ..contacts.variable import contact_modes
 from ..dynamics.interface import module_terms, open_chain_acceleration, reference_terms
 from ..pytree import replace
-from .build import SystemDescriptionError
-from .constraint_space import operational_inverse_inertia_times
-from .dynamics import _taus, contact_kinematics
-from .stabilisation import pose_error
+from .build import SystemDescriptionError, module_taus
+from .constraint_space import contact_kinematics
+from .stabilisation import pose_error, relative_pose
 from ..model.tree import task_slice
 from ..spatial.linalg import cho_solve, cholesky, matmul
 from ..validation import system_state
@@ -218,8 +217,8 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     T_E, T_P, xd6, c6 = contact_kinematics(contact, side_E, side_P)           # Bonaventura eq. 80-83 at a₀ = 0
     T_c, T_r = (T_E, T_P) if is_E else (T_P, T_E)
     T_c, T_r = T_c[rows, rows], T_r[rows, rows]
-    R_E, p_E, R_P, p_P = side_E[0], side_E[1], side_P[0], side_P[1]
-    m = contact_modes(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E), xd6, xd_c)
+    R_EP, r_EP = relative_pose(side_E, side_P)                               # Bonaventura eq. 97, 99
+    m = contact_modes(contact, R_EP, r_EP, xd6, xd_c)
     W_c, W_r = matmul(T_c.T, m.psi_c), matmul(T_r.T, m.psi_c)                # d x n_c
     u = matmul(m.psi_u, F_u)                                                  # ψᵘ Fᵘ (d,)
     u_c, u_r = matmul(T_c.T, u), matmul(T_r.T, u)
@@ -227,7 +226,7 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     alpha = xdd_c + matmul(m.psi_c.T, m.phidot_term)                          # constrained α (Bonaventura eq. 85)
     phi_v = matmul(m.psi_c.T, xd6[rows]) - xd_c                               # Bonaventura eq. 105
     if gains is not None:                                                     # Baumgarte, as in yᶜ (Bonaventura eq. 89)
-        phi_p = matmul(m.psi_c.T, pose_error(contact, matmul(R_E.T, R_P), matmul(R_E.T, p_P - p_E)))
+        phi_p = matmul(m.psi_c.T, pose_error(contact, R_EP, r_EP))
         alpha = alpha - 2.0 * gains[0] * phi_v - gains[1] ** 2 * phi_p
     S = alpha - matmul(m.psi_c.T, c6[rows]) - matmul(LW.T, u_c)              # Lilly & Orin eq. 35
     Xc = matmul(W_r.T, J_r)                                                   # ψᶜᵀ X₀ᵏ (n_c x N₀)
@@ -236,6 +235,24 @@ def _chain_step1_2(module, q, v, tau, contact, ref_pt, xd_c, xdd_c, F_u, is_E, p
     MS, MX = MS_MX[:, 0], MS_MX[:, 1:]
     return dict(XtP=matmul(J_r.T, u_r + matmul(W_r, MS)), XtR=matmul(Xc.T, MX), MS=MS, MX=MX, phi_v=phi_v, pivot=pivot,
                 u=u, psi_c=m.psi_c, qdd_open=mt.qdd_open, Psi_u=matmul(mt.Psi, u_c), Psi_W=matmul(mt.Psi, W_c))
+
+
+def operational_inverse_inertia_times(t, x):
+    """Λ⁻¹ x (Bonaventura eq. 69-70) for a module's Step 2 terms ``t`` and a stacked point vector or matrix ``x``
+    (n·d leading rows): J (Ψ x) where the factors are given and that is cheaper, else the formed Λ⁻¹."""
+    nv, nd, n_cols = t.Psi.shape[0], t.Psi.shape[1], (x.shape[1] if x.ndim > 1 else 1)
+    if _factored(t, formed=nd * nd * n_cols, factored=2 * nv * nd * n_cols):
+        return matmul(t.J, matmul(t.Psi, x))
+    return matmul(t.Lam_inv, x)
+
+
+def _factored(t, formed, factored):
+    """True when the module's terms ``t`` give J and a product with Λ⁻¹ = J Ψ costs fewer multiplications in
+    factored form (``factored``) than with Λ⁻¹ formed (n·d·n·d·nv to form it, plus ``formed``)."""
+    if getattr(t, "J", None) is None:
+        return False
+    nd, nv = t.Psi.shape[1], t.Psi.shape[0]
+    return factored < nd * nd * nv + formed
 
 
 def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, method="direct", baumgarte=None):
@@ -273,7 +290,7 @@ def lilly_forward_dynamics(system, state, tau=None, t=0.0, reference=None, metho
     d = conn.dim
     rows = task_slice(d)
     dtype = state.q[0].dtype
-    taus = _taus(system, tau, dtype)
+    taus = module_taus(system, tau, dtype)
     ref_terms = reference_terms(system.modules[ref], state.q[ref], state.v[ref], conn.points[ref])
     ref_pts = (ref_terms.R, ref_terms.p, ref_terms.xd, ref_terms.xdd_bias, ref_terms.J)
 

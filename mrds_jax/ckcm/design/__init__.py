@@ -14,6 +14,7 @@ what a designer insists on.  One file per concern:
 - ``constraints``  attachment separation, Jacobian conditioning, stroke, leg elevation, strength rule
 - ``problem``      ``make_problem`` and the pure ``evaluate(problem, data, x)``
 - ``optimizer``    augmented Lagrangian around optax Adam / L-BFGS, multi-start in one compiled block, resumable
+- ``optimizer_state``  the optimiser's per-start state ``Carry`` (what the optimiser advances and the checkpoint saves)
 - ``checkpoint``   the optimiser's state files (``state.npz``, ``fingerprint.json``) that ``resume=True`` reads
 - ``results``      ``DesignResult``: JSON save/load (``load_design``), plots
 - ``verify``       independent after-the-fact check of a design against the limits

@@ -10,7 +10,6 @@ import json
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -19,15 +18,11 @@ import numpy as np
 from ... import validation as check
 from ...pytree import replace
 from ...validation import CheckpointError
-
-if TYPE_CHECKING:
-    from .optimizer import Carry
+from .optimizer_state import CARRY_FIELDS, Carry
 
 
 STATE_FORMAT = 3   # 2: the multiplier update after a block is pending in the saved state (module docstring);
                    # 3: the optimiser's own state (Adam moments, L-BFGS memory) is saved too, with a checksum
-CARRY_FIELDS = ("u", "lam", "rho", "prev_violation", "best_u", "best_objective", "best_iteration", "least_u",
-                "least_violation", "evaluations", "diverged_at", "iteration")
 
 
 def save_state(out_dir: Path, carry: Carry, blocks_done: int, history):

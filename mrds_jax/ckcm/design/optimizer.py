@@ -38,12 +38,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ...pytree import pytree_dataclass, replace
+from ...pytree import replace
 from ... import validation as check
 from .constraints import GROUPS
 from . import objectives as O
 from .problem import Evaluation, Problem, ProblemData, design_inputs, design_params, evaluate, evaluate_forces
 from .checkpoint import check_resumable, load_state, read_state, run_fingerprint, save_state, saved_run  # noqa: F401
+from .optimizer_state import Carry
 from .results import DesignResult, start_summary
 
 
@@ -110,24 +111,6 @@ def make_optimizer(settings: Settings):
         return optax.adam(settings.learning_rate)
     return optax.lbfgs(memory_size=10, linesearch=optax.scale_by_backtracking_linesearch(
         max_backtracking_steps=16, store_grad=True))
-
-
-@pytree_dataclass
-class Carry:
-    """Per-start optimiser state (all leaves; a leading start axis outside ``_block``)."""
-    u: jax.Array
-    opt_state: object
-    lam: jax.Array
-    rho: jax.Array
-    prev_violation: jax.Array
-    best_u: jax.Array
-    best_objective: jax.Array
-    best_iteration: jax.Array
-    least_u: jax.Array
-    least_violation: jax.Array
-    evaluations: jax.Array
-    diverged_at: jax.Array
-    iteration: jax.Array
 
 
 def _stacked(ev, tightening):

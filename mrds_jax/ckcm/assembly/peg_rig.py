@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import system as S
-from ..model import ModuleBuilder
-from ..system.forces import joint_torque
-from ..system.ncp import NCPSettings
-from ..system.timestepping import ContactSettings, contact_rollout
+from ... import system as S
+from ...model import ModuleBuilder
+from ...system.forces import joint_torque
+from ...system.ncp import NCPSettings
+from ...system.timestepping import ContactSettings, contact_rollout
 from .peg_hole import HoleLayout, PegHole, peg_hole_geoms
 from .whitney import two_point_contact
 

@@ -34,14 +34,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..spatial import cross, dense, quat_to_rotation, rotation_to_quat
-from ..system import SystemState, actuators, inverse_dynamics
-from ..system.forces import _quat_difference
-from ..validation import is_traced
-from .errors import ComplianceCentreError, ComplianceError, DampingError, StiffnessError
-from .legs import leg_model
-from .mechanism import ACTUATED, LEG_NAMES, build_ckcm_system
-from .params import CKCMParams, base_points, payload_points
+from ...spatial import cross, dense, quat_to_rotation, rotation_to_quat
+from ...system import SystemState, actuators, inverse_dynamics
+from ...system.forces import _quat_difference
+from ...validation import is_traced
+from ..errors import ComplianceCentreError, ComplianceError, DampingError, StiffnessError
+from ..legs import leg_model
+from ..mechanism import ACTUATED, LEG_NAMES, build_ckcm_system
+from ..params import CKCMParams, base_points, payload_points
 
 
 class Compliance(NamedTuple):
@@ -96,7 +96,7 @@ def check_compliance(settings: Compliance, where="compliance") -> Compliance:
     negative eigenvalue (``DampingError``), a compliance centre that is not finite (``ComplianceCentreError``),
     wrong shapes or non-finite numbers elsewhere (``ComplianceError``). Traced settings pass unchecked."""
     if not isinstance(settings, Compliance):
-        raise ComplianceError(f"{where}: settings must be a Compliance (see mrds_jax.ckcm.compliance.rcc), got "
+        raise ComplianceError(f"{where}: settings must be a Compliance (see mrds_jax.ckcm.assembly.compliance.rcc), got "
                               f"{type(settings).__name__}")
     if is_traced(settings):
         return settings

@@ -24,11 +24,11 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ..collision import box, capsule
-from ..collision.model import CollisionModel
-from ..pytree import replace
-from ..validation import is_traced
-from .errors import CKCMInputError
+from ...collision import box, capsule
+from ...collision.model import CollisionModel
+from ...pytree import replace
+from ...validation import is_traced
+from ..errors import CKCMInputError
 
 
 class PegHoleError(CKCMInputError):
