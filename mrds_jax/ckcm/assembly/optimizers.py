@@ -170,9 +170,9 @@ def timed_cma_es_runs(problem: DesignProblem, x0s, settings: ObjectiveSettings =
     designs ``x0s`` (S, 6) (start k draws with seed ``run.seed + k``), every generation of all S in one call of
     ``population_evaluation`` (S × population designs), for ``run.budget_s`` s of wall time, compilation
     included; stops at the first generation that ends past the budget. One ``RunResult`` per start."""
-    require("cmaes", "timed_cma_es_runs (the CMA-ES baseline)")
     check_box(box)
     x0s = _starts(x0s, box, "timed_cma_es_runs")
+    require("cmaes", "timed_cma_es_runs (the CMA-ES baseline)")      # after the input's checks, before any work
     from cmaes import CMA
     lo, hi = np.asarray(box.lower, float), np.asarray(box.upper, float)
     t0 = time.perf_counter() - run.charge_s
