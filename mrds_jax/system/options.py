@@ -143,9 +143,9 @@ def accept_moved_keywords(fn):
                             "contact=ContactStep(...)")
         message = moved_keywords_message(fn.__name__, kwargs)
         if message is not None:
+            kwargs = regroup_moved_keywords(kwargs)       # a keyword given twice is an error, not a warning first
             warnings.warn(message + "; the flat keywords will be removed in the next release", MovedKeywordWarning,
                           stacklevel=2)
-            kwargs = regroup_moved_keywords(kwargs)
         return fn(*args, **kwargs)
     return wrapper
 
