@@ -53,9 +53,12 @@ def test_bad_contact_settings_are_named(settings, match):
         S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(settings=settings))
 
 
-def test_contact_modes_must_be_a_function():
-    with pytest.raises(ArgumentError, match="contact_modes must be a function"):
+def test_contact_modes_must_be_a_function_named_as_each_caller_takes_it():
+    with pytest.raises(ArgumentError, match=r"simulate: ContactStep\.modes must be a function"):
         S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=(True,)))
+    from mrds_jax.system.timestepping import contact_rollout
+    with pytest.raises(ArgumentError, match=r"contact_rollout: contact_modes must be a function"):
+        contact_rollout(ball_system(), STATE.q, STATE.v, 1e-3, 10, contact_modes=(True,))
 
 
 def test_limits_lower_above_upper_and_geoms_on_unknown_frames_are_named():
@@ -131,7 +134,7 @@ def switchable_system():
     (lambda t, q, v, p: jnp.ones((1, 1), bool), r"got shape \(1, 1\)"),
     (lambda t, q, v, p: jnp.zeros(0, bool), r"got shape \(0,\)"),
     (lambda t, q, v, p: jnp.array(True), r"got shape \(\)"),
-    (lambda t, q, v: jnp.array([True]), r"contact_modes must take four arguments"),
+    (lambda t, q, v: jnp.array([True]), r"simulate: ContactStep\.modes must take four arguments"),
 ])
 def test_contact_modes_of_the_wrong_shape_type_or_arity_are_named(modes, match):
     with pytest.raises(ArgumentError, match=match):
@@ -140,7 +143,7 @@ def test_contact_modes_of_the_wrong_shape_type_or_arity_are_named(modes, match):
 
 def test_contact_arguments_simulate_would_ignore_are_named():
     modes = lambda t, q, v, p: jnp.array([True])                   # noqa: E731
-    with pytest.raises(ArgumentError, match="contact_modes switches the system's bilateral contacts .* has none"):
+    with pytest.raises(ArgumentError, match=r"simulate: ContactStep\.modes switches the system's bilateral contacts .* has none"):
         S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=modes))
     with pytest.raises(ArgumentError, match=r"ContactStep\(unilateral=False\) turns off"):
         S.simulate(switchable_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=modes, unilateral=False))
@@ -149,7 +152,7 @@ def test_contact_arguments_simulate_would_ignore_are_named():
         S.simulate(plain, STATE, 1e-3, 10, contact=S.ContactStep(settings=ContactSettings()))
     with pytest.raises(ArgumentError, match=r"ContactStep.settings .* \(unilateral=False\)"):
         S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(settings=ContactSettings(), unilateral=False))
-    with pytest.raises(ArgumentError, match="mode_params must be numbers"):
+    with pytest.raises(ArgumentError, match=r"simulate: ContactStep\.mode_params must be numbers or arrays \(traced leaves of ContactStep\.modes\)"):
         S.simulate(switchable_system(), STATE, 1e-3, 10,
                    contact=S.ContactStep(modes=modes, mode_params="release at 0.1"))
     with pytest.raises(ArgumentError, match="residual_warn must be finite"):
@@ -164,6 +167,7 @@ def test_contact_arguments_simulate_would_ignore_are_named():
     (dict(decimation=0), "contact_rollout: decimation must be >= 1"),
     (dict(tau=(jnp.zeros(3),)), r"tau\['m'\] has shape \(3,\), needs \(6,\)"),
     (dict(tau=(jnp.zeros(6), jnp.zeros(6))), "tau needs one array per module"),
+    (dict(settings="fast"), "contact_rollout: settings must be a ContactSettings, got str"),
 ])
 def test_bad_contact_rollout_arguments_are_named(kwargs, match):
     from mrds_jax.system.timestepping import contact_rollout

@@ -87,12 +87,21 @@ class ContactSettings(NamedTuple):
 AUTO_MAX_CONTACTS = 32    # MuJoCo's humanoid standing has ~10 contacts, a quadruped 4-8
 
 
+def contact_argument(where, field):
+    """How the caller ``where`` names one of its contact arguments (``field``: "settings", "modes" or
+    "mode_params"): :func:`~.simulate.simulate`'s :class:`~.options.ContactStep` field, or the parameter of
+    :func:`contact_rollout` (``contact_modes``, ``settings``, ``mode_params``)."""
+    if where == "simulate":
+        return f"ContactStep.{field}"
+    return "contact_modes" if field == "modes" else field
+
+
 def validate_contact_settings(settings, where="simulate"):
     """Named errors (:class:`~mrds_jax.validation.ArgumentError`) for settings that cannot work, before anything
     compiles: a non-integer or < 1 stage or iteration count, a non-positive ρ, a negative proximal weight, β outside
     [0, 1], a negative margin or restitution threshold."""
     if not isinstance(settings, ContactSettings):
-        raise validation.ArgumentError(f"{where}: contact_settings must be a ContactSettings, got "
+        raise validation.ArgumentError(f"{where}: {contact_argument(where, 'settings')} must be a ContactSettings, got "
                                        f"{type(settings).__name__}")
     _static_settings(settings, "ContactSettings", where)
     validate_ncp_settings(settings.ncp, where)
@@ -149,27 +158,28 @@ def validate_contact_modes(system, contact_modes, q0, v0, mode_params, where="si
     the four arguments (t, q, v, mode_params); a system without bilateral contacts to switch; ``mode_params`` that
     are not numbers; a result (traced abstractly, :func:`jax.eval_shape`) that is not one boolean per contact
     (wrong count, shape (1, 1), 0-d, empty, or floats, which would be read as True when nonzero)."""
+    name = contact_argument(where, "modes")
     import inspect
     if not callable(contact_modes):
-        raise validation.ArgumentError(f"{where}: contact_modes must be a function (t, q, v, mode_params) -> one "
+        raise validation.ArgumentError(f"{where}: {name} must be a function (t, q, v, mode_params) -> one "
                                        f"boolean per contact, got {type(contact_modes).__name__}")
     try:
         inspect.signature(contact_modes).bind(0.0, q0, v0, mode_params)
     except TypeError as e:
-        raise validation.ArgumentError(f"{where}: contact_modes must take four arguments (t, q, v, mode_params): "
+        raise validation.ArgumentError(f"{where}: {name} must take four arguments (t, q, v, mode_params): "
                                        f"{e}") from None
     except ValueError:                   # no signature to inspect (a builtin): its call below decides
         pass
     n = len(system.contacts)
     if n == 0:
-        raise validation.ArgumentError(f"{where}: contact_modes switches the system's bilateral contacts (grasps, "
+        raise validation.ArgumentError(f"{where}: {name} switches the system's bilateral contacts (grasps, "
                                        "welds), but this system has none")
     validate_mode_params(mode_params, where)
     out = jax.eval_shape(contact_modes, jnp.zeros((), q0[0].dtype), tuple(q0), tuple(v0), mode_params)
     if not hasattr(out, "shape") or out.shape != (n,) or not (jnp.issubdtype(out.dtype, jnp.bool_)
                                                             or jnp.issubdtype(out.dtype, jnp.integer)):
         got = (f"shape {out.shape} of {out.dtype}" if hasattr(out, "shape") else type(out).__name__)
-        raise validation.ArgumentError(f"{where}: contact_modes must return one boolean per contact of the system "
+        raise validation.ArgumentError(f"{where}: {name} must return one boolean per contact of the system "
                                        f"({n}: {list(system.contact_names)}), shape ({n},); got {got}")
     return contact_modes
 
@@ -181,8 +191,9 @@ def validate_mode_params(mode_params, where="simulate"):
             continue
         a = np.asarray(leaf)
         if not (np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.bool_)):
-            raise validation.ArgumentError(f"{where}: mode_params must be numbers or arrays (traced leaves of "
-                                           f"contact_modes), got {type(leaf).__name__} {leaf!r}")
+            raise validation.ArgumentError(f"{where}: {contact_argument(where, 'mode_params')} must be numbers or arrays "
+                                           f"(traced leaves of {contact_argument(where, 'modes')}), got "
+                                           f"{type(leaf).__name__} {leaf!r}")
     return mode_params
 
 
