@@ -393,8 +393,7 @@ def mode_tolerance(mode_tol, dtype):
     """``NCPSettings.mode_tol`` floored at :data:`MODE_ULPS` ulp of ``dtype`` (1.2e-4 in float32; float64 keeps 1e-7):
     a solution converged to 64 ulp (:func:`convergence_tolerance`) decides stick or slip only above its own error,
     else float32's gradient takes a rounding-level slip for sliding (2 % off float64's on a table pushed across
-    the floor; tests/test_contact_float32.py); in its loop form, one column's operations (the solve's derivative is half of a
-    gradient's program)."""
+    the floor; tests/test_contact_float32.py)."""
     return max(float(mode_tol), MODE_ULPS * float(jnp.finfo(dtype).eps))
 
 

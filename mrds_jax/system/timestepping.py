@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import validation
 from ..pytree import replace
-from ..dynamics.interface import (PointMotion, integrate_configuration, mass_matrix, normalize_configuration,
+from ..dynamics.interface import (integrate_configuration, mass_matrix, normalize_configuration,
                                   open_chain_inverse_dynamics, point_jacobians, point_motion, reference_terms)
 from ..spatial import skew
 from ..spatial.linalg import cho_solve, cholesky, matmul
@@ -413,15 +413,14 @@ def _geom_frames(system, model, state, points=None):
         names = frame_names[k]
         if points is not None and k in points:
             R_k, p_k, Jp = points[k]
-            pm = PointMotion(R_k, p_k, None)
         else:
             pm = point_motion(module, state.q[k], jnp.zeros(module.nv, dtype), names)
-            Jp = point_jacobians(module, state.q[k], names)
+            R_k, p_k, Jp = pm.R, pm.p, point_jacobians(module, state.q[k], names)
         for gi in gis:
             i = names.index(model.geoms[gi].frame)
             Jfull = jnp.zeros((6, nv), dtype).at[:, offsets[k]:offsets[k + 1]].set(Jp[i])
-            R, p = geom_world_pose(model.geoms[gi], pm.R[i], pm.p[i])
-            frames[gi] = (R, p, pm.p[i], Jfull)
+            R, p = geom_world_pose(model.geoms[gi], R_k[i], p_k[i])
+            frames[gi] = (R, p, p_k[i], Jfull)
     for gi, geom in enumerate(model.geoms):
         if geom.module is None:
             R, p = geom_world_pose(geom, jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype))
@@ -538,10 +537,6 @@ def start_violations(system, state, tol=1e-9):
 
 
 # ----------------------------------------------------------------------------- one step
-def _module_factors(system, q):
-    return [cholesky(mass_matrix(m, qk)) for m, qk in zip(system.modules, q)]
-
-
 class StepKinematics(NamedTuple):
     """What one kinematics pass per module gives the step (:func:`step_kinematics`)."""
     H: tuple        # per module (nv, nv) H(q)
@@ -571,6 +566,12 @@ def step_kinematics(system, state):
     return StepKinematics(tuple(H), tuple(bias), points)
 
 
+def module_factors(kinematics):
+    """The Cholesky factors of the modules' H (:func:`step_kinematics`), from which every H⁻¹ X of the step follows
+    (:func:`_minv_times`)."""
+    return [cholesky(H) for H in kinematics.H]
+
+
 def _minv_times(system, factors, X):
     """H⁻¹ X for the block-diagonal H of the modules (X: (Σnv,) or (Σnv, m))."""
     out, s = [], 0
@@ -590,7 +591,7 @@ def free_velocity(kinematics, v, taus, Q, dt):
     """Step 1: (v_free, factors) with v_free = v + dt H⁻¹(τ + Q − C v − G) per module and the Cholesky factors of
     the modules' H, computed once (H and C v + G of :func:`step_kinematics`: CRBA and RNEA at q̈ = 0, Featherstone
     RBDA §6.2 and §5.3): the same factors then serve every H⁻¹Jᵀ of the step."""
-    factors = [cholesky(H) for H in kinematics.H]
+    factors = module_factors(kinematics)
     v_free = tuple(vk + dt * cho_solve(L, tk + Qk - bk)
                    for L, bk, vk, tk, Qk in zip(factors, kinematics.bias, v, taus, Q))
     return v_free, factors
