@@ -107,6 +107,9 @@ class NCPSettings(NamedTuple):
     relaxation: float = 1.6
     tolerance: float = 1e-7
     sliding_polish: bool = True
+    method: str = "newton"
+    newton_iterations: int = 20
+    damping: float = 1e-2
 
 
 class NCPSolution(NamedTuple):
@@ -188,7 +191,12 @@ def _shift(sigma, layout, mu):
 
 def ncp_residuals(G, g, lam, layout, mu, active):
     """(primal, dual, complementarity) of impulses ``lam`` (module docstring); inactive rows are skipped."""
-    sigma = matmul(G, lam) + g
+    return residuals_of(matmul(G, lam) + g, lam, layout, mu, active)
+
+
+def residuals_of(sigma, lam, layout, mu, active):
+    """(primal, dual, complementarity) of impulses ``lam`` with constraint velocities ``sigma`` (module docstring)."""
+    g = sigma
     act = active.astype(g.dtype)
     sb, su, sc = _split(sigma * act, layout)
     lb, lu, lc = _split(lam * act, layout)
@@ -226,6 +234,21 @@ def convergence_tolerance(g, tolerance):
     return rel * jnp.max(jnp.abs(g), initial=jnp.finfo(g.dtype).tiny)
 
 
+def solution_residual(G, g, lam, layout, mu, active, D):
+    """The one number :func:`solve_ncp` stops on and calls ``converged`` (module docstring): the largest of the
+    primal residual, the dual one (λ's distance from K, in velocity units through max diag G) and the
+    complementarity per impulse |λᵀσ̃|/max|λ|, all of the *unscaled* problem, whose impulses are D λ and whose
+    velocities are σ/D when ``G``, ``g`` and ``lam`` are the row-scaled ones (:func:`row_scaling`; D = 1: the problem
+    itself). NaN counts as infinite."""
+    sigma = (matmul(G, lam) + g) / D
+    lam_u = D * lam
+    primal, dual, comp = residuals_of(sigma, lam_u, layout, mu, active)
+    lam_scale = jnp.maximum(jnp.max(jnp.abs(lam_u)), jnp.finfo(g.dtype).tiny)
+    velocity_per_impulse = jnp.max(jnp.abs(jnp.diagonal(G)) / (D * D), initial=0.0)
+    res = jnp.maximum(jnp.maximum(primal, comp / lam_scale), dual * velocity_per_impulse)
+    return jnp.where(jnp.isnan(res), jnp.inf, res)
+
+
 def _carrying(lam, layout):
     """1 on the rows of one-sided rows and contacts whose (normal) impulse is positive, else 0: where a warm start
     carries a dual estimate (a row that did not act has none; starting it from σ̃/ρ biases redundant sets toward
@@ -256,7 +279,7 @@ def polish_modes(Gm, gm, layout, guess, active, eta):
     return lam
 
 
-def _admm(G, g, layout, mu, active, lam0, settings):
+def _admm(G, g, layout, mu, active, lam0, settings, D, polish_start=True):
     """ADMM on the masked problem (module docstring), iterated to ``settings.tolerance``: an outer loop of stages
     (one factorisation of G + R + ηI each, ρ rebalanced between them by the ratio of the primal and dual
     residuals, Boyd et al. 2011, §3.4.1) around an inner loop of iterations, both ``lax.while_loop`` with caps, so
@@ -269,7 +292,7 @@ def _admm(G, g, layout, mu, active, lam0, settings):
     eta = settings.prox * scale
     conic = jnp.concatenate([jnp.zeros(layout.n_bilateral, dtype), jnp.ones(m - layout.n_bilateral, dtype)])
     a = active.astype(dtype)
-    tol = convergence_tolerance(gm, settings.tolerance)
+    tol = convergence_tolerance(gm / D, settings.tolerance)
     slip_tol = mode_tolerance(settings.mode_tol, dtype) * jnp.max(jnp.abs(gm), initial=jnp.finfo(dtype).tiny)
     refine = layout.n_bilateral > 0          # redundant bilateral rows make A ill-conditioned (η ~ 1e-9)
 
@@ -281,15 +304,11 @@ def _admm(G, g, layout, mu, active, lam0, settings):
         return sigma + _shift(sigma, layout, mu)
 
     def residual(x, z, z_prev, rho):
-        """max of the NCP residuals at z (primal, complementarity per impulse), the consensus and the dual
-        change, in velocity units."""
-        primal, outside, comp = ncp_residuals(Gm, gm, z, layout, mu, active)
-        lam_scale = jnp.maximum(jnp.max(jnp.abs(z)), jnp.finfo(dtype).tiny)
+        """The problem's own residual at z (:func:`solution_residual`: what the loop stops on), and ADMM's
+        consensus and dual change (velocity units; they rebalance ρ and end a stage, they are no gate)."""
         consensus = scale * jnp.max(jnp.abs((x - z) * conic))
         change = rho * jnp.max(jnp.abs((z - z_prev) * conic))
-        res = jnp.maximum(jnp.maximum(primal, comp / lam_scale), jnp.maximum(consensus, change))
-        res = jnp.maximum(res, scale * outside)
-        return jnp.where(jnp.isnan(res), jnp.inf, res), consensus, change
+        return solution_residual(Gm, gm, z, layout, mu, active, D), consensus, change
 
     def stage(carry):
         x, z, u, rho, k, total, _, _ = carry
@@ -354,8 +373,9 @@ def _admm(G, g, layout, mu, active, lam0, settings):
 
     # the warm start's modes polished into an exact solution (polish_modes) where that is one: a step whose
     # contacts keep their modes (standing, holding, resting, nothing near) needs no iteration
-    zp, res_p = polished(z0, sliding=settings.sliding_polish and layout.n_contacts > 0)
-    z0 = jnp.where(res_p <= tol, zp, z0)
+    if polish_start:
+        zp, res_p = polished(z0, sliding=settings.sliding_polish and layout.n_contacts > 0)
+        z0 = jnp.where(res_p <= tol, zp, z0)
     u0 = -shifted_velocity(z0) * conic * _carrying(z0, layout) / rho0
     res0, _, _ = residual(z0, z0, z0, rho0)
     zero = jnp.zeros((), jnp.int32)
@@ -363,6 +383,120 @@ def _admm(G, g, layout, mu, active, lam0, settings):
         more_stages, stage, (z0, z0, u0, rho0, zero, zero, res0, jnp.zeros((), dtype)))
     lam = jnp.where(conic > 0, z, x) * a
     return lam, consensus, total, res <= tol
+
+
+# ----------------------------------------------------------------------------- Newton
+LINE_SEARCH_STEPS = (1.0, 0.5, 0.25, 0.125, 1.0 / 32, 1.0 / 256)
+"""The step sizes :func:`semismooth_newton`'s line search tries, all at once (one batched evaluation of the merit)."""
+ARMIJO = 1e-4    # sufficient decrease of the line search: θ(λ + α δ) ≤ (1 − 2 ARMIJO α) θ(λ)
+
+
+def natural_map(G, g, lam, layout, mu, active):
+    """F(λ) = λ − Π_K(λ − σ̃(λ)), σ̃ = G λ + g + μ‖σ_t‖ e_n: the natural map of the De Saxcé complementarity
+    (Acary & Brogliato 2008, §13.4; Hüeber, Stadler & Wohlmuth 2008): F = 0 exactly at the NCP's solutions (Moreau:
+    λ = Π_K(λ − σ̃) ⇔ K ∋ λ ⊥ σ̃ ∈ K*). On bilateral rows F = σ, on one-sided rows λ − max(λ − σ, 0), on an inactive
+    row F = λ. Its weight is 1, for a row-scaled G (:func:`row_scaling`: diag G ≤ 1). Returns (F, λ − σ̃, σ)."""
+    sigma = matmul(G, lam) + g
+    y = lam - (sigma + _shift(sigma, layout, mu))
+    return jnp.where(active, lam - project_impulses(y, layout, mu), lam), y, sigma
+
+
+def natural_map_jacobian(G, y, sigma, layout, mu, active):
+    """An element of the generalised (Clarke) Jacobian of :func:`natural_map` at the point with λ − σ̃ = ``y`` and
+    σ = ``sigma``: J = I − P + P T G, P = ∂Π_K(y) (per cone, the derivative of
+    :func:`project_friction_cone`'s branch at y; 1 or 0 on one-sided rows; 1 on bilateral ones) and T = ∂σ̃/∂σ
+    (per contact, the derivative of the De Saxcé shift, :func:`de_saxce_shift`). Inactive rows are rows of I."""
+    m, dtype = layout.size, G.dtype
+    b, u, k = layout.n_bilateral, layout.n_unilateral, layout.n_contacts
+    _, yu, yc = _split(y, layout)
+    _, _, sc = _split(sigma, layout)
+    Pc = jax.vmap(jax.jacfwd(project_friction_cone))(yc, mu)                              # (k, 3, 3)
+    Tc = jax.vmap(jax.jacfwd(lambda s, c: s + de_saxce_shift(s, c)))(sc, mu)            # (k, 3, 3)
+    pu = (yu > 0).astype(dtype)
+    PTG = jnp.concatenate([G[:b], pu[:, None] * G[b:b + u],
+                           jnp.einsum("kab,kbc,kcm->kam", Pc, Tc, G[b + u:].reshape(k, 3, m)).reshape(3 * k, m)])
+    rows = b + u + 3 * jnp.arange(k)[:, None] + jnp.arange(3)[None]
+    I_P = jnp.zeros((m, m), dtype).at[b + jnp.arange(u), b + jnp.arange(u)].set(1.0 - pu)
+    I_P = I_P.at[rows[:, :, None], rows[:, None, :]].set(jnp.eye(3, dtype=dtype)[None] - Pc)
+    return jnp.where(active[:, None], I_P + PTG, jnp.eye(m, dtype=dtype))
+
+
+def levenberg_marquardt_step(J, F, damping):
+    """δ = −(JᵀJ + νI)⁻¹ Jᵀ F with ν = ``damping`` ‖F‖ (Yamashita & Fukushima 2001: quadratic convergence also where
+    the solutions are not isolated, as along the null space of a rank-deficient G: two-point feet, four coplanar
+    corners), floored at m ulp × max diag JᵀJ (:func:`derivative_regularisation`: without the floor a float32 JᵀJ
+    is not numerically positive definite). Among the steps of equal residual it takes the shortest, so an
+    indeterminate set keeps the start's split of its internal forces."""
+    JtJ = matmul(J.T, J)
+    nu = derivative_regularisation(damping * jnp.sqrt(jnp.sum(F * F)), 1.0, JtJ)
+    L = cholesky(JtJ + nu * jnp.eye(J.shape[0], dtype=J.dtype), unrolled=False)
+    return -cho_solve(L, matmul(J.T, F), unrolled=False)
+
+
+def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
+    """The default solve (module docstring): semi-smooth Newton on the natural map (:func:`natural_map`; Qi & Sun
+    1993; for frictional contact Alart & Curnier 1991, Hüeber, Stadler & Wohlmuth 2008) of the row-scaled problem,
+    from the warm start, each trip one Levenberg-Marquardt step (:func:`levenberg_marquardt_step`) and a line
+    search on θ = ½‖F‖² over :data:`LINE_SEARCH_STEPS` evaluated together (Armijo's sufficient decrease, else the
+    lowest θ). The loop (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
+    the projected iterate is within the tolerance, after ``settings.newton_iterations`` trips, or when no step
+    lowers θ (a local minimum of θ that is no solution: the caller's ADMM takes over from there). Returns
+    (λ projected onto K, trips)."""
+    Gm, gm, _ = _masked_problem(G, g, active)
+    a = active.astype(G.dtype)
+    tol = convergence_tolerance(gm / D, settings.tolerance)
+    alphas = jnp.asarray(LINE_SEARCH_STEPS, G.dtype)
+
+    def project(lam):
+        return project_impulses(lam, layout, mu) * a
+
+    def merit(lam):
+        F = natural_map(Gm, gm, lam, layout, mu, active)[0]
+        return 0.5 * jnp.sum(F * F)
+
+    def residual(lam):
+        return solution_residual(Gm, gm, project(lam), layout, mu, active, D)
+
+    def trip(carry):
+        lam, k, _, _ = carry
+        F, y, sigma = natural_map(Gm, gm, lam, layout, mu, active)
+        theta = 0.5 * jnp.sum(F * F)
+        step = levenberg_marquardt_step(natural_map_jacobian(Gm, y, sigma, layout, mu, active), F,
+                                        settings.damping)
+        trials = lam[None] + alphas[:, None] * step[None]
+        thetas = jax.vmap(merit)(trials)
+        thetas = jnp.where(jnp.isnan(thetas), jnp.inf, thetas)
+        armijo = thetas <= (1.0 - 2.0 * ARMIJO * alphas) * theta
+        best = jnp.where(jnp.any(armijo), jnp.argmax(armijo), jnp.argmin(thetas))
+        stalled = ~(thetas[best] < theta)
+        lam = jnp.where(stalled, lam, trials[best])
+        return lam, k + 1, residual(lam), stalled
+
+    def going(carry):
+        _, k, res, stalled = carry
+        return (k < settings.newton_iterations) & ~(res <= tol) & ~stalled
+
+    lam0 = project(lam0)
+    res0 = residual(lam0)
+    # the first trip, where the warm start is no solution: the warm start's modes kept (:func:`polish_modes`: its
+    # sticking rows' linear system, the rest open), so that a contact that was open stays open where that is
+    # consistent (where the NCP has several solutions, the one its previous step's modes lead to)
+    eta = jnp.maximum(settings.prox, 64 * jnp.finfo(G.dtype).eps) * _scale(Gm)
+    lam1, res1 = run_if(~(res0 <= tol), lambda _: (lambda x: (x, residual(x)))(
+        polish_modes(Gm, gm, layout, lam0, active, eta)), (lam0, res0))
+    keep = ~(res0 <= tol) & ~(merit(lam1) < merit(lam0))
+    lam1, res1 = jnp.where(keep, lam0, lam1), jnp.where(keep, res0, res1)
+    first = (~(res0 <= tol)).astype(jnp.int32)
+    lam, trips, _, _ = jax.lax.while_loop(going, trip, (lam1, first, res1, jnp.zeros((), bool)))
+    return project(lam), trips
+
+
+def run_if(pred, fn, x):
+    """``fn(x)`` where ``pred``, else ``x``, as a ``lax.while_loop`` of at most one trip: under ``vmap`` (a batched
+    ``pred``) the trip runs when some scenario of the batch needs it and not at all otherwise, where ``lax.cond``
+    becomes a select that computes ``fn`` for every scenario at every call."""
+    _, out = jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.zeros((), bool), fn(c[1])), (jnp.asarray(pred), x))
+    return out
 
 
 # ----------------------------------------------------------------------------- the derivative
@@ -540,18 +674,26 @@ def row_scaling(G, layout):
     return jnp.where(d > tiny, 1.0 / jnp.sqrt(jnp.where(d > tiny, d, 1.0)), 1.0)
 
 
-def _solve_fixed_modes(G, g, mu, active, lam0, layout, settings):
-    lam, consensus, iterations, converged = _admm(G, g, layout, mu, active, lam0, settings)
-    return lam, jnp.stack([consensus, iterations.astype(g.dtype), converged.astype(g.dtype)])
+def _solve_fixed_modes(G, g, mu, active, lam0, D, layout, settings):
+    """The solve on the row-scaled problem (``D``: :func:`row_scaling`): Newton (:func:`semismooth_newton`) and,
+    where it stalls or reaches its cap, ADMM from its last iterate (whose loops do not run where Newton converged:
+    under ``vmap``, not unless some scenario of the batch needs them); or ADMM alone (``method="admm"``)."""
+    trips = jnp.zeros((), jnp.int32)
+    polish_start = True
+    if settings.method == "newton":
+        lam0, trips = semismooth_newton(G, g, layout, mu, active, lam0, settings, D)
+        polish_start = False
+    lam, consensus, iterations, converged = _admm(G, g, layout, mu, active, lam0, settings, D, polish_start)
+    return lam, jnp.stack([consensus, (trips + iterations).astype(g.dtype), converged.astype(g.dtype)])
 
 
-_solve_core = jax.custom_jvp(_solve_fixed_modes, nondiff_argnums=(5, 6))
+_solve_core = jax.custom_jvp(_solve_fixed_modes, nondiff_argnums=(6, 7))
 
 
 def _solve_core_jvp(layout, settings, primals, tangents):
-    G, g, mu, active, lam0 = primals
-    dG, dg, dmu, _, _ = tangents
-    lam, info = _solve_fixed_modes(G, g, mu, active, lam0, layout, settings)
+    G, g, mu, active, lam0, D = primals
+    dG, dg, dmu, _, _, _ = tangents
+    lam, info = _solve_fixed_modes(G, g, mu, active, lam0, D, layout, settings)
     sigma = matmul(G, lam) + g
     M, Pmat, Qmu = _mode_jacobian_system(G, g, lam, sigma, layout, mu, active,
                                          mode_tolerance(settings.mode_tol, G.dtype))
@@ -675,13 +817,16 @@ def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
         return NCPSolution(g, g, zero, zero, zero, jnp.zeros((), jnp.int32), jnp.ones((), bool))
     mu = no_slip_friction(mu)
     D = jax.lax.stop_gradient(row_scaling(G, layout))          # λ = D λ̃ holds for any D: no derivative through it
-    lam_s, info = _solve_core(D[:, None] * G * D[None, :], D * g, mu, active, jax.lax.stop_gradient(lam0 / D),
+    lam_s, info = _solve_core(D[:, None] * G * D[None, :], D * g, mu, active, jax.lax.stop_gradient(lam0 / D), D,
                               layout, settings)
     info = jax.lax.stop_gradient(info)
     lam = D * lam_s
     sigma = matmul(G, lam) + g
-    primal, _, comp = ncp_residuals(G, g, lam, layout, mu, active)
-    # the consensus of the scaled problem (velocity units of D σ) back in velocity units: a bound
-    dual = info[0] / jnp.min(D, initial=jnp.inf)
-    return NCPSolution(lam, sigma * active.astype(dtype), primal, dual, comp, info[1].astype(jnp.int32),
-                       info[2] > 0)
+    primal, dual, comp = ncp_residuals(G, g, lam, layout, mu, active)
+    # converged: the returned impulses' own residual (the one the loops stop on), so that the flag, the warning and
+    # the reported residuals say the same thing
+    a = active.astype(dtype)
+    ones = jnp.ones(m, dtype)
+    res = jax.lax.stop_gradient(solution_residual(G, g, lam, layout, mu, active, ones))
+    converged = res <= convergence_tolerance(g * a, settings.tolerance)
+    return NCPSolution(lam, sigma * a, primal, dual, comp, info[1].astype(jnp.int32), converged)
