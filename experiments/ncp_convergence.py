@@ -106,7 +106,75 @@ def cassie_scene(dtype):
     return system, (jnp.asarray(q, dtype),), (jnp.zeros(nv, dtype),), 5e-4, ()
 
 
-SCENES = {"incline": incline_scene, "biped": biped_scene, "cassie": cassie_scene}
+def quadruped_scene(dtype):
+    """``tests/data/quadruped_contact.xml``: the quadruped dropped from its start (feet 3 cm above the floor), lands
+    and stands."""
+    from mrds_jax.loaders.mjcf import load_mjcf
+    system, mapping = load_mjcf(str(ROOT / "tests" / "data" / "quadruped_contact.xml"), return_mapping=True)
+    state = mapping.state()                                    # qpos0: the trunk at 0.38 m, feet 3 cm up
+    return (system, tuple(jnp.asarray(x, dtype) for x in state.q), tuple(jnp.asarray(x, dtype) for x in state.v),
+            5e-4, ())
+
+
+def peg_scene(dtype):
+    """The assembly scene ``ckcm_peg_in_hole`` (mrds_jax.ckcm.assembly, its default task): the CKCM end-effector
+    sliding a peg into a hole under its compliance controller, with the scene's contact settings."""
+    from mrds_jax.ckcm import assembly as A
+    scene = A.peg_in_hole()
+    cast = lambda xs: tuple(jnp.asarray(x, dtype) for x in xs)          # noqa: E731
+    return scene.system, cast(scene.state.q), cast(scene.state.v), 2e-3, scene.forces, scene.settings
+
+
+SCENES = {"incline": incline_scene, "biped": biped_scene, "cassie": cassie_scene, "quadruped": quadruped_scene,
+          "peg": peg_scene}
+
+
+class Capture:
+    """Records the step problems that ``contact_step`` hands ``solve_ncp`` during a rollout (the format of
+    ``shared/data/contact_problems``, its README), by wrapping ``timestepping.solve_ncp`` with a host callback: every
+    problem whose solve took ``min_trips`` or more loop trips or did not converge, and every ``every``-th other one.
+    A problem is stored on its active rows only (the inactive ones are decoupled and carry no impulse): contacts with
+    an active row and the active one-sided rows, with their layout."""
+
+    def __init__(self, min_trips=3, every=97):
+        self.min_trips, self.every, self.seen, self.problems = min_trips, every, 0, []
+
+    def record(self, G, g, layout, mu, active, lam0, lam, trips, converged):
+        G, g, mu, active, lam0, lam = (np.asarray(x) for x in (G, g, mu, active, lam0, lam))
+        self.seen += 1
+        if not (int(trips) >= self.min_trips or not bool(converged) or self.seen % self.every == 0):
+            return
+        b, u, k = layout
+        keep_c = active[b + u:].reshape(k, 3).any(axis=1)
+        rows = np.concatenate([np.arange(b), b + np.flatnonzero(active[b:b + u]),
+                               (b + u + 3 * np.flatnonzero(keep_c)[:, None] + np.arange(3)).reshape(-1)]).astype(int)
+        self.problems.append(dict(G=G[np.ix_(rows, rows)], g=g[rows], mu=mu[keep_c], a=active[rows], l0=lam0[rows],
+                                  l=lam[rows], its=int(trips), conv=bool(converged),
+                                  layout=[b, int(active[b:b + u].sum()), int(keep_c.sum())]))
+
+    def __enter__(self):
+        from mrds_jax.system import timestepping as TS
+        self._orig = TS.solve_ncp
+        orig, record = self._orig, self.record
+
+        def capturing(G, g, layout, mu, active, lam0, settings):
+            sol = orig(G, g, layout, mu, active, lam0, settings)
+            jax.debug.callback(lambda *xs: record(xs[0], xs[1], tuple(layout), *xs[2:]), G, g, mu, active, lam0,
+                               sol.lam, sol.iterations, sol.converged)
+            return sol
+        TS.solve_ncp = capturing
+        return self
+
+    def __exit__(self, *exc):
+        from mrds_jax.system import timestepping as TS
+        TS.solve_ncp = self._orig
+
+    def save(self, path, scene, dtype):
+        recs = [json.dumps(dict(scene=scene, its=p["its"], conv=p["conv"], layout=p["layout"]))
+                for p in self.problems]
+        arrays = {f"{k}{i}": p[k] for i, p in enumerate(self.problems) for k in ("G", "g", "mu", "a", "l0", "l")}
+        np.savez_compressed(path, recs=np.array(recs), **arrays)
+        return len(recs)
 
 
 def perturbed_starts(v0, batch, perturb, seed=0):
@@ -118,13 +186,13 @@ def perturbed_starts(v0, batch, perturb, seed=0):
     return jnp.asarray(v, v0[0].dtype)
 
 
-def run(scene, dtype, batch, steps, perturb, sliding_polish=True):
-    base = ContactSettings()
-    settings = base._replace(ncp=base.ncp._replace(sliding_polish=sliding_polish))
+def run(scene, dtype, batch, steps, perturb, sliding_polish=True, method="newton", capture=None):
     if dtype == "float32":
         from mrds_jax.console import allow_float32
         allow_float32()
-    system, q0, v0, dt, forces = SCENES[scene](dtype)
+    system, q0, v0, dt, forces, *own = SCENES[scene](dtype)
+    base = own[0] if own else ContactSettings()
+    settings = base._replace(ncp=base.ncp._replace(sliding_polish=sliding_polish, method=method))
     vb = perturbed_starts(v0, batch, perturb)
 
     def one(v_base):
@@ -136,6 +204,12 @@ def run(scene, dtype, batch, steps, perturb, sliding_polish=True):
 
     f = jax.jit(jax.vmap(one))
     t0 = time.perf_counter()
+    if capture:
+        with Capture() as cap:
+            r = jax.tree.map(np.asarray, jax.block_until_ready(f(vb)))
+        n = cap.save(capture, scene, dtype)
+        print(f"captured {n} of {cap.seen} problems into {capture}", file=sys.stderr)
+        return dict(scene=scene, dtype=dtype, captured=n, seen=cap.seen)
     r = jax.tree.map(np.asarray, jax.block_until_ready(f(vb)))
     compile_and_run = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -170,26 +244,35 @@ def main():
     ap.add_argument("--perturb", type=float, default=0.05)
     ap.add_argument("--one", action="store_true", help="run the one scene and dtype given, print JSON")
     ap.add_argument("--no-sliding-polish", action="store_true", help="NCPSettings(sliding_polish=False)")
+    ap.add_argument("--method", default="newton", choices=["newton", "admm"], help="NCPSettings.method")
+    ap.add_argument("--capture", default=None, metavar="DIR",
+                    help="write the step problems (Capture) to DIR/SCENE_DTYPE.npz instead of timing")
     ap.add_argument("--cassie-start", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cassie_start:
         print("START " + json.dumps(cassie_start()))
         return
     if args.one:
+        capture = (None if args.capture is None
+                   else str(Path(args.capture) / f"{args.scenes[0]}_{args.dtype[0]}.npz"))
         print("RESULT " + json.dumps(run(args.scenes[0], args.dtype[0], args.batch, args.steps, args.perturb,
-                                         not args.no_sliding_polish)))
+                                         not args.no_sliding_polish, args.method, capture)))
         return
     for scene in args.scenes:
         for dtype in args.dtype:
             p = subprocess.run([sys.executable, __file__, "--one", "--scenes", scene, "--dtype", dtype, "--batch",
                                 str(args.batch), "--steps", str(args.steps), "--perturb", str(args.perturb)]
-                               + ["--no-sliding-polish"] * args.no_sliding_polish,
+                               + ["--no-sliding-polish"] * args.no_sliding_polish + ["--method", args.method]
+                               + (["--capture", args.capture] if args.capture else []),
                                capture_output=True, text=True, env=os.environ)
             lines = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
             if p.returncode or not lines:
                 print(f"{scene} {dtype}: FAILED\n{p.stderr[-2000:]}", flush=True)
                 continue
             r = json.loads(lines[-1][len("RESULT "):])
+            if args.capture:
+                print(f"{scene:9s} {dtype}: captured {r['captured']} of {r['seen']} step problems", flush=True)
+                continue
             extra = (f" spin {r['spin_max']:.1e} rad/s travel err {r['travel_error']:.1e} m"
                      if scene == "incline" else "")
             print(f"{scene:8s} {dtype}: converged {100 * r['converged']:.1f} % of steps "

@@ -179,6 +179,37 @@ def spd_inverse(A, pivots=False):
     return A
 
 
+def pivoted_solve(A, b):
+    """A⁻¹ b for a general square A (n x n, n static) and b (n,): Gaussian elimination with partial pivoting
+    (Golub & Van Loan, Matrix Computations, Alg. 3.4.1) on the augmented matrix [A | b], then back substitution,
+    each a ``lax.fori_loop`` of n steps (one masked rank-1 update, or one row, per step: a small program at any n).
+    For the non-symmetric Newton matrices of the contact solve (:func:`mrds_jax.system.ncp.semismooth_newton`),
+    where a normal-equations solve would square their condition; no LAPACK call. A singular A gives inf or NaN."""
+    A, b = jnp.asarray(A), jnp.asarray(b)
+    n = A.shape[0]
+    if n == 0:
+        return b
+    idx = jnp.arange(n)
+    Ab = jnp.concatenate([A, b[:, None]], axis=1)
+
+    def eliminate(k, Ab):
+        col = jnp.where(idx >= k, jnp.abs(Ab[:, k]), -1.0)
+        p = jnp.argmax(col)
+        rk, rp = Ab[k], Ab[p]
+        Ab = Ab.at[p].set(rk).at[k].set(rp)                        # rows k and p swapped
+        factors = jnp.where(idx > k, Ab[:, k] / Ab[k, k], 0.0)
+        return Ab - factors[:, None] * Ab[k][None, :]
+
+    U = jax.lax.fori_loop(0, n, eliminate, Ab)
+
+    def back(step, x):
+        i = n - 1 - step
+        xi = (U[i, n] - jnp.sum(jnp.where(idx > i, U[i, :n] * x, 0.0))) / U[i, i]
+        return x.at[i].set(xi)
+
+    return jax.lax.fori_loop(0, n, back, jnp.zeros(n, A.dtype))
+
+
 # ----------------------------------------------------------------------------- branch-induced sparsity
 def _children(parents, dofs):
     inside = set(dofs)

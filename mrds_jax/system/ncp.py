@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import validation
-from ..spatial.linalg import cho_solve, cholesky, matmul, spd_inverse
+from ..spatial.linalg import cho_solve, cholesky, matmul, pivoted_solve, spd_inverse
 
 POLISH_STEPS = 2  # range-restricted Newton steps of polish_modes
 MIN_STAGE = 10   # iterations before a stage may end because the primal and dual residuals drifted 10× apart (fewer
@@ -109,7 +109,8 @@ class NCPSettings(NamedTuple):
     sliding_polish: bool = True
     method: str = "newton"
     newton_iterations: int = 20
-    damping: float = 1e-2
+    proximal: float = 1.0
+    regularisation: float = 1e-12
 
 
 class NCPSolution(NamedTuple):
@@ -243,7 +244,7 @@ def solution_residual(G, g, lam, layout, mu, active, D):
     sigma = (matmul(G, lam) + g) / D
     lam_u = D * lam
     primal, dual, comp = residuals_of(sigma, lam_u, layout, mu, active)
-    lam_scale = jnp.maximum(jnp.max(jnp.abs(lam_u)), jnp.finfo(g.dtype).tiny)
+    lam_scale = jnp.maximum(jnp.max(jnp.abs(lam_u), initial=0.0), jnp.finfo(g.dtype).tiny)
     velocity_per_impulse = jnp.max(jnp.abs(jnp.diagonal(G)) / (D * D), initial=0.0)
     res = jnp.maximum(jnp.maximum(primal, comp / lam_scale), dual * velocity_per_impulse)
     return jnp.where(jnp.isnan(res), jnp.inf, res)
@@ -421,31 +422,26 @@ def natural_map_jacobian(G, y, sigma, layout, mu, active):
     return jnp.where(active[:, None], I_P + PTG, jnp.eye(m, dtype=dtype))
 
 
-def levenberg_marquardt_step(J, F, damping):
-    """δ = −(JᵀJ + νI)⁻¹ Jᵀ F with ν = ``damping`` ‖F‖ (Yamashita & Fukushima 2001: quadratic convergence also where
-    the solutions are not isolated, as along the null space of a rank-deficient G: two-point feet, four coplanar
-    corners), floored at m ulp × max diag JᵀJ (:func:`derivative_regularisation`: without the floor a float32 JᵀJ
-    is not numerically positive definite). Among the steps of equal residual it takes the shortest, so an
-    indeterminate set keeps the start's split of its internal forces."""
-    JtJ = matmul(J.T, J)
-    nu = derivative_regularisation(damping * jnp.sqrt(jnp.sum(F * F)), 1.0, JtJ)
-    L = cholesky(JtJ + nu * jnp.eye(J.shape[0], dtype=J.dtype), unrolled=False)
-    return -cho_solve(L, matmul(J.T, F), unrolled=False)
-
-
 def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     """The default solve (module docstring): semi-smooth Newton on the natural map (:func:`natural_map`; Qi & Sun
     1993; for frictional contact Alart & Curnier 1991, Hüeber, Stadler & Wohlmuth 2008) of the row-scaled problem,
-    from the warm start, each trip one Levenberg-Marquardt step (:func:`levenberg_marquardt_step`) and a line
-    search on θ = ½‖F‖² over :data:`LINE_SEARCH_STEPS` evaluated together (Armijo's sufficient decrease, else the
-    lowest θ). The loop (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
+    from the warm start. Each trip is one proximal-point Newton step, δ = −J_ε⁻¹ F with J_ε the Jacobian
+    (:func:`natural_map_jacobian`) of the map of G + εI around the current λ (Rockafellar 1976; with ε ∝ ‖F‖ the
+    regularised Newton of Li, Fukushima, Qi & Yamashita 2004: superlinear where the solutions are not isolated, as
+    along the null space of a rank-deficient G — two-point feet, four coplanar corners, a wedged peg — and the
+    step there is the one nearest the current split of the internal forces), solved by pivoted elimination
+    (:func:`~mrds_jax.spatial.linalg.pivoted_solve`), then a line search on θ = ½‖F‖² over
+    :data:`LINE_SEARCH_STEPS` and the step to the first mode boundary (:func:`first_crossing`) evaluated together
+    (Armijo's sufficient decrease, else the lowest θ). The loop (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
     the projected iterate is within the tolerance, after ``settings.newton_iterations`` trips, or when no step
     lowers θ (a local minimum of θ that is no solution: the caller's ADMM takes over from there). Returns
     (λ projected onto K, trips)."""
-    Gm, gm, _ = _masked_problem(G, g, active)
+    Gm, gm, scale = _masked_problem(G, g, active)
     a = active.astype(G.dtype)
     tol = convergence_tolerance(gm / D, settings.tolerance)
     alphas = jnp.asarray(LINE_SEARCH_STEPS, G.dtype)
+    floor = regularisation_weight(settings.regularisation, G.dtype) * scale
+    eye = jnp.eye(layout.size, dtype=G.dtype)
 
     def project(lam):
         return project_impulses(lam, layout, mu) * a
@@ -461,12 +457,14 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         lam, k, _, _ = carry
         F, y, sigma = natural_map(Gm, gm, lam, layout, mu, active)
         theta = 0.5 * jnp.sum(F * F)
-        step = levenberg_marquardt_step(natural_map_jacobian(Gm, y, sigma, layout, mu, active), F,
-                                        settings.damping)
-        trials = lam[None] + alphas[:, None] * step[None]
+        # the proximal-point Newton step: the Jacobian of the map of G + εI at the proximal centre λ (whose map at λ
+        # is F itself), ε = proximal × max|F| above the floor
+        eps = jnp.maximum(settings.proximal * jnp.max(jnp.abs(F), initial=0.0), floor)
+        step = -pivoted_solve(natural_map_jacobian(Gm + eps * eye, y, sigma, layout, mu, active), F)
+        trials = lam[None] + jnp.append(alphas, first_crossing(lam, step, layout, mu))[:, None] * step[None]
         thetas = jax.vmap(merit)(trials)
         thetas = jnp.where(jnp.isnan(thetas), jnp.inf, thetas)
-        armijo = thetas <= (1.0 - 2.0 * ARMIJO * alphas) * theta
+        armijo = (thetas <= (1.0 - 2.0 * ARMIJO * jnp.append(alphas, 0.0)) * theta).at[-1].set(False)
         best = jnp.where(jnp.any(armijo), jnp.argmax(armijo), jnp.argmin(thetas))
         stalled = ~(thetas[best] < theta)
         lam = jnp.where(stalled, lam, trials[best])
@@ -489,6 +487,39 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     first = (~(res0 <= tol)).astype(jnp.int32)
     lam, trips, _, _ = jax.lax.while_loop(going, trip, (lam1, first, res1, jnp.zeros((), bool)))
     return project(lam), trips
+
+
+def first_crossing(lam, step, layout, mu):
+    """The step size α ∈ (0, 1] at which λ + α δ first leaves its mode's region: a contact strictly inside its cone
+    reaches the boundary ‖λ_t + α δ_t‖ = μ (λ_n + α δ_n) (the smaller positive root of that quadratic), a contact's
+    normal impulse or a one-sided row's impulse reaches 0 (it opens); 1 where none does. :func:`semismooth_newton` tries it beside its fixed
+    step sizes: where the sticking system is inconsistent (along G's null space: four feet whose springs spread
+    them, four coplanar corners) the Newton step of the sticking mode is long and only the step to the boundary,
+    where the contact starts to slide, lowers the residual (the active-set method's step to the first blocking
+    constraint, Nocedal & Wright 2006, §16.5)."""
+    one = jnp.ones((), lam.dtype)
+    _, lu, lc = _split(lam, layout)
+    _, du, dc = _split(step, layout)
+    A = jnp.sum(dc[:, 1:] ** 2, axis=-1) - (mu * dc[:, 0]) ** 2
+    B = 2.0 * (jnp.sum(lc[:, 1:] * dc[:, 1:], axis=-1) - mu * mu * lc[:, 0] * dc[:, 0])
+    C = jnp.sum(lc[:, 1:] ** 2, axis=-1) - (mu * lc[:, 0]) ** 2
+    inside = (C < 0) & (lc[:, 0] > 0)
+    root = jnp.sqrt(jnp.maximum(B * B - 4.0 * A * C, 0.0))
+    q = -0.5 * (B + jnp.where(B >= 0, root, -root))                 # the roots q/A and C/q, without cancellation
+    r1 = jnp.where(A != 0, q / jnp.where(A != 0, A, 1.0), jnp.inf)
+    r2 = jnp.where(q != 0, C / jnp.where(q != 0, q, 1.0), jnp.inf)
+    pos = lambda r: jnp.where(inside & (r > 0) & jnp.isfinite(r), r, jnp.inf)     # noqa: E731
+    cone = jnp.minimum(pos(r1), pos(r2))
+    opens = lambda x, d: jnp.where((x > 0) & (d < 0), -x / jnp.where(d < 0, d, -1.0), jnp.inf)   # noqa: E731
+    alpha = jnp.minimum(jnp.min(cone, initial=jnp.inf), jnp.min(opens(lu, du), initial=jnp.inf))
+    alpha = jnp.minimum(alpha, jnp.min(opens(lc[:, 0], dc[:, 0]), initial=jnp.inf))
+    return jnp.where(alpha <= 1.0, alpha, one)
+
+
+def regularisation_weight(regularisation, dtype):
+    """The floor of :func:`semismooth_newton`'s proximal weight ε (relative to max diag G):
+    ``NCPSettings.regularisation``, at least 8 ulp of the dtype, so that J_ε stays invertible where G is singular."""
+    return max(float(regularisation), 8 * float(jnp.finfo(dtype).eps))
 
 
 def run_if(pred, fn, x):
