@@ -22,8 +22,9 @@ One step from (q, v) at time t (Moreau 1988; Jean 1999; Acary & Brogliato 2008, 
 3. G = J H⁻¹ Jᵀ (block by module; its block of loop rows is Bᶜ of Bonaventura Table 17, tests/test_contact_step.py),
    and the NCP of :mod:`.ncp` for λ, warm-started from the previous step's impulses;
 4. v⁺ = v_free + H⁻¹ Jᵀ λ, q⁺ = q ⊕ dt v⁺;
-5. penetration and limit violation left at q⁺ removed from q⁺ alone, v⁺ untouched
-   (:func:`~.position_correction.correction_multipliers`, post-stabilisation; bounded per step).
+5. the loops' position error and the penetration and limit violation left at q⁺ removed from q⁺ alone, v⁺ untouched,
+   in one projection (:func:`position_projection`, :mod:`.position_correction`: post-stabilisation; the loops
+   closed to the linearisation's error, the one-sided rows by a bounded fraction per step).
 
 Systems without unilateral rows keep the exact acceleration-level path of :mod:`.simulate`; as dt → 0 the two
 give the same motion (tests/test_contact_step.py). Everything is shape-static (inactive rows are masked), pure, and
@@ -48,7 +49,7 @@ from .actuation import advance_activations
 from .forces import generalized_forces
 from .limits import limited_joints
 from .ncp import NCPSettings, RowLayout, solve_ncp, validate_ncp_settings
-from .position_correction import PositionCorrection, correction_multipliers
+from .position_correction import PositionCorrection, correction_multipliers, loop_targets
 from .stabilisation import constraint_errors, constraint_jacobian
 from ..collision.broadphase import BroadPhase
 
@@ -336,19 +337,21 @@ def _split_v(system, v):
     return tuple(out)
 
 
+def bilateral_errors(system, state, t):
+    """(Φ_p, Φ_v) of the loops and joint couplings at ``state``, each (n_b,) in :func:`row_layout`'s order: the
+    contacts' (:func:`~.stabilisation.constraint_errors`) then the couplings' g and G v (one kinematics pass)."""
+    dtype = state.q[0].dtype
+    err = constraint_errors(system, state, t)
+    cp, cv = coupling_errors(system, state)
+    flat = lambda parts: jnp.concatenate(parts) if parts else jnp.zeros(0, dtype)  # noqa: E731
+    return flat(tuple(err.position) + (cp,)), flat(tuple(err.velocity) + (cv,))
+
+
 def bilateral_rows(system, state, v_free, t, dt, beta):
     """(J, g) of the loops and joint couplings (module docstring, step 2)."""
-    dtype = state.q[0].dtype
-    free = SystemState(state.q, v_free)
     J = jnp.concatenate([constraint_jacobian(system, state, t + dt), coupling_jacobian(system, state)])
-    err = constraint_errors(system, free, t + dt)          # Φ_p depends on q only: one pass gives both
-    pos = err.position
-    phi_v = jnp.concatenate(err.velocity) if err.velocity else jnp.zeros(0, dtype)
-    phi_p = jnp.concatenate(pos) if pos else jnp.zeros(0, dtype)
-    cp, _ = coupling_errors(system, state)
-    _, cv = coupling_errors(system, free)
-    g = jnp.concatenate([phi_v, cv]) + (beta / dt) * jnp.concatenate([phi_p, cp])
-    return J, g
+    phi_p, phi_v = bilateral_errors(system, SystemState(state.q, v_free), t + dt)   # Φ_p depends on q only
+    return J, phi_v + (beta / dt) * phi_p
 
 
 def _gap_term(gap, dt):
@@ -855,6 +858,30 @@ def normal_rows(layout):
                            layout.contact_start + 3 * np.arange(layout.n_contacts)]).astype(np.int32)
 
 
+def position_projection(system, state_next, t_next, rows, loops, G, Psi_a, X, gap_next, correction):
+    """Step 5 (:mod:`.position_correction`): the displacement Δq = Δq_b + P J_nᵀ μ of q⁺ (``state_next``) that closes
+    the loops' and couplings' position error Φ_b(q⁺) (equalities, ``correction.loops``) and moves the buffer's
+    violated normal rows out (one-sided) in one projection, with the step's loop elimination ``loops``
+    (:func:`eliminate_bilateral`) and reduced Delassus matrix ``G`` (:func:`reduced_problem`, Ψ_a, X); ``gap_next``
+    the buffer's rows' d + dt J v⁺ (read on its normal rows). Φ_b(q⁺) is one kinematics pass at q⁺ (skipped when
+    ``correction.loops`` is 0 or there are no loops).
+
+    Its targets (Φ_b(q⁺), the gaps) are not differentiated (``stop_gradient``, as the penetration's always were):
+    the correction removes drift, O(dt²) along a consistent motion, and their derivative would differentiate a second
+    kinematics pass and the sweeps; the step's derivative is the velocity level's."""
+    normal = normal_rows(rows.layout)
+    gap_n, dq_b = gap_next[normal], None
+    if loops.Psi.shape[1] and float(correction.loops) > 0 and float(correction.max_step) > 0:
+        phi = bilateral_errors(system, state_next, t_next)[0]       # its velocity part is not used (not computed)
+        r_b = loop_targets(jax.lax.stop_gradient(phi), loops.active, correction)
+        dq_b = matmul(loops.Psi, cho_solve(loops.factor, r_b))
+        gap_n = gap_n + matmul(rows.J[normal], jax.lax.stop_gradient(dq_b))
+    mu = correction_multipliers(*jax.lax.stop_gradient((G[normal][:, normal], gap_n)), rows.active[normal],
+                                correction)
+    dq = constrained_response(Psi_a, loops, X, jnp.zeros(rows.layout.size, G.dtype).at[normal].set(mu))
+    return dq if dq_b is None else dq + dq_b
+
+
 def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_contacts=None,
                  settings=ContactSettings()):
     """One velocity-level step (module docstring): returns (q⁺, v⁺, :class:`StepReport`). ``lam_prev``: the
@@ -884,15 +911,8 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     v_flat = loops.velocity + constrained_response(Psi_a, loops, X, sol.lam)
     v_new = _split_v(system, v_flat)
     q_new = _advance(system, q, v_new, dt)
-    # step 5: penetration and limit violation removed on the position level (:mod:`.position_correction`), along
-    # P Jᵀ of the buffer's normal rows, with the reduced Delassus matrix already built
-    normal = normal_rows(rows.layout)
-    gap_next = rows.gap + dt * matmul(rows.J[normal], v_flat)
-    # not differentiated (a drift removal, zero while nothing penetrates; its loop runs only while something does)
-    mu = correction_multipliers(*jax.lax.stop_gradient((G[normal][:, normal], gap_next)), rows.active[normal],
-                                settings.correction)
-    w = jnp.zeros(rows.layout.size, dtype).at[normal].set(mu)
-    dq = constrained_response(Psi_a, loops, X, w)
+    dq = position_projection(system, SystemState(q_new, v_new), t + dt, rows, loops, G, Psi_a, X,
+                             rows.gap + dt * matmul(rows.J, v_flat), settings.correction)
     q_new = _advance(system, q_new, _split_v(system, dq), 1.0)
     lam = jnp.zeros(layout.size, dtype).at[:layout.n_bilateral].set(lam_b).at[rows.rows].add(sol.lam)
     sigma = jnp.zeros(layout.size, dtype).at[rows.rows].add(sol.sigma)
