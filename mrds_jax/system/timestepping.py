@@ -137,6 +137,18 @@ def _static_settings(settings, name, where):
         elif validation.is_traced(value):
             raise validation.ArgumentError(f"{where}: {name}.{field} is a setting of the compiled step (static, "
                                            "hashed): give a number, not a traced value")
+        elif not _hashable(value):
+            raise validation.ArgumentError(f"{where}: {name}.{field} is a setting of the compiled step (static, "
+                                           f"hashed): give a Python number (float(x), int(x)), not an "
+                                           f"unhashable {type(value).__name__}")
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def validate_position_correction(correction, where):
@@ -156,14 +168,21 @@ def validate_position_correction(correction, where):
 
 def validate_contact_modes(system, contact_modes, q0, v0, mode_params, where="simulate"):
     """Named errors for a ``contact_modes`` switch that cannot work, before anything compiles: not a function of
-    the four arguments (t, q, v, mode_params); a system without bilateral contacts to switch; ``mode_params`` that
-    are not numbers; a result (traced abstractly, :func:`jax.eval_shape`) that is not one boolean per contact
-    (wrong count, shape (1, 1), 0-d, empty, or floats, which would be read as True when nonzero)."""
+    the four arguments (t, q, v, mode_params); for ``simulate``, not hashable (a static argument of its compiled
+    rollout); a system without bilateral contacts to switch; ``mode_params`` that are not numbers; a function that
+    asks a traced argument for a Python value (``if t < ...``: traced abstractly, :func:`jax.eval_shape`); a result
+    that is not one boolean per contact (wrong count, shape (1, 1), 0-d, empty, or floats, which would be read as
+    True when nonzero)."""
     name = contact_argument(where, "modes")
     import inspect
     if not callable(contact_modes):
         raise validation.ArgumentError(f"{where}: {name} must be a function (t, q, v, mode_params) -> one "
                                        f"boolean per contact, got {type(contact_modes).__name__}")
+    if where == "simulate" and not _hashable(contact_modes):
+        raise validation.ArgumentError(f"{where}: {name} must be hashable: it is a static argument of the compiled "
+                                       f"rollout (its traced parameters go in ContactStep.mode_params); give a "
+                                       f"function or a frozen dataclass (@dataclasses.dataclass(frozen=True)), not "
+                                       f"an unhashable {type(contact_modes).__name__}")
     try:
         inspect.signature(contact_modes).bind(0.0, q0, v0, mode_params)
     except TypeError as e:
@@ -176,7 +195,15 @@ def validate_contact_modes(system, contact_modes, q0, v0, mode_params, where="si
         raise validation.ArgumentError(f"{where}: {name} switches the system's bilateral contacts (grasps, "
                                        "welds), but this system has none")
     validate_mode_params(mode_params, where)
-    out = jax.eval_shape(contact_modes, jnp.zeros((), q0[0].dtype), tuple(q0), tuple(v0), mode_params)
+    try:
+        out = jax.eval_shape(contact_modes, jnp.zeros((), q0[0].dtype), tuple(q0), tuple(v0), mode_params)
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+            jax.errors.TracerIntegerConversionError) as e:
+        raise validation.ArgumentError(
+            f"{where}: {name} is called with traced t, q, v and mode_params (every step of the compiled rollout), so "
+            f"a Python `if`, `and`/`or`, bool(), float() or NumPy on them cannot be evaluated: use jnp.where or "
+            f"jax.lax.cond on traced t, q, v (e.g. jnp.array([t < p[0]]) in place of `if t < p[0]`). JAX said: "
+            f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
     if not hasattr(out, "shape") or out.shape != (n,) or not (jnp.issubdtype(out.dtype, jnp.bool_)
                                                             or jnp.issubdtype(out.dtype, jnp.integer)):
         got = (f"shape {out.shape} of {out.dtype}" if hasattr(out, "shape") else type(out).__name__)
@@ -882,6 +909,19 @@ def position_projection(system, state_next, t_next, rows, loops, G, Psi_a, X, ga
     return dq if dq_b is None else dq + dq_b
 
 
+def validate_warm_start(lam_prev, layout, where="contact_step"):
+    """A named error for a warm start ``lam_prev`` that is not one impulse per row of the step's
+    :class:`~.ncp.RowLayout` (its static shape: checked while tracing too); a wrong length would be gathered from
+    silently (JAX clamps out-of-range indices)."""
+    shape = jnp.shape(lam_prev)
+    if shape != (layout.size,):
+        raise validation.ArgumentError(
+            f"{where}: lam_prev (the warm start, the previous step's impulses) has shape {shape}, needs "
+            f"({layout.size},): one impulse per row of row_layout(system) ({layout.n_bilateral} loop and coupling "
+            f"rows, {layout.n_unilateral} limit rows, 3 x {layout.n_contacts} contact rows)")
+    return lam_prev
+
+
 def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_contacts=None,
                  settings=ContactSettings()):
     """One velocity-level step (module docstring): returns (q⁺, v⁺, :class:`StepReport`). ``lam_prev``: the
@@ -893,12 +933,13 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     (:func:`active_rows`), and only they enter the NCP (:func:`~.ncp.solve_ncp`, whose loop leaves at once when
     none is active). The impulses are reported in the full static layout (:func:`row_layout`)."""
     dtype = q[0].dtype
+    layout = row_layout(system)
+    validate_warm_start(lam_prev, layout)
     state = SystemState(tuple(q), tuple(v))
     Q = generalized_forces(system, forces, state, t)
     taus = [jnp.zeros(m.nv, dtype) for m in system.modules] if tau is None else [jnp.asarray(x, dtype) for x in tau]
     kinematics = step_kinematics(system, state)
     v_free, factors = free_velocity(kinematics, v, taus, Q, dt)
-    layout = row_layout(system)
     Jb, gb = bilateral_rows(system, state, v_free, t, dt, settings.baumgarte)
     loops = eliminate_bilateral(system, factors, Jb, gb, _bilateral_active(system, active_contacts, dtype), v_free,
                                 settings.ncp.prox)
