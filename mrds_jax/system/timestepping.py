@@ -49,7 +49,7 @@ from .actuation import advance_activations
 from .forces import generalized_forces
 from .limits import limited_joints
 from .ncp import NCPSettings, RowLayout, solve_ncp, validate_ncp_settings
-from .position_correction import PositionCorrection, correction_multipliers, loop_targets
+from .position_correction import LOOP_ITERATIONS, PositionCorrection, correction_multipliers, loop_targets
 from .stabilisation import constraint_errors, constraint_jacobian
 from ..collision.broadphase import BroadPhase
 
@@ -152,8 +152,8 @@ def _hashable(value):
 
 
 def validate_position_correction(correction, where):
-    """Named errors for a :class:`~.position_correction.PositionCorrection` that cannot work: β outside [0, 1], a
-    negative or non-finite ``max_step``, a non-integer or < 1 sweep count."""
+    """Named errors for a :class:`~.position_correction.PositionCorrection` that cannot work: β or ``loops``
+    outside [0, 1], a negative or non-finite ``max_step`` or ``slop``, a non-integer or < 1 sweep count."""
     if not isinstance(correction, PositionCorrection):
         raise validation.ArgumentError(f"{where}: ContactSettings.correction must be a PositionCorrection, got "
                                        f"{type(correction).__name__}")
@@ -164,6 +164,10 @@ def validate_position_correction(correction, where):
     validation.positive(correction.max_step, "PositionCorrection.max_step", where, allow_zero=True)
     validation.positive(correction.slop, "PositionCorrection.slop", where, allow_zero=True)
     validation.count(correction.sweeps, "PositionCorrection.sweeps", where)
+    validation.positive(correction.loops, "PositionCorrection.loops", where, allow_zero=True)
+    if float(correction.loops) > 1.0:
+        raise validation.ArgumentError(f"{where}: PositionCorrection.loops is the part of the loops' position error "
+                                       f"removed per step, in [0, 1]; got {correction.loops}")
 
 
 def validate_contact_modes(system, contact_modes, q0, v0, mode_params, where="simulate"):
@@ -885,20 +889,26 @@ def normal_rows(layout):
                            layout.contact_start + 3 * np.arange(layout.n_contacts)]).astype(np.int32)
 
 
+def closes_loops(loops, correction):
+    """Whether the step closes loops on the position level (static): it has loop or coupling rows, and
+    ``correction.loops`` and ``max_step`` are not 0."""
+    return bool(loops.Psi.shape[1]) and float(correction.loops) > 0 and float(correction.max_step) > 0
+
+
 def position_projection(system, state_next, t_next, rows, loops, G, Psi_a, X, gap_next, correction):
     """Step 5 (:mod:`.position_correction`): the displacement Δq = Δq_b + P J_nᵀ μ of q⁺ (``state_next``) that closes
     the loops' and couplings' position error Φ_b(q⁺) (equalities, ``correction.loops``) and moves the buffer's
     violated normal rows out (one-sided) in one projection, with the step's loop elimination ``loops``
     (:func:`eliminate_bilateral`) and reduced Delassus matrix ``G`` (:func:`reduced_problem`, Ψ_a, X); ``gap_next``
-    the buffer's rows' d + dt J v⁺ (read on its normal rows). Φ_b(q⁺) is one kinematics pass at q⁺ (skipped when
+    the buffer's normal rows' gaps at q⁺ to first order, d + dt J_n v⁺ (:func:`normal_rows`). Φ_b(q⁺) is one kinematics pass at q⁺ (skipped when
     ``correction.loops`` is 0 or there are no loops).
 
     Its targets (Φ_b(q⁺), the gaps) are not differentiated (``stop_gradient``, as the penetration's always were):
     the correction removes drift, O(dt²) along a consistent motion, and their derivative would differentiate a second
     kinematics pass and the sweeps; the step's derivative is the velocity level's."""
     normal = normal_rows(rows.layout)
-    gap_n, dq_b = gap_next[normal], None
-    if loops.Psi.shape[1] and float(correction.loops) > 0 and float(correction.max_step) > 0:
+    gap_n, dq_b = gap_next, None
+    if closes_loops(loops, correction):
         phi = bilateral_errors(system, state_next, t_next)[0]       # its velocity part is not used (not computed)
         r_b = loop_targets(jax.lax.stop_gradient(phi), loops.active, correction)
         dq_b = matmul(loops.Psi, cho_solve(loops.factor, r_b))
@@ -907,6 +917,35 @@ def position_projection(system, state_next, t_next, rows, loops, G, Psi_a, X, ga
                                 correction)
     dq = constrained_response(Psi_a, loops, X, jnp.zeros(rows.layout.size, G.dtype).at[normal].set(mu))
     return dq if dq_b is None else dq + dq_b
+
+
+def close_loops(system, state, t, loops, correction):
+    """q of ``state`` with its loops' and couplings' position error Φ_b closed to ``correction.slop`` by the chord
+    method (simplified Newton; Ortega & Rheinboldt, "Iterative Solution of Nonlinear Equations in Several
+    Variables", 1970): q ← q ⊕ Ψ_b G_bb⁻¹ r_b(Φ_b(q)) with the step's factored G_bb (:func:`eliminate_bilateral`),
+    while some active row's |Φ_b| is above the slop, at most :data:`~.position_correction.LOOP_ITERATIONS` times.
+    After the step's projection (:func:`position_projection`, whose Jacobian is the one at the step's start) each
+    iteration divides the error by about 1/(dt |v| κ), κ the loops' curvature, so one or none runs on an ordinary
+    step. Not differentiated (a drift removal, as the projection's targets); a ``while_loop`` on stopped values."""
+    Psi, factor, active = jax.lax.stop_gradient((loops.Psi, loops.factor, loops.active))
+    q0 = jax.lax.stop_gradient(tuple(state.q))
+    slop = jnp.maximum(correction.slop, 100 * jnp.finfo(Psi.dtype).eps)
+
+    def error(q):
+        return jnp.where(active, bilateral_errors(system, SystemState(q, state.v), t)[0], 0.0)
+
+    def open_(carry):
+        k, _, phi = carry
+        return (k < LOOP_ITERATIONS) & jnp.any(jnp.abs(phi) > slop)
+
+    def iterate(carry):
+        k, q, phi = carry
+        dq = matmul(Psi, cho_solve(factor, loop_targets(phi, active, correction)))
+        q = _advance(system, q, _split_v(system, dq), 1.0)
+        return k + 1, q, error(q)
+
+    _, q, _ = jax.lax.while_loop(open_, iterate, (jnp.zeros((), jnp.int32), q0, error(q0)))
+    return tuple(qk + jax.lax.stop_gradient(x - qk) for qk, x in zip(state.q, q))     # q's derivative kept
 
 
 def validate_warm_start(lam_prev, layout, where="contact_step"):
@@ -952,9 +991,12 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     v_flat = loops.velocity + constrained_response(Psi_a, loops, X, sol.lam)
     v_new = _split_v(system, v_flat)
     q_new = _advance(system, q, v_new, dt)
-    dq = position_projection(system, SystemState(q_new, v_new), t + dt, rows, loops, G, Psi_a, X,
-                             rows.gap + dt * matmul(rows.J, v_flat), settings.correction)
+    gap_next = rows.gap + dt * matmul(rows.J[normal_rows(rows.layout)], v_flat)     # the normal rows' d⁺
+    dq = position_projection(system, SystemState(q_new, v_new), t + dt, rows, loops, G, Psi_a, X, gap_next,
+                             settings.correction)
     q_new = _advance(system, q_new, _split_v(system, dq), 1.0)
+    if closes_loops(loops, settings.correction):
+        q_new = close_loops(system, SystemState(q_new, v_new), t + dt, loops, settings.correction)
     lam = jnp.zeros(layout.size, dtype).at[:layout.n_bilateral].set(lam_b).at[rows.rows].add(sol.lam)
     sigma = jnp.zeros(layout.size, dtype).at[rows.rows].add(sol.sigma)
     n_slots = layout.n_contacts
