@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "experiments"))
 
 from mrds_jax import system as S  # noqa: E402
-from mrds_jax.system.timestepping import ContactSettings, contact_rollout, row_layout, slot_kinematics  # noqa: E402
+from mrds_jax.system.timestepping import ContactSettings, contact_rollout, row_layout  # noqa: E402
 
 OUT = Path(__file__).parent / "out" / "loop_closure.md"
 DROP = 0.03
@@ -41,14 +41,12 @@ DT = 5e-4
 
 
 def cassie_scene():
-    """(system, q0, v0): Cassie on the floor, 3 cm above it at rest (module docstring)."""
-    from ncp_convergence import cassie_on_floor
-    system, mapping = cassie_on_floor()
-    state = mapping.keyframe_state("home", system)
-    names = system.collision.pair_names()
-    on_floor = np.array(["bench_floor" in names[p] for p in system.collision.slot_pair])
-    q = np.asarray(state.q[0]).copy()
-    q[2] += DROP - float(np.min(np.asarray(slot_kinematics(system, state).gap)[on_floor]))
+    """(system, q0, v0): Cassie on the floor, 3 cm above it at rest (module docstring): ncp_convergence's start
+    (its keyframe made consistent, CASSIE_DROP above the floor) raised by the difference (the floor is level)."""
+    from ncp_convergence import CASSIE_DROP, cassie_on_floor, cassie_start
+    system, _ = cassie_on_floor()
+    q = np.asarray(cassie_start())
+    q[2] += DROP - CASSIE_DROP
     return system, (jnp.asarray(q),), (jnp.zeros(system.modules[0].nv),)
 
 

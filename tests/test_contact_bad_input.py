@@ -234,7 +234,8 @@ def test_a_warm_start_of_the_wrong_length_is_named():
     from mrds_jax.system.timestepping import contact_step, row_layout
     system = ball_system()
     size = row_layout(system).size
-    match = rf"contact_step: lam_prev \(the warm start, the previous step's impulses\) has shape \(2,\), needs \({size},\)"
+    match = (r"contact_step: lam_prev \(the warm start, the previous step's impulses\) has shape \(2,\), "
+             rf"needs \({size},\)")
     with pytest.raises(ArgumentError, match=match):
         contact_step(system, STATE.q, STATE.v, 0.0, 1e-3, jnp.zeros(2))
     with pytest.raises(ArgumentError, match=match):
@@ -242,7 +243,8 @@ def test_a_warm_start_of_the_wrong_length_is_named():
 
 
 @pytest.mark.parametrize("settings, match", [
-    (ContactSettings(baumgarte=jnp.asarray(0.2)), r"ContactSettings\.baumgarte .* give a Python number .* not an unhashable ArrayImpl"),
+    (ContactSettings(baumgarte=jnp.asarray(0.2)),
+     r"ContactSettings\.baumgarte .* give a Python number .* not an unhashable ArrayImpl"),
     (ContactSettings(correction=PositionCorrection(loops=np.asarray(1.0))),
      r"PositionCorrection\.loops .* give a Python number .* ndarray"),
     (ContactSettings(ncp=NCPSettings(tolerance=jnp.asarray(1e-7))), r"NCPSettings\.tolerance .*\(static, hashed\)"),
@@ -259,10 +261,12 @@ def test_a_schedule_with_a_python_if_on_traced_time_is_named():
         return jnp.array([False])
     match = r"ContactStep\.modes is called with traced t, q, v .* use jnp\.where or jax\.lax\.cond on traced t, q, v"
     with pytest.raises(ArgumentError, match=match):
-        S.simulate(switchable_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=modes, mode_params=jnp.array([0.1])))
+        S.simulate(switchable_system(), STATE, 1e-3, 10,
+                   contact=S.ContactStep(modes=modes, mode_params=jnp.array([0.1])))
     from mrds_jax.system.timestepping import contact_rollout
     with pytest.raises(ArgumentError, match=r"contact_rollout: contact_modes is called with traced t"):
-        contact_rollout(switchable_system(), STATE.q, STATE.v, 1e-3, 10, contact_modes=lambda t, q, v, p: jnp.array([float(t) < 0.1]))
+        contact_rollout(switchable_system(), STATE.q, STATE.v, 1e-3, 10,
+                        contact_modes=lambda t, q, v, p: jnp.array([float(t) < 0.1]))
 
 
 def test_an_unhashable_schedule_is_named_and_a_frozen_dataclass_runs():
@@ -275,8 +279,9 @@ def test_an_unhashable_schedule_is_named_and_a_frozen_dataclass_runs():
         def __call__(self, t, q, v, p):
             return jnp.array([t < self.at])
 
-    with pytest.raises(ArgumentError, match=r"simulate: ContactStep\.modes must be hashable: it is a static argument "
-                                            r"of the compiled rollout .* frozen dataclass .* not an unhashable Release"):
+    with pytest.raises(ArgumentError, match=r"simulate: ContactStep\.modes must be hashable: it is a static "
+                                            r"argument of the compiled rollout .* frozen dataclass .* not an "
+                                            r"unhashable Release"):
         S.simulate(switchable_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=Release(0.005)))
 
     @dataclasses.dataclass(frozen=True)              # hashable: accepted at the door (checked without compiling)

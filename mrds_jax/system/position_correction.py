@@ -1,14 +1,15 @@
 """Position errors removed on the position level, after the velocity update, without touching the velocity: the
 loops' and couplings' closure error (equalities) and the one-sided rows' violation (contact penetration, joint limits
-passed), in one projection. Post-stabilisation (Cline & Pai, "Post-stabilization for
-rigid body simulation with contact and constraints", ICRA 2003, §3), the scheme of Bullet's split impulse and of
+passed), in one projection. Post-stabilisation (Cline & Pai, "Post-stabilization for rigid body simulation with
+contact and constraints", ICRA 2003, §3), the scheme of Bullet's split impulse and of
 Drake's and Pinocchio's position corrections.
 
 The velocity-level step (:mod:`.timestepping`) asks a penetrating row only to stop approaching (σ_n ≥ 0): depth
 never becomes velocity, so a body started inside another is not launched; it holds the loops (J_b v⁺ = −(β/dt) Φ_b,
 velocity-level Baumgarte), so along a curved motion q⁺ = q ⊕ dt v⁺ leaves them open by O(dt² |v|²) per step (6e-6 m
-on Cassie dropped 3 cm, through the landing: ``experiments/loop_closure.py``). The step then moves q⁺ by the least change in H's metric that closes the loops and moves
-the violated rows of its buffer (the rows that can act, :func:`~.timestepping.active_rows`) out:
+on Cassie dropped 3 cm, through the landing: ``experiments/loop_closure.py``). The step then moves q⁺ by the least
+change in H's metric that closes the loops and moves the violated rows of its buffer (the rows that can act,
+:func:`~.timestepping.active_rows`) out:
 
     min ½ Δqᵀ H Δq   subject to   J_b Δq = r_b   (equalities, λ_b free),   J Δq ≥ c   (one-sided, μ ≥ 0),
 

@@ -900,8 +900,8 @@ def position_projection(system, state_next, t_next, rows, loops, G, Psi_a, X, ga
     the loops' and couplings' position error Φ_b(q⁺) (equalities, ``correction.loops``) and moves the buffer's
     violated normal rows out (one-sided) in one projection, with the step's loop elimination ``loops``
     (:func:`eliminate_bilateral`) and reduced Delassus matrix ``G`` (:func:`reduced_problem`, Ψ_a, X); ``gap_next``
-    the buffer's normal rows' gaps at q⁺ to first order, d + dt J_n v⁺ (:func:`normal_rows`). Φ_b(q⁺) is one kinematics pass at q⁺ (skipped when
-    ``correction.loops`` is 0 or there are no loops).
+    the buffer's normal rows' gaps at q⁺ to first order, d + dt J_n v⁺ (:func:`normal_rows`). Φ_b(q⁺) is one
+    kinematics pass at q⁺ (skipped when the step does not close loops, :func:`closes_loops`).
 
     Its targets (Φ_b(q⁺), the gaps) are not differentiated (``stop_gradient``, as the penetration's always were):
     the correction removes drift, O(dt²) along a consistent motion, and their derivative would differentiate a second
