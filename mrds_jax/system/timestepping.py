@@ -61,8 +61,9 @@ class ContactSettings(NamedTuple):
     or contact slot takes part in the step's problem when its gap, advanced by the free velocity over the step,
     is below ``margin`` (m, or rad for limits of revolute joints): d + dt min(ẋ_n,free, 0) < margin. Farther rows
     cannot touch within the step and are masked (which keeps the problem well scaled). ``correction``
-    (:class:`~.position_correction.PositionCorrection`): how penetration and limit violation are removed from q
-    after the velocity update (a fraction per step, at most ``max_step`` per step), never through the velocity.
+    (:class:`~.position_correction.PositionCorrection`): how the loops' position error, penetration and limit
+    violation are removed from q after the velocity update (the loops' all of it, ``loops``; the one-sided rows' a
+    fraction per step, at most ``max_step`` per step), never through the velocity.
 
     ``max_limit_rows`` and ``max_contacts``: the capacity of the step's buffer of active one-sided rows (joint-limit
     rows) and contact slots. The rows that can act within the step (``margin``) are gathered into it, nearest
