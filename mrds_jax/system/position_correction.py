@@ -26,7 +26,7 @@ J P Jᵀ is the step's own reduced Delassus matrix): the loops are closed first,
 they leave. A violated row moves out by the fraction β of its depth beyond the slop s, at most ``max_step`` per step
 (a large overlap resolves over several steps; so does a large loop opening, a regrasp). The projection's
 Jacobian is the step's, at q, so Φ_b(q⁺ ⊕ Δq) is left at about dt |v| κ |Δq| (κ the loops' curvature): the step
-then closes the loops by chord iterations with the same factors (:func:`~.timestepping.close_loops`) to the slop.
+then reduces that by a chord iteration with the same factors (:func:`~.timestepping.close_loops`).
 v is not changed, so no energy is injected; the next step measures the true gaps and loop errors again.
 
 The problem is a convex QP (a nonnegative least squares in μ), solved by projected Gauss–Seidel sweeps (Cottle,
@@ -44,10 +44,10 @@ class PositionCorrection(NamedTuple):
     """Settings of :func:`correction_multipliers`: ``fraction`` β ∈ [0, 1], the part of a violation removed per
     step; ``max_step`` c_max ≥ 0, the most a row is moved out per step (m for contacts, rad for limits of revolute
     joints; 0 switches the correction off); ``sweeps`` the most projected Gauss–Seidel sweeps of a step (≥ 1;
-    they stop once converged); ``slop`` s ≥ 0, the depth left alone and the loop error the chord iterations stop
-    at (m or rad, at least 100 ulp of the dtype: a resting contact's rounding-level overlap costs no sweep);
+    they stop once converged); ``slop`` s ≥ 0, the depth left alone (m or rad, at least 100 ulp of the dtype: a
+    resting contact's rounding-level overlap costs no sweep);
     ``loops`` γ ∈ [0, 1], the part of the loops' and couplings' position error at q⁺ removed per step (1: closed
-    every step, to the slop; 0: velocity-level Baumgarte alone, :class:`~.timestepping.ContactSettings`
+    every step, to the linearisation's error; 0: velocity-level Baumgarte alone, :class:`~.timestepping.ContactSettings`
     ``baumgarte``, the behaviour before issue 58)."""
     fraction: float = 0.5
     max_step: float = 2e-3
@@ -57,8 +57,8 @@ class PositionCorrection(NamedTuple):
 
 
 SWEEP_TOL = 1e-6   # the sweeps stop when one changes no multiplier by more than this, relatively
-LOOP_ITERATIONS = 4   # the most chord iterations that close the loops after the projection (each divides their
-#                       error by about 1/(dt |v| κ): 1e-2 to 1e-3 per iteration on a four-bar and on Cassie)
+LOOP_ITERATIONS = 1   # the chord iterations that close the loops after the projection (each divides their error
+#                       by about 1/(dt |v| κ), 1e-2 to 1e-3 on a four-bar and on Cassie; each one kinematics pass)
 
 
 def correction_targets(gap, valid, settings):

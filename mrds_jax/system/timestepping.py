@@ -923,33 +923,20 @@ def position_projection(system, state_next, t_next, rows, loops, G, Psi_a, X, ga
 
 
 def close_loops(system, state, t, loops, correction):
-    """q of ``state`` with its loops' and couplings' position error Φ_b closed to ``correction.slop`` by the chord
-    method (simplified Newton; Ortega & Rheinboldt, "Iterative Solution of Nonlinear Equations in Several
-    Variables", 1970): q ← q ⊕ Ψ_b G_bb⁻¹ r_b(Φ_b(q)) with the step's factored G_bb (:func:`eliminate_bilateral`),
-    while some active row's |Φ_b| is above the slop, at most :data:`~.position_correction.LOOP_ITERATIONS` times.
-    After the step's projection (:func:`position_projection`, whose Jacobian is the one at the step's start) each
-    iteration divides the error by about 1/(dt |v| κ), κ the loops' curvature, so one or none runs on an ordinary
-    step. Not differentiated (what it moves is about dt |v| κ of the projection's own correction); a
-    ``while_loop`` on stopped values."""
-    # every input stopped: reverse mode cannot differentiate a while_loop, and nothing of it is differentiated
-    Psi, factor, active, q0, v, t = jax.lax.stop_gradient((loops.Psi, loops.factor, loops.active, tuple(state.q),
-                                                           tuple(state.v), t))
-    slop = jnp.maximum(correction.slop, 100 * jnp.finfo(Psi.dtype).eps)
-
-    def error(q):
-        return jnp.where(active, bilateral_errors(system, SystemState(q, v), t)[0], 0.0)
-
-    def open_(carry):
-        k, _, phi = carry
-        return (k < LOOP_ITERATIONS) & jnp.any(jnp.abs(phi) > slop)
-
-    def iterate(carry):
-        k, q, phi = carry
+    """q of ``state`` with its loops' and couplings' position error Φ_b reduced by
+    :data:`~.position_correction.LOOP_ITERATIONS` iterations of the chord method (simplified Newton; Ortega &
+    Rheinboldt, "Iterative Solution of Nonlinear Equations in Several Variables", 1970): q ← q ⊕ Ψ_b G_bb⁻¹
+    r_b(Φ_b(q)) with the step's factored G_bb (:func:`eliminate_bilateral`). After the step's projection
+    (:func:`position_projection`, whose Jacobian is the one at the step's start) each iteration divides the error by
+    about 1/(dt |v| κ), κ the loops' curvature (a fixed count, no test: one kinematics pass each, the same cost in
+    every scenario of a batch). Not differentiated (what it moves is about dt |v| κ of the projection's own
+    correction)."""
+    Psi, factor, active, q, v, t = jax.lax.stop_gradient((loops.Psi, loops.factor, loops.active, tuple(state.q),
+                                                          tuple(state.v), t))
+    for _ in range(LOOP_ITERATIONS):
+        phi = jnp.where(active, bilateral_errors(system, SystemState(q, v), t)[0], 0.0)
         dq = matmul(Psi, cho_solve(factor, loop_targets(phi, active, correction)))
         q = _advance(system, q, _split_v(system, dq), 1.0)
-        return k + 1, q, error(q)
-
-    _, q, _ = jax.lax.while_loop(open_, iterate, (jnp.zeros((), jnp.int32), q0, error(q0)))
     return tuple(qk + jax.lax.stop_gradient(x - qk) for qk, x in zip(state.q, q))     # q's derivative kept
 
 
