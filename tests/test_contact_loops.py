@@ -2,7 +2,7 @@
 carries a sphere swings under gravity onto a floor (a hard impact at t ≈ 0.81 s, λ_n up to 5.6 N s). The velocity
 level alone (velocity-level Baumgarte, ``PositionCorrection(loops=0)``) leaves the loop open by 1.1e-4 m along this
 fast swing; the step's position projection closes it (the loop's Φ_p(q⁺) with the normal rows in one projection,
-then chord iterations, :func:`~mrds_jax.system.timestepping.close_loops`) to the slop, 1e-10 m, at every stored state,
+then a chord iteration, :func:`~mrds_jax.system.timestepping.close_loops`) to 4.5e-11 m at every stored state,
 through the impact, without penetration; and it leaves a consistent state consistent (the same compiled rollout
 at dt = 1e-9 s: nothing moves). The Cassie and biped landings: ``experiments/loop_closure.py``."""
 import functools
@@ -57,7 +57,7 @@ def test_the_loop_stays_closed_through_an_impact():
     assert touched.size > 50 and touched[0] > 700                       # it lands, late in the run
     assert float(np.asarray(tr.impulses)[:, -3].max()) > 1.0            # a hard impact (N s)
     err = closure(system, tr)
-    assert err.max() <= 1e-8, err.max()                                 # measured 9.8e-11 (1.1e-4 with loops=0)
+    assert err.max() <= 1e-8, err.max()                                 # measured 4.5e-11 (1.1e-4 with loops=0)
     assert err[touched[0]:].max() <= 1e-8
     assert gaps.min() >= -1e-9                                          # no penetration (measured -4e-14)
     assert bool(np.asarray(tr.converged).all()) and int(tr.first_nonfinite) < 0
@@ -65,7 +65,7 @@ def test_the_loop_stays_closed_through_an_impact():
 
 def test_a_consistent_state_is_left_consistent():
     """At dt = 1e-9 s the four-bar moves along its velocity, q(t) = q₀ + t v₀ to 1e-15 rad (gravity adds
-    ½ g t² ~ 1e-12 over the 0.9 µs): the projection and the chord iterations add nothing to a consistent state,
+    ½ g t² ~ 1e-12 over the 0.9 µs): the projection and the chord iteration add nothing to a consistent state,
     loop closed and out of the floor."""
     system, state = fourbar_on_floor()
     tr = rollout()(system, state.q, state.v, 1e-9)
@@ -79,7 +79,7 @@ def test_a_consistent_state_is_left_consistent():
 
 @pytest.mark.slow                        # a reverse-mode program of its own: 75 s of CPU on a busy 2-core machine
 def test_gradients_go_through_the_projection_as_through_the_step():
-    """Reverse mode through 20 steps (the loop's projection and chord iterations act at every one): the derivative
+    """Reverse mode through 20 steps (the loop's projection and chord iteration act at every one): the derivative
     of w · q(0.02 s) along v₀ equals central differences (1e-6 relatively; 4e-5 with the projection's target
     Φ_b(q⁺) not differentiated)."""
     system, state = fourbar_on_floor()

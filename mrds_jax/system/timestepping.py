@@ -908,7 +908,7 @@ def position_projection(system, state_next, t_next, rows, loops, G, Psi_a, X, ga
     loops' tangent space, as the exact projection's does (with Φ_b(q⁺) stopped, a rollout's derivative through a
     four-bar differed from central differences by 4e-5 relatively; tests/test_contact_loops.py). The one-sided
     rows' targets (the gaps) are not differentiated (``stop_gradient``, as before: a drift removal, zero while
-    nothing penetrates), nor the chord iterations that follow (:func:`close_loops`)."""
+    nothing penetrates), nor the chord iteration that follows (:func:`close_loops`)."""
     normal = normal_rows(rows.layout)
     gap_n, dq_b = gap_next, None
     if closes_loops(loops, correction):
