@@ -225,3 +225,72 @@ def test_a_full_buffer_of_active_rows_is_reported_not_dropped_silently():
     assert bool(np.all(np.asarray(tr.overflow)[1:]))
     tr = S.simulate(system, state, 1e-3, 5)
     assert not bool(np.any(np.asarray(tr.overflow)))
+
+
+# ----------------------------------------------------------------------------- issue 58 item 6: named at the door
+def test_a_warm_start_of_the_wrong_length_is_named():
+    """JAX clamps out-of-range gathers: a short warm start would be read silently; it is named, traced too."""
+    import jax
+    from mrds_jax.system.timestepping import contact_step, row_layout
+    system = ball_system()
+    size = row_layout(system).size
+    match = (r"contact_step: lam_prev \(the warm start, the previous step's impulses\) has shape \(2,\), "
+             rf"needs \({size},\)")
+    with pytest.raises(ArgumentError, match=match):
+        contact_step(system, STATE.q, STATE.v, 0.0, 1e-3, jnp.zeros(2))
+    with pytest.raises(ArgumentError, match=match):
+        jax.jit(lambda lam: contact_step(system, STATE.q, STATE.v, 0.0, 1e-3, lam))(jnp.zeros(2))
+
+
+@pytest.mark.parametrize("settings, match", [
+    (ContactSettings(baumgarte=jnp.asarray(0.2)),
+     r"ContactSettings\.baumgarte .* give a Python number .* not an unhashable ArrayImpl"),
+    (ContactSettings(correction=PositionCorrection(loops=np.asarray(1.0))),
+     r"PositionCorrection\.loops .* give a Python number .* ndarray"),
+    (ContactSettings(ncp=NCPSettings(tolerance=jnp.asarray(1e-7))), r"NCPSettings\.tolerance .*\(static, hashed\)"),
+])
+def test_settings_holding_an_array_are_named(settings, match):
+    with pytest.raises(ArgumentError, match=match):
+        S.simulate(ball_system(), STATE, 1e-3, 10, contact=S.ContactStep(settings=settings))
+
+
+def test_a_schedule_with_a_python_if_on_traced_time_is_named():
+    def modes(t, q, v, p):
+        if t < p[0]:                                 # a Python if on a traced value
+            return jnp.array([True])
+        return jnp.array([False])
+    match = r"ContactStep\.modes is called with traced t, q, v .* use jnp\.where or jax\.lax\.cond on traced t, q, v"
+    with pytest.raises(ArgumentError, match=match):
+        S.simulate(switchable_system(), STATE, 1e-3, 10,
+                   contact=S.ContactStep(modes=modes, mode_params=jnp.array([0.1])))
+    from mrds_jax.system.timestepping import contact_rollout
+    with pytest.raises(ArgumentError, match=r"contact_rollout: contact_modes is called with traced t"):
+        contact_rollout(switchable_system(), STATE.q, STATE.v, 1e-3, 10,
+                        contact_modes=lambda t, q, v, p: jnp.array([float(t) < 0.1]))
+
+
+def test_an_unhashable_schedule_is_named_and_a_frozen_dataclass_runs():
+    import dataclasses
+
+    @dataclasses.dataclass                           # eq=True, not frozen: __hash__ is None
+    class Release:
+        at: float
+
+        def __call__(self, t, q, v, p):
+            return jnp.array([t < self.at])
+
+    with pytest.raises(ArgumentError, match=r"simulate: ContactStep\.modes must be hashable: it is a static "
+                                            r"argument of the compiled rollout .* frozen dataclass .* not an "
+                                            r"unhashable Release"):
+        S.simulate(switchable_system(), STATE, 1e-3, 10, contact=S.ContactStep(modes=Release(0.005)))
+
+    @dataclasses.dataclass(frozen=True)              # hashable: accepted at the door (checked without compiling)
+    class FrozenRelease:
+        at: float
+
+        def __call__(self, t, q, v, p):
+            return jnp.array([t < self.at])
+
+    from mrds_jax.system.timestepping import validate_contact_modes
+    modes = FrozenRelease(0.005)
+    assert validate_contact_modes(switchable_system(), modes, STATE.q, STATE.v, ()) is modes

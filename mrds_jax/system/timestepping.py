@@ -22,8 +22,9 @@ One step from (q, v) at time t (Moreau 1988; Jean 1999; Acary & Brogliato 2008, 
 3. G = J H⁻¹ Jᵀ (block by module; its block of loop rows is Bᶜ of Bonaventura Table 17, tests/test_contact_step.py),
    and the NCP of :mod:`.ncp` for λ, warm-started from the previous step's impulses;
 4. v⁺ = v_free + H⁻¹ Jᵀ λ, q⁺ = q ⊕ dt v⁺;
-5. penetration and limit violation left at q⁺ removed from q⁺ alone, v⁺ untouched
-   (:func:`~.position_correction.correction_multipliers`, post-stabilisation; bounded per step).
+5. the loops' position error and the penetration and limit violation left at q⁺ removed from q⁺ alone, v⁺ untouched,
+   in one projection (:func:`position_projection`, :mod:`.position_correction`: post-stabilisation; the loops
+   closed to the linearisation's error, the one-sided rows by a bounded fraction per step).
 
 Systems without unilateral rows keep the exact acceleration-level path of :mod:`.simulate`; as dt → 0 the two
 give the same motion (tests/test_contact_step.py). Everything is shape-static (inactive rows are masked), pure, and
@@ -48,7 +49,7 @@ from .actuation import advance_activations
 from .forces import generalized_forces
 from .limits import limited_joints
 from .ncp import NCPSettings, RowLayout, solve_ncp, validate_ncp_settings
-from .position_correction import PositionCorrection, correction_multipliers
+from .position_correction import LOOP_ITERATIONS, PositionCorrection, correction_multipliers, loop_targets
 from .stabilisation import constraint_errors, constraint_jacobian
 from ..collision.broadphase import BroadPhase
 
@@ -60,8 +61,9 @@ class ContactSettings(NamedTuple):
     or contact slot takes part in the step's problem when its gap, advanced by the free velocity over the step,
     is below ``margin`` (m, or rad for limits of revolute joints): d + dt min(ẋ_n,free, 0) < margin. Farther rows
     cannot touch within the step and are masked (which keeps the problem well scaled). ``correction``
-    (:class:`~.position_correction.PositionCorrection`): how penetration and limit violation are removed from q
-    after the velocity update (a fraction per step, at most ``max_step`` per step), never through the velocity.
+    (:class:`~.position_correction.PositionCorrection`): how the loops' position error, penetration and limit
+    violation are removed from q after the velocity update (the loops' all of it, ``loops``; the one-sided rows' a
+    fraction per step, at most ``max_step`` per step), never through the velocity.
 
     ``max_limit_rows`` and ``max_contacts``: the capacity of the step's buffer of active one-sided rows (joint-limit
     rows) and contact slots. The rows that can act within the step (``margin``) are gathered into it, nearest
@@ -136,11 +138,23 @@ def _static_settings(settings, name, where):
         elif validation.is_traced(value):
             raise validation.ArgumentError(f"{where}: {name}.{field} is a setting of the compiled step (static, "
                                            "hashed): give a number, not a traced value")
+        elif not _hashable(value):
+            raise validation.ArgumentError(f"{where}: {name}.{field} is a setting of the compiled step (static, "
+                                           f"hashed): give a Python number (float(x), int(x)), not an "
+                                           f"unhashable {type(value).__name__}")
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def validate_position_correction(correction, where):
-    """Named errors for a :class:`~.position_correction.PositionCorrection` that cannot work: β outside [0, 1], a
-    negative or non-finite ``max_step``, a non-integer or < 1 sweep count."""
+    """Named errors for a :class:`~.position_correction.PositionCorrection` that cannot work: β or ``loops``
+    outside [0, 1], a negative or non-finite ``max_step`` or ``slop``, a non-integer or < 1 sweep count."""
     if not isinstance(correction, PositionCorrection):
         raise validation.ArgumentError(f"{where}: ContactSettings.correction must be a PositionCorrection, got "
                                        f"{type(correction).__name__}")
@@ -151,18 +165,29 @@ def validate_position_correction(correction, where):
     validation.positive(correction.max_step, "PositionCorrection.max_step", where, allow_zero=True)
     validation.positive(correction.slop, "PositionCorrection.slop", where, allow_zero=True)
     validation.count(correction.sweeps, "PositionCorrection.sweeps", where)
+    validation.positive(correction.loops, "PositionCorrection.loops", where, allow_zero=True)
+    if float(correction.loops) > 1.0:
+        raise validation.ArgumentError(f"{where}: PositionCorrection.loops is the part of the loops' position error "
+                                       f"removed per step, in [0, 1]; got {correction.loops}")
 
 
 def validate_contact_modes(system, contact_modes, q0, v0, mode_params, where="simulate"):
     """Named errors for a ``contact_modes`` switch that cannot work, before anything compiles: not a function of
-    the four arguments (t, q, v, mode_params); a system without bilateral contacts to switch; ``mode_params`` that
-    are not numbers; a result (traced abstractly, :func:`jax.eval_shape`) that is not one boolean per contact
-    (wrong count, shape (1, 1), 0-d, empty, or floats, which would be read as True when nonzero)."""
+    the four arguments (t, q, v, mode_params); for ``simulate``, not hashable (a static argument of its compiled
+    rollout); a system without bilateral contacts to switch; ``mode_params`` that are not numbers; a function that
+    asks a traced argument for a Python value (``if t < ...``: traced abstractly, :func:`jax.eval_shape`); a result
+    that is not one boolean per contact (wrong count, shape (1, 1), 0-d, empty, or floats, which would be read as
+    True when nonzero)."""
     name = contact_argument(where, "modes")
     import inspect
     if not callable(contact_modes):
         raise validation.ArgumentError(f"{where}: {name} must be a function (t, q, v, mode_params) -> one "
                                        f"boolean per contact, got {type(contact_modes).__name__}")
+    if where == "simulate" and not _hashable(contact_modes):
+        raise validation.ArgumentError(f"{where}: {name} must be hashable: it is a static argument of the compiled "
+                                       f"rollout (its traced parameters go in ContactStep.mode_params); give a "
+                                       f"function or a frozen dataclass (@dataclasses.dataclass(frozen=True)), not "
+                                       f"an unhashable {type(contact_modes).__name__}")
     try:
         inspect.signature(contact_modes).bind(0.0, q0, v0, mode_params)
     except TypeError as e:
@@ -175,7 +200,15 @@ def validate_contact_modes(system, contact_modes, q0, v0, mode_params, where="si
         raise validation.ArgumentError(f"{where}: {name} switches the system's bilateral contacts (grasps, "
                                        "welds), but this system has none")
     validate_mode_params(mode_params, where)
-    out = jax.eval_shape(contact_modes, jnp.zeros((), q0[0].dtype), tuple(q0), tuple(v0), mode_params)
+    try:
+        out = jax.eval_shape(contact_modes, jnp.zeros((), q0[0].dtype), tuple(q0), tuple(v0), mode_params)
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+            jax.errors.TracerIntegerConversionError) as e:
+        raise validation.ArgumentError(
+            f"{where}: {name} is called with traced t, q, v and mode_params (every step of the compiled rollout), so "
+            f"a Python `if`, `and`/`or`, bool(), float() or NumPy on them cannot be evaluated: use jnp.where or "
+            f"jax.lax.cond on traced t, q, v (e.g. jnp.array([t < p[0]]) in place of `if t < p[0]`). JAX said: "
+            f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
     if not hasattr(out, "shape") or out.shape != (n,) or not (jnp.issubdtype(out.dtype, jnp.bool_)
                                                             or jnp.issubdtype(out.dtype, jnp.integer)):
         got = (f"shape {out.shape} of {out.dtype}" if hasattr(out, "shape") else type(out).__name__)
@@ -336,19 +369,21 @@ def _split_v(system, v):
     return tuple(out)
 
 
+def bilateral_errors(system, state, t):
+    """(Φ_p, Φ_v) of the loops and joint couplings at ``state``, each (n_b,) in :func:`row_layout`'s order: the
+    contacts' (:func:`~.stabilisation.constraint_errors`) then the couplings' g and G v (one kinematics pass)."""
+    dtype = state.q[0].dtype
+    err = constraint_errors(system, state, t)
+    cp, cv = coupling_errors(system, state)
+    flat = lambda parts: jnp.concatenate(parts) if parts else jnp.zeros(0, dtype)  # noqa: E731
+    return flat(tuple(err.position) + (cp,)), flat(tuple(err.velocity) + (cv,))
+
+
 def bilateral_rows(system, state, v_free, t, dt, beta):
     """(J, g) of the loops and joint couplings (module docstring, step 2)."""
-    dtype = state.q[0].dtype
-    free = SystemState(state.q, v_free)
     J = jnp.concatenate([constraint_jacobian(system, state, t + dt), coupling_jacobian(system, state)])
-    err = constraint_errors(system, free, t + dt)          # Φ_p depends on q only: one pass gives both
-    pos = err.position
-    phi_v = jnp.concatenate(err.velocity) if err.velocity else jnp.zeros(0, dtype)
-    phi_p = jnp.concatenate(pos) if pos else jnp.zeros(0, dtype)
-    cp, _ = coupling_errors(system, state)
-    _, cv = coupling_errors(system, free)
-    g = jnp.concatenate([phi_v, cv]) + (beta / dt) * jnp.concatenate([phi_p, cp])
-    return J, g
+    phi_p, phi_v = bilateral_errors(system, SystemState(state.q, v_free), t + dt)   # Φ_p depends on q only
+    return J, phi_v + (beta / dt) * phi_p
 
 
 def _gap_term(gap, dt):
@@ -855,6 +890,69 @@ def normal_rows(layout):
                            layout.contact_start + 3 * np.arange(layout.n_contacts)]).astype(np.int32)
 
 
+def closes_loops(loops, correction):
+    """Whether the step closes loops on the position level (static): it has loop or coupling rows, and
+    ``correction.loops`` and ``max_step`` are not 0."""
+    return bool(loops.Psi.shape[1]) and float(correction.loops) > 0 and float(correction.max_step) > 0
+
+
+def position_projection(system, state_next, t_next, rows, loops, G, Psi_a, X, gap_next, correction):
+    """Step 5 (:mod:`.position_correction`): the displacement Δq = Δq_b + P J_nᵀ μ of q⁺ (``state_next``) that closes
+    the loops' and couplings' position error Φ_b(q⁺) (equalities, ``correction.loops``) and moves the buffer's
+    violated normal rows out (one-sided) in one projection, with the step's loop elimination ``loops``
+    (:func:`eliminate_bilateral`) and reduced Delassus matrix ``G`` (:func:`reduced_problem`, Ψ_a, X); ``gap_next``
+    the buffer's normal rows' gaps at q⁺ to first order, d + dt J_n v⁺ (:func:`normal_rows`). Φ_b(q⁺) is one
+    kinematics pass at q⁺ (skipped when the step does not close loops, :func:`closes_loops`).
+
+    Differentiated through Φ_b(q⁺): its derivative, −Ψ_b G_bb⁻¹ J_b dq⁺, projects a perturbation of q⁺ onto the
+    loops' tangent space, as the exact projection's does (with Φ_b(q⁺) stopped, a rollout's derivative through a
+    four-bar differed from central differences by 4e-5 relatively; tests/test_contact_loops.py). The one-sided
+    rows' targets (the gaps) are not differentiated (``stop_gradient``, as before: a drift removal, zero while
+    nothing penetrates), nor the chord iteration that follows (:func:`close_loops`)."""
+    normal = normal_rows(rows.layout)
+    gap_n, dq_b = gap_next, None
+    if closes_loops(loops, correction):
+        phi = bilateral_errors(system, state_next, t_next)[0]       # its velocity part is not used (not computed)
+        r_b = loop_targets(phi, loops.active, correction)
+        dq_b = matmul(loops.Psi, cho_solve(loops.factor, r_b))
+        gap_n = gap_n + matmul(rows.J[normal], jax.lax.stop_gradient(dq_b))
+    mu = correction_multipliers(*jax.lax.stop_gradient((G[normal][:, normal], gap_n)), rows.active[normal],
+                                correction)
+    dq = constrained_response(Psi_a, loops, X, jnp.zeros(rows.layout.size, G.dtype).at[normal].set(mu))
+    return dq if dq_b is None else dq + dq_b
+
+
+def close_loops(system, state, t, loops, correction):
+    """q of ``state`` with its loops' and couplings' position error Φ_b reduced by
+    :data:`~.position_correction.LOOP_ITERATIONS` iterations of the chord method (simplified Newton; Ortega &
+    Rheinboldt, "Iterative Solution of Nonlinear Equations in Several Variables", 1970): q ← q ⊕ Ψ_b G_bb⁻¹
+    r_b(Φ_b(q)) with the step's factored G_bb (:func:`eliminate_bilateral`). After the step's projection
+    (:func:`position_projection`, whose Jacobian is the one at the step's start) each iteration divides the error by
+    about 1/(dt |v| κ), κ the loops' curvature (a fixed count, no test: one kinematics pass each, the same cost in
+    every scenario of a batch). Not differentiated (what it moves is about dt |v| κ of the projection's own
+    correction)."""
+    Psi, factor, active, q, v, t = jax.lax.stop_gradient((loops.Psi, loops.factor, loops.active, tuple(state.q),
+                                                          tuple(state.v), t))
+    for _ in range(LOOP_ITERATIONS):
+        phi = jnp.where(active, bilateral_errors(system, SystemState(q, v), t)[0], 0.0)
+        dq = matmul(Psi, cho_solve(factor, loop_targets(phi, active, correction)))
+        q = _advance(system, q, _split_v(system, dq), 1.0)
+    return tuple(qk + jax.lax.stop_gradient(x - qk) for qk, x in zip(state.q, q))     # q's derivative kept
+
+
+def validate_warm_start(lam_prev, layout, where="contact_step"):
+    """A named error for a warm start ``lam_prev`` that is not one impulse per row of the step's
+    :class:`~.ncp.RowLayout` (its static shape: checked while tracing too); a wrong length would be gathered from
+    silently (JAX clamps out-of-range indices)."""
+    shape = jnp.shape(lam_prev)
+    if shape != (layout.size,):
+        raise validation.ArgumentError(
+            f"{where}: lam_prev (the warm start, the previous step's impulses) has shape {shape}, needs "
+            f"({layout.size},): one impulse per row of row_layout(system) ({layout.n_bilateral} loop and coupling "
+            f"rows, {layout.n_unilateral} limit rows, 3 x {layout.n_contacts} contact rows)")
+    return lam_prev
+
+
 def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_contacts=None,
                  settings=ContactSettings()):
     """One velocity-level step (module docstring): returns (q⁺, v⁺, :class:`StepReport`). ``lam_prev``: the
@@ -866,12 +964,13 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     (:func:`active_rows`), and only they enter the NCP (:func:`~.ncp.solve_ncp`, whose loop leaves at once when
     none is active). The impulses are reported in the full static layout (:func:`row_layout`)."""
     dtype = q[0].dtype
+    layout = row_layout(system)
+    validate_warm_start(lam_prev, layout)
     state = SystemState(tuple(q), tuple(v))
     Q = generalized_forces(system, forces, state, t)
     taus = [jnp.zeros(m.nv, dtype) for m in system.modules] if tau is None else [jnp.asarray(x, dtype) for x in tau]
     kinematics = step_kinematics(system, state)
     v_free, factors = free_velocity(kinematics, v, taus, Q, dt)
-    layout = row_layout(system)
     Jb, gb = bilateral_rows(system, state, v_free, t, dt, settings.baumgarte)
     loops = eliminate_bilateral(system, factors, Jb, gb, _bilateral_active(system, active_contacts, dtype), v_free,
                                 settings.ncp.prox)
@@ -884,16 +983,12 @@ def contact_step(system, q, v, t, dt, lam_prev, forces=(), tau=None, active_cont
     v_flat = loops.velocity + constrained_response(Psi_a, loops, X, sol.lam)
     v_new = _split_v(system, v_flat)
     q_new = _advance(system, q, v_new, dt)
-    # step 5: penetration and limit violation removed on the position level (:mod:`.position_correction`), along
-    # P Jᵀ of the buffer's normal rows, with the reduced Delassus matrix already built
-    normal = normal_rows(rows.layout)
-    gap_next = rows.gap + dt * matmul(rows.J[normal], v_flat)
-    # not differentiated (a drift removal, zero while nothing penetrates; its loop runs only while something does)
-    mu = correction_multipliers(*jax.lax.stop_gradient((G[normal][:, normal], gap_next)), rows.active[normal],
-                                settings.correction)
-    w = jnp.zeros(rows.layout.size, dtype).at[normal].set(mu)
-    dq = constrained_response(Psi_a, loops, X, w)
+    gap_next = rows.gap + dt * matmul(rows.J[normal_rows(rows.layout)], v_flat)     # the normal rows' d⁺
+    dq = position_projection(system, SystemState(q_new, v_new), t + dt, rows, loops, G, Psi_a, X, gap_next,
+                             settings.correction)
     q_new = _advance(system, q_new, _split_v(system, dq), 1.0)
+    if closes_loops(loops, settings.correction):
+        q_new = close_loops(system, SystemState(q_new, v_new), t + dt, loops, settings.correction)
     lam = jnp.zeros(layout.size, dtype).at[:layout.n_bilateral].set(lam_b).at[rows.rows].add(sol.lam)
     sigma = jnp.zeros(layout.size, dtype).at[rows.rows].add(sol.sigma)
     n_slots = layout.n_contacts
