@@ -434,7 +434,8 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     :data:`LINE_SEARCH_STEPS` and the step to the first mode boundary (:func:`first_crossing`) evaluated together
     (Armijo's sufficient decrease, else the lowest θ). The loop (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
     the projected iterate is within the tolerance, after ``settings.newton_iterations`` trips, or when no step
-    lowers θ (a local minimum of θ that is no solution: the caller's ADMM takes over from there). Returns
+    lowers θ with six growing proximal weights in a row (a local minimum of θ that is no solution: the caller's ADMM
+    takes over from there). Returns
     (λ projected onto K, trips)."""
     Gm, gm, scale = _masked_problem(G, g, active)
     a = active.astype(G.dtype)
@@ -454,12 +455,13 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         return solution_residual(Gm, gm, project(lam), layout, mu, active, D)
 
     def trip(carry):
-        lam, k, _, _ = carry
+        lam, k, _, kappa = carry
         F, y, sigma = natural_map(Gm, gm, lam, layout, mu, active)
         theta = 0.5 * jnp.sum(F * F)
         # the proximal-point Newton step: the Jacobian of the map of G + εI at the proximal centre λ (whose map at λ
-        # is F itself), ε = proximal × max|F| above the floor
-        eps = jnp.maximum(settings.proximal * jnp.max(jnp.abs(F), initial=0.0), floor)
+        # is F itself), ε = κ × proximal × max|F| above the floor; κ grows tenfold after a trip that found no
+        # lower θ (a shorter, more gradient-like step, as Levenberg-Marquardt's damping) and shrinks after one that did
+        eps = jnp.maximum(kappa * settings.proximal * jnp.max(jnp.abs(F), initial=0.0), floor)
         step = -pivoted_solve(natural_map_jacobian(Gm + eps * eye, y, sigma, layout, mu, active), F)
         trials = lam[None] + jnp.append(alphas, first_crossing(lam, step, layout, mu))[:, None] * step[None]
         thetas = jax.vmap(merit)(trials)
@@ -468,11 +470,12 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         best = jnp.where(jnp.any(armijo), jnp.argmax(armijo), jnp.argmin(thetas))
         stalled = ~(thetas[best] < theta)
         lam = jnp.where(stalled, lam, trials[best])
-        return lam, k + 1, residual(lam), stalled
+        kappa = jnp.where(stalled, 10.0 * kappa, jnp.maximum(0.1 * kappa, 1.0))
+        return lam, k + 1, residual(lam), kappa
 
     def going(carry):
-        _, k, res, stalled = carry
-        return (k < settings.newton_iterations) & ~(res <= tol) & ~stalled
+        _, k, res, kappa = carry
+        return (k < settings.newton_iterations) & ~(res <= tol) & (kappa < 1e6)
 
     lam0 = project(lam0)
     res0 = residual(lam0)
@@ -485,7 +488,7 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     keep = ~(res0 <= tol) & ~(merit(lam1) < merit(lam0))
     lam1, res1 = jnp.where(keep, lam0, lam1), jnp.where(keep, res0, res1)
     first = (~(res0 <= tol)).astype(jnp.int32)
-    lam, trips, _, _ = jax.lax.while_loop(going, trip, (lam1, first, res1, jnp.zeros((), bool)))
+    lam, trips, _, _ = jax.lax.while_loop(going, trip, (lam1, first, res1, jnp.ones((), G.dtype)))
     return project(lam), trips
 
 
