@@ -1052,10 +1052,21 @@ class _Importer:
                       "; ".join(f"{what} ({names}): {consequence}" for what, names, consequence in gaps))
 
     # ---------------------------------------------------------------------------------------- warnings
+    def check_values(self):
+        """Values of the file the physics cannot use that MuJoCo compiles without a word, each an error naming the
+        element and the value: a joint ``range`` with lower > upper (MuJoCo then leaves the joint unlimited)."""
+        m = self.m
+        for j in range(m.njnt):
+            lo, hi = (float(x) for x in m.jnt_range[j])
+            if lo > hi:
+                self.fail(f"joint {self.joint_names[j]!r}: range ({lo:g}, {hi:g}) has lower > upper (MuJoCo leaves "
+                          "such a joint unlimited; no position satisfies the range as written)")
+
     def report_unmodelled(self):
         m, mj = self.m, self.mj
         names = self.names_of
         J = mj.mjtObj.mjOBJ_JOINT
+        self.check_values()
         if m.nflex:
             self.fail(f"{m.nflex} flex (deformable) elements are not supported")
         free_arm = [j for j in range(m.njnt) if int(m.jnt_type[j]) == 0
