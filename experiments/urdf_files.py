@@ -139,8 +139,8 @@ def table(rows):
 def main(words):
     files = sorted(p for p in ROBOTS.rglob("*.urdf") if not words or any(w in str(p) for w in words))
     rows = []
-    for path in files:
-        for floating in (False, True):
+    for floating in (False, True):             # every file fixed first, then floating
+        for path in files:
             rows.append(compare(path, floating))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()

@@ -202,3 +202,17 @@ def test_example_robot_data_files_pinocchio_simulates_equal_it(file):
     """panda with its mimic finger (8 DOF, as Pinocchio's mimic=True), human's massless links, icub's point masses,
     romeo_small's inertias that break the triangle inequality; fixed base (floating: experiments/urdf_files.py)."""
     assert_equals_pinocchio(urdf_files.ROBOTS / file)
+
+
+def test_mimic_tags_that_cannot_be_read_are_named_once(tmp_path):
+    """A ``<mimic>`` on a fixed joint (MuJoCo's parser drops it): one warning names it; the coupled ones are read."""
+    text = GRIPPER.replace('<link name="wrist">', '<link name="tool"/><link name="wrist">').replace(
+        "</robot>", '<joint name="weld" type="fixed"><parent link="arm"/><child link="tool"/>'
+                    '<mimic joint="shoulder"/></joint></robot>')
+    path = write(tmp_path, "dropped.urdf", text)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        module, couplings = load_urdf(path, return_couplings=True)
+    texts = [str(w.message) for w in record]
+    assert [c.name for c in couplings] == ["finger_r", "wrist"]
+    assert sum("'weld' (a fixed joint)" in t for t in texts) == 1 and not any("mimic others" in t for t in texts), texts
