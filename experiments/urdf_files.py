@@ -12,6 +12,7 @@ on its model without mimic. Errors are max |ours − Pinocchio| / max(1, max |Pi
 
     python experiments/urdf_files.py                 # the table, every file (minutes)
     python experiments/urdf_files.py panda human     # files whose path contains one of the words
+    python experiments/urdf_files.py --fixed         # fixed bases only
 """
 import sys
 import sysconfig
@@ -94,31 +95,35 @@ def compare(path, floating, n_states=3, seed=0):
     system = S.build_system({"robot": module}, [], couplings=couplings) if couplings else None
     dm, df = mimic.createData(), full.createData()
     rng = np.random.default_rng(seed)
-    H_f, b_f, fd = jax.jit(mj.mass_matrix), jax.jit(lambda q, v: mj.rnea(module, q, v, jnp.zeros_like(v))), None
-    if system is None:
-        fd = jax.jit(lambda q, v, tau: mj.aba(module, q, v, tau))
-    else:
-        fd = jax.jit(lambda q, v, tau: S.forward_dynamics(system, S.SystemState((q,), (v,)), (tau,)).qdd[0])
-    errs = dict(H=0.0, b=0.0, qdd=0.0, H_mimic=0.0)
+
+    def terms(q, v, tau):
+        """(H, RNEA at zero acceleration, q̈) of ours: one compiled program per file."""
+        if system is None:
+            qdd = mj.aba(module, q, v, tau)
+        else:
+            qdd = S.forward_dynamics(system, S.SystemState((q,), (v,)), (tau,)).qdd[0]
+        return mj.mass_matrix(module, q), mj.rnea(module, q, v, jnp.zeros_like(v)), qdd
 
     def rel(a, e):
         return float(np.max(np.abs(a - e)) / max(1.0, np.max(np.abs(e)))) if np.size(e) else 0.0
 
+    states, ours = [], []
     for _ in range(n_states):
         q_m = pin.integrate(mimic, pin.neutral(mimic), rng.uniform(-1, 1, mimic.nv))
-        q_p, v_p = Gq @ q_m + off, G @ rng.uniform(-1, 1, mimic.nv)
-        q, v = np.zeros(module.nq), np.zeros(module.nv)
-        q[qi], v[vi] = q_p, v_p
-        tau_p = rng.uniform(-1, 1, full.nv)
-        tau = np.zeros(module.nv)
-        tau[vi] = tau_p
-        H = np.asarray(H_f(module, jnp.asarray(q)))[np.ix_(vi, vi)]
+        q_p, v_p, tau_p = Gq @ q_m + off, G @ rng.uniform(-1, 1, mimic.nv), rng.uniform(-1, 1, full.nv)
+        q, v, tau = np.zeros(module.nq), np.zeros(module.nv), np.zeros(module.nv)
+        q[qi], v[vi], tau[vi] = q_p, v_p, tau_p
+        states.append((q_m, q_p, v_p, tau_p))
+        ours.append((q, v, tau))
+    Hs, bs, qdds = (np.asarray(x) for x in jax.jit(jax.vmap(terms))(*(jnp.asarray(np.stack(x)) for x in zip(*ours))))
+    errs = dict(H=0.0, b=0.0, qdd=0.0, H_mimic=0.0)
+    for (q_m, q_p, v_p, tau_p), H, b, qdd in zip(states, Hs, bs, qdds):
+        H, b, qdd = H[np.ix_(vi, vi)], b[vi], qdd[vi]
         Hp = pin.crba(full, df, q_p)
         Hp = np.triu(Hp) + np.triu(Hp, 1).T
         Hm = pin.crba(mimic, dm, q_m)
         Hm = np.triu(Hm) + np.triu(Hm, 1).T
-        b, bp = np.asarray(b_f(jnp.asarray(q), jnp.asarray(v)))[vi], pin.rnea(full, df, q_p, v_p, np.zeros(full.nv))
-        qdd = np.asarray(fd(jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau)))[vi]
+        bp = pin.rnea(full, df, q_p, v_p, np.zeros(full.nv))
         qdd_p = G @ np.linalg.solve(Hm, G.T @ (tau_p - bp))
         errs = dict(H=max(errs["H"], rel(H, Hp)), b=max(errs["b"], rel(b, bp)), qdd=max(errs["qdd"], rel(qdd, qdd_p)),
                     H_mimic=max(errs["H_mimic"], rel(G.T @ H @ G, Hm)))
@@ -136,10 +141,12 @@ def table(rows):
     return "\n".join(lines)
 
 
-def main(words):
+def main(args):
+    bases = (False,) if "--fixed" in args else (False, True)
+    words = [a for a in args if not a.startswith("--")]
     files = sorted(p for p in ROBOTS.rglob("*.urdf") if not words or any(w in str(p) for w in words))
     rows = []
-    for floating in (False, True):             # every file fixed first, then floating
+    for floating in bases:                     # every file fixed first, then floating
         for path in files:
             rows.append(compare(path, floating))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
