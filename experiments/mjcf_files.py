@@ -34,10 +34,11 @@ def main(args):
     files = []
     for a in map(Path, args):
         files += sorted(a.rglob("*.xml")) if a.is_dir() else [a]
-    rows = [(f, *classify(f)) for f in files]
-    print("| file | outcome | detail |\n|---|---|---|")
-    for f, outcome, detail in rows:
-        print(f"| {f.name} | {outcome} | {detail} |", flush=True)
+    rows = []
+    print("| file | outcome | detail |\n|---|---|---|", flush=True)
+    for f in files:
+        rows.append((f, *classify(f)))
+        print(f"| {f.name} | {rows[-1][1]} | {rows[-1][2]} |", flush=True)
     counts = {k: sum(r[1] == k for r in rows) for k in ("loaded", "named error", "bare error")}
     print(f"\n{len(rows)} files: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
 
