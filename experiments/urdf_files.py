@@ -4,7 +4,7 @@ random states, with ``<mimic>`` joints coupled (``load_urdf(..., return_coupling
 against ``pin.buildModelFromUrdf(path, mimic=True)``.
 
 Coordinates are matched by joint name (a free base: ours [ω; v] and [p; w x y z], Pinocchio's [v; ω] and
-[p; x y z w]). With mimic joints, G maps Pinocchio's independent velocities to all of them (the mimic joint's
+[p; x y z w]; a ``continuous`` joint Pinocchio's (cos θ, sin θ)). With mimic joints, G maps Pinocchio's independent velocities to all of them (the mimic joint's
 column the mimicked joint's, times the multiplier): Pinocchio's mimic model's CRBA must equal Gᵀ H G of ours,
 and our constrained q̈ (the couplings exact rows of the constraint solve) G q̈ᵢ with
 q̈ᵢ = H_mimic⁻¹ Gᵀ (τ − b) — Pinocchio's RNEA and ABA refuse mimic joints, so b (and H, full) are Pinocchio's
@@ -37,35 +37,48 @@ def pinocchio_models(path, floating):
     return (pin.buildModelFromUrdf(str(path), *root, mimic=True), pin.buildModelFromUrdf(str(path), *root))
 
 
-def coordinate_maps(module, full):
-    """(q index map, v index map): Pinocchio's (model ``full``, no mimic) q = ours[qi], v = ours[vi], by joint
-    name."""
+def velocity_map(module, full):
+    """v index map: Pinocchio's (model ``full``, no mimic) v = ours[vi], by joint name."""
     t = module.topology
-    qi, vi = np.zeros(full.nq, dtype=int), np.zeros(full.nv, dtype=int)
-    for name, kind, qs, vs in zip(t.joint_names, t.joint_kinds, t.q_slices, t.v_slices):
+    vi = np.zeros(full.nv, dtype=int)
+    for name, kind, vs in zip(t.joint_names, t.joint_kinds, t.v_slices):
         j = full.joints[full.getJointId(name)]
-        q, v = list(range(qs.start, qs.stop)), list(range(vs.start, vs.stop))
-        if kind == "free":
-            q, v = q[:3] + q[4:] + q[3:4], v[3:] + v[:3]
-        qi[j.idx_q:j.idx_q + j.nq], vi[j.idx_v:j.idx_v + j.nv] = q, v
-    return qi, vi
+        v = list(range(vs.start, vs.stop))
+        vi[j.idx_v:j.idx_v + j.nv] = v[3:] + v[:3] if kind == "free" else v
+    return vi
+
+
+def pinocchio_q(module, model, q):
+    """Pinocchio's q of ``model`` (its joints by name; mimic joints have none) from ours: a free joint's
+    [p; x y z w], an unbounded revolute (``continuous``: nq 2) as (cos θ, sin θ)."""
+    t = module.topology
+    out = np.zeros(model.nq)
+    for name, kind, qs in zip(t.joint_names, t.joint_kinds, t.q_slices):
+        if not model.existJointName(name):
+            continue
+        j = model.joints[model.getJointId(name)]
+        if j.nq == 0:
+            continue
+        qj = np.asarray(q[qs])
+        out[j.idx_q:j.idx_q + j.nq] = (np.concatenate([qj[:3], qj[4:], qj[3:4]]) if kind == "free" else
+                                       [np.cos(qj[0]), np.sin(qj[0])] if j.nq == 2 else qj)
+    return out
 
 
 def mimic_map(mimic, full):
-    """(G, offsets): Pinocchio's full velocities = G v_mimic and full q = G-like map of the mimic model's q (with
-    the offsets added at the mimic joints), by joint name; one-coordinate mimic joints only (URDF's)."""
-    G, Gq, off = np.zeros((full.nv, mimic.nv)), np.zeros((full.nq, mimic.nq)), np.zeros(full.nq)
+    """(G, offsets): Pinocchio's full velocities = G v_mimic, and each mimic joint's full v index with its offset
+    (q_mimic = scaling·q_mimicked + offset), by joint name; one-coordinate mimic joints only (URDF's)."""
+    G, off = np.zeros((full.nv, mimic.nv)), {}
     for jid in range(1, mimic.njoints):
         j, name = mimic.joints[jid], mimic.names[jid]
         f = full.joints[full.getJointId(name)]
         if j.shortname() == "JointModelMimic":
             e = j.extract()
             G[f.idx_v, j.idx_v] = e.scaling          # a mimic joint's indexes are its mimicked joint's
-            Gq[f.idx_q, j.idx_q], off[f.idx_q] = e.scaling, e.offset
+            off[f.idx_v] = e.offset
         else:
             G[f.idx_v:f.idx_v + f.nv, j.idx_v:j.idx_v + j.nv] = np.eye(f.nv)
-            Gq[f.idx_q:f.idx_q + f.nq, j.idx_q:j.idx_q + j.nq] = np.eye(f.nq)
-    return G, Gq, off
+    return G, off
 
 
 def compare(path, floating, n_states=3, seed=0):
@@ -90,8 +103,9 @@ def compare(path, floating, n_states=3, seed=0):
         return dict(row, error=f"ours: {type(e).__name__}: {str(e)[len(str(path)) + 2:][:90]}")
     row.update(load_s=time.perf_counter() - t0, nv=module.nv - len(couplings), nv_pin=mimic.nv,
                mimic=len(couplings))
-    qi, vi = coordinate_maps(module, full)
-    G, Gq, off = mimic_map(mimic, full)
+    from mrds_jax.model.configuration import integrate_configuration
+    vi = velocity_map(module, full)
+    G, off = mimic_map(mimic, full)
     system = S.build_system({"robot": module}, [], couplings=couplings) if couplings else None
     dm, df = mimic.createData(), full.createData()
     rng = np.random.default_rng(seed)
@@ -108,11 +122,15 @@ def compare(path, floating, n_states=3, seed=0):
         return float(np.max(np.abs(a - e)) / max(1.0, np.max(np.abs(e)))) if np.size(e) else 0.0
 
     states, ours = [], []
-    for _ in range(n_states):
-        q_m = pin.integrate(mimic, pin.neutral(mimic), rng.uniform(-1, 1, mimic.nv))
-        q_p, v_p, tau_p = Gq @ q_m + off, G @ rng.uniform(-1, 1, mimic.nv), rng.uniform(-1, 1, full.nv)
-        q, v, tau = np.zeros(module.nq), np.zeros(module.nv), np.zeros(module.nv)
-        q[qi], v[vi], tau[vi] = q_p, v_p, tau_p
+    for _ in range(n_states):        # a configuration on the couplings: q = neutral moved along G v, plus offsets
+        step, v, tau = np.zeros(module.nv), np.zeros(module.nv), np.zeros(module.nv)
+        step[vi], v[vi] = G @ rng.uniform(-1, 1, mimic.nv), G @ rng.uniform(-1, 1, mimic.nv)
+        for k, o in off.items():
+            step[vi[k]] += o                    # one-coordinate mimic joints: q = v for a unit step
+        q = np.asarray(integrate_configuration(module, module.neutral_configuration(), jnp.asarray(step), 1.0))
+        tau_p = rng.uniform(-1, 1, full.nv)
+        tau[vi] = tau_p
+        q_m, q_p, v_p = pinocchio_q(module, mimic, q), pinocchio_q(module, full, q), v[vi]
         states.append((q_m, q_p, v_p, tau_p))
         ours.append((q, v, tau))
     Hs, bs, qdds = (np.asarray(x) for x in jax.jit(jax.vmap(terms))(*(jnp.asarray(np.stack(x)) for x in zip(*ours))))
