@@ -85,9 +85,10 @@ Not modelled, and said so (``UserWarning`` unless stated): in one warning, with 
 each, the actuators not read (muscles, site, body and slider-crank transmissions, PID and DC-motor types, several
 controls, delays, actuator damping or armature, plugins: left out), spatial tendons' stiffness, damping and limits,
 tendon friction loss, armature and nonlinear stiffness or damping (and, without ``return_forces``, the actuators
-and tendon spring-dampers themselves, as not applied); joint friction loss, contacts between geoms and explicit contact pairs (unless ``return_collision=True``), sensors,
+and tendon spring-dampers themselves, as not applied); joint friction loss, sensors,
 gravity compensation, fluid forces (density, viscosity, wind), mocap bodies (kept fixed where the file puts
-them), inactive or disabled equalities (skipped). Errors (``ValueError`` naming the element): ``joint``
+them: they and the bodies welded to them are ground, their geoms ground geoms), inactive or disabled equalities
+(skipped). ``collision=False`` leaves the geoms' contacts out as asked, without a warning. Errors (``ValueError`` naming the element): ``joint``
 equalities on joints other than hinges and slides (a universal joint's hinges included), ``tendon`` equalities on
 spatial tendons, equality ``flex``/``distance``, flexes, a free joint below a moving body. Not physics, so not
 read: visual elements. The time step and integrator come with the mapping (``mapping.timestep``,
@@ -113,6 +114,7 @@ import numpy as np
 
 from ..validation import ArgumentError, ModelError, UnknownNameError, did_you_mean
 from ..model.builder import ModuleBuilder
+from .mass import check_mass_matrix
 
 
 @dataclass(frozen=True)
@@ -437,13 +439,23 @@ def mesh_hull_vertices(model, mesh):
     return vertices[np.asarray(model.mesh_graph[graph + 2 + numvert:graph + 2 + 2 * numvert], dtype=int)]
 
 
+def welded_to(model):
+    """For each body, the moving body it is welded to (``body_weldid``), or 0 where that is the world or a mocap
+    body: a mocap body has no joint and is kept fixed where the file puts it, so it and the bodies welded to it are
+    ground (their geoms ground geoms at their world pose)."""
+    weld = np.array(model.body_weldid, dtype=int)
+    weld[model.body_mocapid[weld] >= 0] = 0
+    return weld
+
+
 class _Importer:
-    def __init__(self, model, where, forces=False, collision=False):
-        self.m, self.where, self.forces, self.collision = model, where, forces, collision
+    def __init__(self, model, where, forces=False):
+        self.m, self.where, self.forces = model, where, forces
         self.mj = _mujoco()
         m, mj = model, self.mj
         self.body_names = [_name(m, mj, mj.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
         self.joint_names = [_name(m, mj, mj.mjtObj.mjOBJ_JOINT, j, "joint") for j in range(m.njnt)]
+        self.weld = welded_to(m)         # the moving body each body is welded to, 0 for the ground (mocap included)
         self.offset = {0: np.zeros(3)}   # link origin in the moving body's frame (its joint position)
         self.joints = {}                 # moving body -> (our joint kinds, its MuJoCo joint ids in order)
 
@@ -460,14 +472,14 @@ class _Importer:
     def in_owner(self, b):
         """Pose of body b's frame in the frame of the body it is welded to (itself when it moves)."""
         m = self.m
-        if b == 0 or m.body_weldid[b] == b:
+        if b == 0 or self.weld[b] == b:
             return _Pose()
         return self.in_owner(m.body_parentid[b]) * self.local(b)
 
     def in_link(self, b, pose=None):
         """(owner moving body or 0 for the world, pose of body b's frame (times ``pose``) in the owner's
         link frame, or in the world for the ground)."""
-        owner = int(self.m.body_weldid[b])
+        owner = int(self.weld[b])
         T = _Pose(p=-self.offset[owner]) * self.in_owner(b)
         return owner, (T if pose is None else T * pose)
 
@@ -484,7 +496,7 @@ class _Importer:
         names = [self.joint_names[j] for j in ids]
         where = f"body {self.body_names[b]!r}"
         if types == [J.mjJNT_FREE]:      # MuJoCo refuses a free joint beside others ("more than 6 dofs")
-            if m.body_weldid[m.body_parentid[b]] != 0:   # MuJoCo 3-4 refuse this themselves
+            if self.weld[m.body_parentid[b]] != 0:   # MuJoCo 3-4 refuse this themselves
                 self.fail(f"{where}: free joint {names[0]!r} below a moving body is not supported")
             return (_ChainJoint("free", (ids[0],), np.zeros(3), np.array([0, 0, 1.0])),)
         if self.is_universal(ids):
@@ -519,7 +531,7 @@ class _Importer:
             g = np.zeros(3)
         trees = {}
         for b in range(1, m.nbody):
-            if m.body_weldid[b] == b:
+            if self.weld[b] == b:
                 trees.setdefault(int(m.body_treeid[b]), []).append(b)
         self.module_of = {}
         builders, self.links = {}, {}
@@ -534,7 +546,7 @@ class _Importer:
                 chain = self.joint_chain(b)
                 self.offset[b] = chain[-1].anchor
                 self.joints[b] = (tuple(c.kind for c in chain), tuple(j for c in chain for j in c.ids))
-                parent = int(m.body_weldid[m.body_parentid[b]])
+                parent = int(self.weld[m.body_parentid[b]])
                 start = _Pose() if chain[0].kind == "free" else self.in_link(m.body_parentid[b])[1] * self.local(b)
                 mass, com, inertia = self.lumped_inertia(b)
                 if not mass > 0:
@@ -557,7 +569,7 @@ class _Importer:
                 self.links[b] = placements[-1]
         self.frames = {name: [] for name in self.names}
         for b in range(1, m.nbody):
-            owner = int(m.body_weldid[b])
+            owner = int(self.weld[b])
             if owner:
                 self.add_frame(self.module_of[owner], self.body_names[b], self.body_names[owner], self.in_link(b)[1])
         self.site_frames = {}
@@ -607,7 +619,7 @@ class _Importer:
         m = self.m
         parts = []
         for c in range(b, m.nbody):
-            if m.body_weldid[c] == b and m.body_mass[c] > 0:
+            if self.weld[c] == b and m.body_mass[c] > 0:
                 T = self.in_link(c)[1] * _Pose(_quat_to_matrix(m.body_iquat[c]), m.body_ipos[c])
                 parts.append((float(m.body_mass[c]), T.p, T.R @ np.diag(m.body_inertia[c]) @ T.R.T))
         if not parts:
@@ -636,7 +648,7 @@ class _Importer:
                 left_out.append(g)
                 continue
             b = int(m.geom_bodyid[g])
-            owner, local = int(m.body_weldid[b]), _Pose(_quat_to_matrix(m.geom_quat[g]), m.geom_pos[g])
+            owner, local = int(self.weld[b]), _Pose(_quat_to_matrix(m.geom_quat[g]), m.geom_pos[g])
             module, frame, T = ((None, None, self.in_link(b, local)[1]) if owner == 0
                                 else (self.module_of[owner], self.body_names[b], local))
             common = dict(position=T.p, rotation=T.R, friction=float(m.geom_friction[g, 0]),
@@ -1040,10 +1052,21 @@ class _Importer:
                       "; ".join(f"{what} ({names}): {consequence}" for what, names, consequence in gaps))
 
     # ---------------------------------------------------------------------------------------- warnings
+    def check_values(self):
+        """Values of the file the physics cannot use that MuJoCo compiles without a word, each an error naming the
+        element and the value: a joint ``range`` with lower > upper (MuJoCo then leaves the joint unlimited)."""
+        m = self.m
+        for j in range(m.njnt):
+            lo, hi = (float(x) for x in m.jnt_range[j])
+            if lo > hi:
+                self.fail(f"joint {self.joint_names[j]!r}: range ({lo:g}, {hi:g}) has lower > upper (MuJoCo leaves "
+                          "such a joint unlimited; no position satisfies the range as written)")
+
     def report_unmodelled(self):
         m, mj = self.m, self.mj
         names = self.names_of
         J = mj.mjtObj.mjOBJ_JOINT
+        self.check_values()
         if m.nflex:
             self.fail(f"{m.nflex} flex (deformable) elements are not supported")
         free_arm = [j for j in range(m.njnt) if int(m.jnt_type[j]) == 0
@@ -1061,14 +1084,6 @@ class _Importer:
         joints = sorted(set(int(m.dof_jntid[d]) for d in np.flatnonzero(m.dof_frictionloss != 0)))
         if joints:
             self.warn(f"joint friction loss of {names(J, joints, 'joint')} is ignored (non-smooth)")
-        collide = np.flatnonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0))
-        if not m.opt.disableflags & mj.mjtDisableBit.mjDSBL_CONTACT and not self.collision:
-            if len(set(int(m.body_weldid[m.geom_bodyid[g]]) for g in collide)) > 1:
-                self.warn(f"contacts between geoms are ignored (collidable geoms: "
-                          f"{names(mj.mjtObj.mjOBJ_GEOM, collide, 'geom')}); set contype=\"0\" conaffinity=\"0\" "
-                          "to silence this, or read them with load_mjcf(..., collision=True)")
-            if m.npair:
-                self.warn(f"{m.npair} explicit contact pairs are ignored")
         if m.nsensor:
             self.warn(f"sensors ({names(mj.mjtObj.mjOBJ_SENSOR, range(m.nsensor), 'sensor')}) are ignored")
         grav = np.flatnonzero(m.body_gravcomp != 0)
@@ -1114,9 +1129,9 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
     (``UserWarning``) for each kind of element that is ignored."""
     from ..system import build_system
     model, where = compile_mjcf(source, floor)
-    imp = _Importer(model, where, forces=return_forces, collision=return_collision or collision)
+    imp = _Importer(model, where, forces=return_forces)
     imp.report_unmodelled()
-    if not any(model.body_weldid[b] == b for b in range(1, model.nbody)):
+    if not any(imp.weld[b] == b for b in range(1, model.nbody)):
         imp.fail("the model has no moving body")
     with jax.ensure_compile_time_eval():
         imp.build_modules()
@@ -1127,7 +1142,7 @@ def load_mjcf(source, return_mapping=False, return_forces=False, recursion="auto
             builder = imp.builders[name]
             for fname, link, T in imp.frames[name]:
                 builder.add_frame(fname, link, position=T.p, rotation=T.R)
-            modules[name] = builder.build().with_recursion(recursion)
+            modules[name] = check_mass_matrix(builder.build().with_recursion(recursion), where)
         forces = imp.build_forces() if return_forces else ()
         geometry = imp.build_collision(modules) if (collision or return_collision) else None
     system = build_system(modules, contacts, couplings=imp.couplings,

@@ -4,9 +4,21 @@ fixed links or drops anything): one module per URDF tree.
 Conventions follow Pinocchio's parser so the two can be compared link for link: links joined by ``fixed``
 joints are merged into their parent (inertias summed, Featherstone §2.13) and kept as operational points;
 the root link is fixed to the support (its mass does not move) unless ``floating=True`` gives it a free
-joint (a root link named ``world`` is the support itself, as MuJoCo reads it, and cannot float); ``continuous`` is a revolute joint; mimic tags are ignored (joints stay independent). The position
-limits of revolute and prismatic joints are kept in ``Topology.joint_limits`` (not enforced).
-Every URDF link becomes an operational point of the same name.
+joint (a root link named ``world`` is the support itself, as MuJoCo reads it, and cannot float); ``continuous`` is a revolute joint. The position
+limits of revolute and prismatic joints are kept in ``Topology.joint_limits`` (enforced by ``simulate``'s contact
+step). Every URDF link becomes an operational point of the same name.
+
+What Pinocchio simulates is taken: links without ``<inertial>`` or with mass 0 between two joints are massless
+links, links with mass and a zero (or singular) rotational inertia point masses (or thin rods), and rotational
+inertias whose principal moments break the triangle inequality are kept as written and named in one warning —
+wherever the mass matrix stays positive definite (:mod:`mrds_jax.loaders.mass`; a
+:class:`~mrds_jax.loaders.mass.SingularMassMatrixError` names the joints and links where it does not). ``<mimic>``
+tags (q = multiplier·q_mimicked + offset) are joint couplings (:func:`~mrds_jax.contacts.coupling.joint_coupling`,
+MuJoCo's ``<equality joint>``, as MuJoCo's URDF parser reads them), exact rows of the constraint solve, returned
+with ``return_couplings=True`` for ``build_system(..., couplings=...)``; without it a warning names the mimic joints
+(they are then independent). Values the physics cannot use are a ModelError naming the file, the element and the
+value: a negative or non-finite mass, joint limits with lower > upper, a rotational inertia with a negative
+principal moment.
 
 Collision geometry (``return_collision=True``): each ``<collision>`` box, sphere or cylinder becomes a
 :class:`~mrds_jax.collision.Geom` on its link's operational point at the element's ``<origin>`` (a box's
@@ -24,8 +36,9 @@ import numpy as np
 import jax.numpy as jnp
 
 from ..spatial import inertia_parameters, spatial_inertia, transform_inertia
-from ..validation import ModelError, UnknownNameError
+from ..validation import ModelError, UnknownNameError, breaks_triangle_inequality
 from ..model.builder import ModuleBuilder
+from .mass import check_mass_matrix
 
 SUPPORTED = ("continuous", "fixed", "floating", "prismatic", "revolute")      # the joint types read
 OLDEST_MUJOCO = (3, 14)     # its MjSpec keeps an <inertial>'s rpy as iquat (tests/test_urdf_parser.py; pyproject.toml)
@@ -107,7 +120,62 @@ def check_urdf_structure(path):
     roots = [n for n in links if n not in children]
     if len(roots) != 1:
         raise ModelError(f"{path}: expected one root link (a link that is no joint's child), found {roots}")
+    check_urdf_values(path, root)
     return roots[0]
+
+
+def _number(path, element, text, what):
+    """A URDF attribute's number; ModelError naming the file and element for text that is not one."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise ModelError(f"{path}: {element}: {what} {text!r} is not a number") from None
+
+
+def check_urdf_values(path, root):
+    """The values of the XML that the physics cannot use, each a ModelError naming the file, the element and the
+    value (MuJoCo's parser reads them without a word): a negative or non-finite ``<mass value>``, and a revolute or
+    prismatic joint's ``<limit>`` with lower > upper (URDF's defaults: 0)."""
+    for link in root.findall("link"):
+        mass = link.find("inertial/mass")
+        if mass is not None:
+            m = _number(path, f"link {link.get('name')!r}", mass.get("value"), "<mass value>")
+            if not np.isfinite(m) or m < 0:
+                raise ModelError(f"{path}: link {link.get('name')!r}: <mass value=\"{mass.get('value')}\"> must be "
+                                 "finite and >= 0 (0: a massless link)")
+    for j in root.findall("joint"):
+        limit = j.find("limit")
+        if limit is None or j.get("type") not in ("revolute", "prismatic"):
+            continue
+        where = f"joint {j.get('name')!r}"
+        lo, hi = (_number(path, where, limit.get(k, "0"), f"<limit {k}>") for k in ("lower", "upper"))
+        if not lo <= hi:
+            raise ModelError(f"{path}: {where}: <limit lower=\"{limit.get('lower', '0')}\" "
+                             f"upper=\"{limit.get('upper', '0')}\">: lower > upper (no position satisfies them)")
+
+
+def mimic_couplings(path, root, spec, module_name, moving_joints):
+    """The ``<mimic>`` tags as :func:`~mrds_jax.contacts.coupling.joint_coupling` s named as the mimic joint
+    (q_mimic = multiplier·q_joint + offset: MuJoCo's parser makes each an ``<equality joint>``, ``data`` =
+    (offset, multiplier, …)), and the tags that cannot be (the mimic or the mimicked joint is not a moving
+    revolute or prismatic joint: MuJoCo's parser drops those) as 'joint (why)' strings."""
+    from ..contacts.coupling import joint_coupling
+    import mujoco
+    read = {}
+    for eq in spec.equalities:
+        if int(eq.type) == int(mujoco.mjtEq.mjEQ_JOINT) and eq.name1 in moving_joints and eq.name2 in moving_joints:
+            read[eq.name1] = joint_coupling(eq.name1, (module_name, eq.name1), (module_name, eq.name2),
+                                            polycoef=np.asarray(eq.data[:5], dtype=float), reference=(0.0, 0.0))
+    dropped = []
+    for j in root.findall("joint"):
+        mimic = j.find("mimic")
+        if mimic is None or j.get("name") in read:
+            continue
+        target = mimic.get("joint")
+        why = (f"a {j.get('type')} joint" if j.get("type") not in ("revolute", "prismatic", "continuous")
+               else f"{target!r} is not a moving one-coordinate joint")
+        dropped.append(f"{j.get('name')!r} ({why})")
+    return tuple(read.values()), dropped
 
 
 def _armature_of_joints(path, armature, joints):
@@ -153,7 +221,7 @@ def _collision_geoms(path, body, link_name, owner, T_owner_link, geoms, left_out
 
 
 def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, return_forces=False, name=None,
-              return_collision=False):
+              return_collision=False, return_couplings=False):
     """Module from a URDF file. ``armature`` (URDF has no tag for it): rotor inertia added to the diagonal of
     the joint-space inertia, a number for every joint of the file (not the free root joint ``floating`` adds),
     or a dict joint name → number (as Pinocchio's ``model.armature``, MuJoCo's joint ``armature``).
@@ -164,10 +232,17 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
     ``return_collision=True`` adds, last, the :class:`~mrds_jax.collision.CollisionModel` of the ``<collision>``
     primitives (module docstring), its geoms on the module named ``name`` (default: the robot's name: build the
     system with the module under that name).
+    ``return_couplings=True`` adds, last, the ``<mimic>`` tags as a tuple of
+    :class:`~mrds_jax.contacts.coupling.JointCoupling` on the module named ``name`` (module docstring; () without
+    mimic tags): ``build_system({name: module}, [], couplings=couplings)`` couples the joints exactly, as
+    Pinocchio's ``buildModelFromUrdf(path, mimic=True)`` (its degrees of freedom the independent joints).
     Raises ModelError (a ValueError) naming the file and the item: malformed XML,
     a missing robot name, links or joints defined twice, a joint whose parent or child link does not exist
-    (:func:`check_urdf_structure`), an unsupported joint type, a zero joint axis, a moving link without
-    positive mass or with an unphysical inertia, a robot without moving links."""
+    (:func:`check_urdf_structure`), a negative mass or reversed limits (:func:`check_urdf_values`), an unsupported
+    joint type, a zero joint axis, a rotational inertia with a negative principal moment, a massless link with
+    rotational inertia, a mass matrix that is singular (:class:`~mrds_jax.loaders.mass.SingularMassMatrixError`),
+    a robot without moving links. Warns (``UserWarning``) naming the links whose inertias break the triangle
+    inequality (kept), the mimic joints when ``return_couplings`` is False, and mimic tags that cannot be read."""
     from .mjcf import _mujoco
     mujoco = _mujoco("load_urdf")
     if tuple(int(x) for x in mujoco.__version__.split(".")[:2]) < OLDEST_MUJOCO:
@@ -176,6 +251,7 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
                           "pip install -U mujoco")
 
     root = check_urdf_structure(path)
+    robot = ET.parse(path).getroot()
     try:
         spec = mujoco.MjSpec.from_file(str(path))
     except ValueError as e:      # the parser's own errors (attributes it cannot read), named with the file
@@ -233,22 +309,39 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
                          "give its root a free joint")
     rotor = _armature_of_joints(path, armature, [body["joint"] for body in bodies if body["kind"] != "free"])
     b = ModuleBuilder(gravity=gravity)
+    unphysical = []
     for body in bodies:
-        mass, com, I_c = (np.asarray(x) for x in inertia_parameters(jnp.asarray(lumped[body["name"]])))
-        if not mass > 0:
-            raise ModelError(f"{path}: moving link {body['name']!r} (joint {body['joint']!r}) has no positive "
-                             f"mass after merging fixed children (mass {mass})")
+        mass, com, I_c = link_parameters(lumped[body["name"]])
+        if breaks_triangle_inequality(I_c) and mass > 0:
+            unphysical.append(body["name"])
         try:
             b.add_link(body["name"], parent=body["parent"], joint=body["kind"], joint_name=body["joint"],
                        axis=body["axis"], position=body["T"][:3, 3], rotation=body["T"][:3, :3],
-                       mass=mass, com=com, inertia=0.5 * (I_c + I_c.T), armature=rotor.get(body["joint"], 0.0),
-                       limits=body.get("limits"))
+                       mass=mass, com=com, inertia=I_c, armature=rotor.get(body["joint"], 0.0),
+                       limits=body.get("limits"), triangle_inequality=False)
         except ModelError as e:
             raise ModelError(f"{path}: joint {body['joint']!r}, {e}") from None
     for frame, owner, T in frames:
         if owner is not None:
             b.add_frame(frame, owner, position=T[:3, 3], rotation=T[:3, :3])
-    module = b.build()
+    try:
+        module = b.build()
+    except ModelError as e:
+        raise ModelError(f"{path}: {e}") from None
+    check_mass_matrix(module, path)
+    import warnings
+    if unphysical:
+        warnings.warn(f"{path}: the rotational inertias of links {unphysical} break the triangle inequality (no mass "
+                      "distribution has their principal moments); kept as written, as Pinocchio simulates them",
+                      UserWarning, stacklevel=2)
+    couplings, dropped = mimic_couplings(path, robot, spec, name, [body["joint"] for body in bodies])
+    if dropped:
+        warnings.warn(f"{path}: <mimic> tags left out (MuJoCo's parser drops them; the joints stay as they are): "
+                      f"{', '.join(dropped)}", UserWarning, stacklevel=2)
+    if couplings and not return_couplings:
+        warnings.warn(f"{path}: joints {[c.name for c in couplings]} mimic others (<mimic>) and are independent joints "
+                      "here; load_urdf(..., return_couplings=True) returns them as joint couplings for "
+                      "build_system(..., couplings=...)", UserWarning, stacklevel=2)
     out = (module,)
     if return_forces:
         out += (urdf_joint_damping(path, module, bodies, name),)
@@ -259,7 +352,19 @@ def load_urdf(path, floating=False, gravity=(0.0, 0.0, -9.81), armature=None, re
             warnings.warn(f"{path}: collision geometry left out, the narrow phase has no such primitive: "
                           f"{', '.join(left_out)}", C.CollisionWarning, stacklevel=2)
         out += (C.collision_model(geoms, {name: module}),)
+    if return_couplings:
+        out += (couplings,)
     return out if len(out) > 1 else module
+
+
+def link_parameters(I):
+    """(mass, centre of mass, symmetric rotational inertia about it) of a lumped 6x6 spatial inertia; a massless
+    link's (mass 0) centre of mass is its origin and its rotational inertia what is left about it."""
+    I = np.asarray(I, dtype=float)
+    if I[5, 5] == 0:
+        return 0.0, np.zeros(3), 0.5 * (I[:3, :3] + I[:3, :3].T)
+    mass, com, I_c = (np.asarray(x) for x in inertia_parameters(jnp.asarray(I)))
+    return float(mass), com, 0.5 * (I_c + I_c.T)
 
 
 def urdf_joint_damping(path, module, bodies, name):

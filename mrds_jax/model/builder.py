@@ -28,7 +28,8 @@ class ModuleBuilder:
 
     def add_link(self, name, parent=None, joint="revolute", joint_name=None, axis=(0.0, 0.0, 1.0),
                  axis2=(0.0, 1.0, 0.0), pitch=0.0, position=(0.0, 0.0, 0.0), rotation=None,
-                 mass=1.0, com=(0.0, 0.0, 0.0), inertia=None, armature=0.0, limits=None, cone_limit=None):
+                 mass=1.0, com=(0.0, 0.0, 0.0), inertia=None, armature=0.0, limits=None, cone_limit=None,
+                 triangle_inequality=True):
         """Add a link attached to ``parent`` (a link name, or None for the support) by a joint whose frame
         sits at ``position``/``rotation`` in the parent link frame. ``armature``: rotor inertia of the joint's
         degrees of freedom (a number for all of them, or one per degree of freedom), added to the diagonal of
@@ -37,9 +38,13 @@ class ModuleBuilder:
         ``ContactStep(unilateral=False)`` leaves them to be reported only). ``cone_limit``: the largest rotation
         angle (rad) of a spherical joint from its reference (MuJoCo's ball joint range), kept in the model
         (``Topology.cone_limits``) and enforced the same way. ``mass=0`` (with ``inertia``
-        None or zero) makes a massless link, a joint frame between two joints; it must get a child link.
-        Returns the link index."""
-        axis, axis2, inertia = link_description(name, axis, axis2, position, rotation, mass, com, inertia)
+        None or zero) makes a massless link, a joint frame between two joints; it must get a child link. A
+        rotational inertia may be singular (a point mass: zeros; a thin rod) but not have a negative principal
+        moment; ``triangle_inequality=False`` accepts principal moments that break Iₐ + I_b ≥ I_c (no mass
+        distribution has them, but every kinetic energy stays ≥ 0: Pinocchio simulates them; the URDF loader
+        names them in a warning). Returns the link index."""
+        axis, axis2, inertia = link_description(name, axis, axis2, position, rotation, mass, com, inertia,
+                                                triangle=triangle_inequality)
         names = [lk["name"] for lk in self._links]
         if name in names:
             raise ModelError(f"link {name!r} is defined twice")

@@ -187,7 +187,11 @@ class Module:
                 raise ModelError(f"with_params: parameter {name!r} has shape {jnp.shape(value)}, the module's is "
                                  f"{jnp.shape(getattr(self.params, name))}")
         module = replace(self, params=replace(self.params, **changes))
-        return module if is_traced(changes) else validate(module)
+        if is_traced(changes):
+            return module
+        changed = (np.flatnonzero(np.any(np.asarray(module.params.inertia) != np.asarray(self.params.inertia),
+                                         axis=(1, 2))) if "inertia" in changes else ())
+        return validate(module, triangle=tuple(int(i) for i in changed))
 
     def with_recursion(self, recursion):
         """The same module with the tree recursions done ``recursion``-wise (one of RECURSIONS)."""
@@ -200,8 +204,11 @@ class Module:
         return jnp.concatenate([k.neutral(dtype) for k in self.topology.kinds])
 
 
-def validate(module, rtol=1e-9):
-    """Check a module's concrete parameters; raise ModelError (a ValueError) naming the offending link or joint."""
+def validate(module, rtol=1e-9, triangle=()):
+    """Check a module's concrete parameters; raise ModelError (a ValueError) naming the offending link or joint.
+    Rotational inertias must be symmetric and positive semi-definite; those of the links ``triangle`` (indices: the
+    ones :meth:`Module.with_params` changed) must obey the triangle inequality too (``ModuleBuilder.add_link``
+    checks it when a link is added, unless told not to, as the URDF loader does for files that break it)."""
     t, p = module.topology, module.params
     n = t.n_links
     shapes = dict(joint_R=(n, 3, 3), joint_p=(n, 3), axis=(n, 3), axis2=(n, 3), pitch=(n,), mass=(n,),
@@ -229,7 +236,7 @@ def validate(module, rtol=1e-9):
         if not np.isfinite(mass[i]) or mass[i] < 0:
             raise ModelError(f"link {name!r}: mass must be positive, got {mass[i]} (0 only for a massless link with "
                              "a child)")
-        link_inertia(mass[i], inertia[i], f"link {name!r}", rtol)
+        link_inertia(mass[i], inertia[i], f"link {name!r}", rtol, triangle=i in triangle)
         if mass[i] == 0 and not has_child[i]:
             raise ModelError(f"link {name!r}: a massless link (mass 0) must carry a child link; a massless leaf "
                              "makes the mass matrix singular")

@@ -25,8 +25,8 @@ from .errors import (ArgumentError, CheckpointError, InputError, ModelError, Sin
                      UnknownNameError)
 from .arguments import (choice, count, finite, is_traced, module_arrays, nonnegative_array, ordered, positive,
                         vector)
-from .descriptions import (finite_array, link_description, link_inertia, positive_mass, rotational_inertia,
-                           unit_axis)
+from .descriptions import (breaks_triangle_inequality, finite_array, link_description, link_inertia, positive_mass,
+                           rotational_inertia, unit_axis)
 from .systems import constraint_conditioning, did_you_mean, known_keys, per_module, simulation, system_state
 from .checkpoints import array_checksum, output_dir, read_json, read_npz
 from .packages import install_hint, require
