@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 import mrds_jax as mj
 from mrds_jax import collision as C, system as S
-from mrds_jax.system.ncp import RowLayout, newton_polish, solve_ncp
+from mrds_jax.system.ncp import NCPSettings, RowLayout, newton_polish, solve_ncp
 from mrds_jax.system.timestepping import contact_rollout
 
 G0 = 9.81
@@ -33,13 +33,18 @@ def test_newton_polish_of_a_sliding_point_mass_is_coulombs_answer():
     guess = guess.at[1:].set(-mu * guess[0] * jnp.array([0.8, -0.6]))   # on the cone's boundary, direction rough
     lam = newton_polish(G, g, RowLayout(n_contacts=1), jnp.array([mu]), jnp.ones(3, bool), guess, 1e-9, 1e-12, 4)
     np.testing.assert_allclose(np.asarray(lam), expected, rtol=1e-10)
-    # from rest ADMM solves it to its tolerance; warm-started from that answer, the polish makes it exact at once
-    sol = solve_ncp(G, g, RowLayout(n_contacts=1), jnp.array([mu]))
-    assert bool(sol.converged)
-    np.testing.assert_allclose(np.asarray(sol.lam), expected, rtol=1e-6)
-    again = solve_ncp(G, g, RowLayout(n_contacts=1), jnp.array([mu]), lam0=sol.lam)
-    assert bool(again.converged) and int(again.iterations) == 0
-    np.testing.assert_allclose(np.asarray(again.lam), expected, rtol=1e-10)
+    # from rest either method solves it to its tolerance, and a warm start that solves it costs no trip; ADMM's
+    # warm-start polish makes it exact at once
+    for method in ("admm", "newton"):
+        settings = NCPSettings(method=method)
+        sol = solve_ncp(G, g, RowLayout(n_contacts=1), jnp.array([mu]), settings=settings)
+        assert bool(sol.converged)
+        np.testing.assert_allclose(np.asarray(sol.lam), expected, rtol=1e-6)
+        again = solve_ncp(G, g, RowLayout(n_contacts=1), jnp.array([mu]), lam0=sol.lam, settings=settings)
+        assert bool(again.converged) and int(again.iterations) == 0
+    np.testing.assert_allclose(np.asarray(again.lam if method == "admm" else solve_ncp(
+        G, g, RowLayout(n_contacts=1), jnp.array([mu]), lam0=solve_ncp(G, g, RowLayout(n_contacts=1), jnp.array([mu])).lam
+    ).lam), expected, rtol=1e-10)
 
 
 def test_cube_slides_down_an_incline_exactly_with_default_settings():

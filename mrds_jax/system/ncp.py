@@ -97,7 +97,11 @@ class NCPSettings(NamedTuple):
     2011, §3.4.3; 1 is plain ADMM); ``sliding_polish`` Newton-polishes the warm start with its sliding contacts
     (:func:`newton_polish`: a cube sliding down an incline then needs no iteration after its first steps; it costs
     about 4 m³ a step: measured 1.8× the run time on Cassie with a floor and 1.3× on the four-loop biped, where it
-    saves nothing; experiments/out/ncp_convergence.md)."""
+    saves nothing; experiments/out/ncp_convergence.md). ``method``: ``"admm"`` (the default) or ``"newton"``
+    (:func:`semismooth_newton`, at most ``newton_iterations`` trips, its proximal weight ``proximal`` × max|F|
+    floored at ``regularisation`` (relative to max diag G), then ADMM from its iterate where it has not converged).
+    Either way the loops stop on the returned impulses' own residual (:func:`solution_residual`), which is what
+    ``converged`` reports."""
     stages: int = 8
     iterations: int = 50
     rho: float = 0.1
@@ -107,7 +111,7 @@ class NCPSettings(NamedTuple):
     relaxation: float = 1.6
     tolerance: float = 1e-7
     sliding_polish: bool = True
-    method: str = "newton"
+    method: str = "admm"
     newton_iterations: int = 20
     proximal: float = 1.0
     regularisation: float = 1e-12
@@ -792,6 +796,12 @@ def validate_ncp_settings(settings, where="solve_ncp"):
     if not isinstance(settings.sliding_polish, (bool, np.bool_)):
         raise validation.ArgumentError(f"{where}: NCPSettings.sliding_polish must be True or False (it chooses the "
                                        f"compiled program), got {settings.sliding_polish!r}")
+    if settings.method not in ("newton", "admm"):
+        raise validation.ArgumentError(f"{where}: NCPSettings.method must be 'newton' or 'admm', got "
+                                       f"{settings.method!r}")
+    validation.count(settings.newton_iterations, "NCPSettings.newton_iterations", where)
+    validation.positive(settings.proximal, "NCPSettings.proximal", where)
+    validation.positive(settings.regularisation, "NCPSettings.regularisation", where, allow_zero=True)
     if validation.is_traced(settings.relaxation) or not 0.0 < float(settings.relaxation) < 2.0:
         raise validation.ArgumentError(f"{where}: NCPSettings.relaxation must be a number in (0, 2) (ADMM converges "
                                        f"there; 1 is plain ADMM), got {settings.relaxation}")
