@@ -186,9 +186,40 @@ STUDY_MODE = os.environ.get("MRDS_SLOW", "") == "2"
 # 25 min to compile on the loaded 2-core CPU (2026-11-27; the same derivatives are checked in the full mode by
 # tests/test_assembly_design.py). The Adam runs now differentiate in forward mode by default (first call 176 s in
 # the quick study at load 4-5); the notebook's full mode was not rerun since.
+# The other three notebooks' full sizes are the same code as their fast modes (which run in every mode) on larger
+# batches: 65-147 s each on the slow 2-core CPU of 2026-12-02, studies too.
 STUDY_ONLY = {"tests/test_notebooks.py::test_notebook_executes[ckcm_monte_carlo.ipynb-full]",
               "tests/test_notebooks.py::test_notebook_executes[ckcm_design_optimisation.ipynb-full]",
-              "tests/test_notebooks.py::test_notebook_executes[ckcm_assembly.ipynb-full]"}
+              "tests/test_notebooks.py::test_notebook_executes[ckcm_assembly.ipynb-full]",
+              "tests/test_notebooks.py::test_notebook_executes[contact_monte_carlo.ipynb-full]",
+              "tests/test_notebooks.py::test_notebook_executes[flexible_links.ipynb-full]",
+              "tests/test_notebooks.py::test_notebook_executes[ckcm_end_effector.ipynb-full]"}
+# The heavy checks: full-mode checks that each compile one of the largest programs (60-525 s a check or a file's
+# shared programs on the 2-core CPU of 2026-12-02, --durations of the full mode). They are marked ``heavy`` as well
+# as ``slow``: MRDS_SLOW=1 runs them with the rest, and .ci/run's full-mode run leaves them out (-m "slow and not
+# heavy"), because on a slow 2-core CI machine the default run (32 min) and the whole full mode (about 61 min) did not
+# fit CI's 90 minutes together. Run them by hand, `MRDS_SLOW=1 python -m pytest -n 2 --dist loadfile -m heavy`, when
+# what they check changes (docs/checks.md, "The heavy checks").
+HEAVY_ONLY = {
+    # the assembly design's forward- and reverse-mode programs through contact rollouts (one fixture, 525 s)
+    "tests/test_assembly_design.py::test_gradient_equals_central_differences_on_a_window_without_a_mode_switch",
+    "tests/test_assembly_design.py::test_reverse_mode_equals_forward_mode[free]",
+    "tests/test_assembly_design.py::test_reverse_mode_equals_forward_mode[contact]",
+    # Menagerie and example-robot-data robots on a floor against MuJoCo (the quadruped and the table stay)
+    "tests/test_go1_floor.py::test_go1_stands_from_home_like_mujoco",
+    "tests/test_solo12_meshes.py::test_solo12_lies_down_from_standing_like_mujoco",
+    "tests/test_humanoid_floor.py::test_humanoid_settles_from_its_squat_like_mujoco",
+    # the assembly scene run from its ready-made file with the viewer, and the RCC's insert-or-jam pair
+    "tests/test_assembly_scene.py::test_simulate_ready_made_with_viewer",
+    "tests/test_assembly_rcc.py::test_rcc_at_the_tip_inserts_and_far_behind_it_jams",
+    # the multibody CKCM model's design gradients and its simulated plants (the paper model's stay)
+    "tests/test_ckcm_design_tasks.py::test_combined_objective_gradients_match_central_differences[multibody]",
+    "tests/test_ckcm_design.py::test_gradients_match_central_differences[multibody]",
+    "tests/test_ckcm_design.py::test_simulated_design_applies_the_inverse_dynamics_forces",
+    "tests/test_ckcm_design_flight.py::test_plant_applies_the_reported_multibody_forces",
+    # the friction grasp's slip derivative in three modes (its forward rollouts stay)
+    "tests/test_friction_grasp.py::test_slip_gradient_in_squeeze_force",
+}
 # --dist loadfile hands whole files to the two workers in this order (heaviest first, by the default run's
 # measured time: --durations of 2026-11-27), so that no heavy file starts last and leaves one worker running
 # alone; other files follow in collection order.
@@ -220,15 +251,17 @@ def pytest_unconfigure(config):
 def pytest_collection_modifyitems(config, items):
     ids = {item.nodeid for item in items}
     files = {nid.split("::")[0] for nid in ids}
-    stale = sorted(n for n in FULL_MODE_ONLY | STUDY_ONLY if n.split("::")[0] in files and n not in ids)
+    stale = sorted(n for n in FULL_MODE_ONLY | STUDY_ONLY | HEAVY_ONLY if n.split("::")[0] in files and n not in ids)
     if stale and not any("::" in str(arg) for arg in config.args):     # whole files were collected
-        raise pytest.UsageError(f"tests/conftest.py FULL_MODE_ONLY or STUDY_ONLY names tests that do not exist: {stale}")
+        raise pytest.UsageError(f"tests/conftest.py FULL_MODE_ONLY, STUDY_ONLY or HEAVY_ONLY names tests that do not exist: {stale}")
     rank = {f: i for i, f in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
     skip = pytest.mark.skip(reason="full mode: set MRDS_SLOW=1")
     for item in items:
-        if item.nodeid in FULL_MODE_ONLY:
+        if item.nodeid in FULL_MODE_ONLY or item.nodeid in HEAVY_ONLY:
             item.add_marker(pytest.mark.slow)
+        if item.nodeid in HEAVY_ONLY:
+            item.add_marker(pytest.mark.heavy)
         if not FULL_MODE and item.get_closest_marker("slow") is not None:
             item.add_marker(skip)
         elif item.nodeid in STUDY_ONLY and not STUDY_MODE:

@@ -102,4 +102,8 @@ def test_sprung_quadruped_settles_like_mujoco():
     assert np.max(np.abs(v_mj)) < 1e-4 and np.max(np.abs(v_us)) < 1e-3
     assert np.all(errs < 1e-3), errs                            # within 1 mm all the way
     assert np.all(errs[-1] < 1e-4), errs[-1]                   # and at rest within 0.1 mm
-    assert float(np.max(tr.primal)) < 1e-8
+    # every step solved to the solve's own tolerance (NCPSettings.tolerance = 1e-7 × max|g|, g the free constraint
+    # velocities: 0.77 m/s at the touch-down), which the solve now stops on: the landing's worst step leaves 3.1e-8
+    # m/s (the ADMM loop that used to run on to its cap left less; issue 58)
+    assert np.all(np.asarray(tr.converged))
+    assert float(np.max(tr.primal)) < 1e-7
