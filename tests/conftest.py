@@ -198,8 +198,8 @@ STUDY_ONLY = {"tests/test_notebooks.py::test_notebook_executes[ckcm_monte_carlo.
 # shared programs on the 2-core CPU of 2026-12-02, --durations of the full mode). They are marked ``heavy`` as well
 # as ``slow``: MRDS_SLOW=1 runs them with the rest, and .ci/run's full-mode run leaves them out (-m "slow and not
 # heavy"), because on a slow 2-core CI machine the default run (32 min) and the whole full mode (about 61 min) did not
-# fit CI's 90 minutes together. Run them by hand, `MRDS_SLOW=1 python -m pytest -n 2 --dist loadfile -m heavy`, when
-# what they check changes (docs/checks.md, "The heavy checks").
+# fit CI's 90 minutes together. Run them by hand when what they check changes (docs/checks.md, "The heavy checks"):
+# `MRDS_SLOW=1 python -m pytest -q -n 2 --dist loadfile --timeout=900 -m heavy`.
 HEAVY_ONLY = {
     # the assembly design's forward- and reverse-mode programs through contact rollouts (one fixture, 525 s)
     "tests/test_assembly_design.py::test_gradient_equals_central_differences_on_a_window_without_a_mode_switch",
