@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from mrds_jax.spatial.linalg import pivoted_solve
-from mrds_jax.system.ncp import MODE_SLIP, NCPSettings, RowLayout, first_crossing, mode_step, solve_ncp
+from mrds_jax.system.ncp import MODE_SLIP, NCPSettings, RowLayout, first_crossing, guess_modes, mode_step, solve_ncp
 
 HERE = Path(__file__).resolve().parent
 FILES = sorted((HERE / "data" / "contact_problems").glob("*.npz")) + sorted(
@@ -171,6 +171,8 @@ def test_mode_step_solves_a_sliding_point_mass_in_one_step():
     G, g, mu, active = jnp.eye(3), jnp.array([-0.1, 1.0, 0.0]), jnp.array([0.5]), jnp.ones(3, bool)
     guess = jnp.array([0.3, -0.15, 0.0])
     sigma = G @ guess + g
-    lam = guess + mode_step(G, g, guess, sigma, layout, mu, active, MODE_SLIP, 0.0)
+    modes = guess_modes(guess, sigma, layout, mu, active, MODE_SLIP)
+    assert bool(modes[2][0])                               # the guess's mode: sliding
+    lam = guess + mode_step(G, g, guess, sigma, layout, mu, active, modes, 0.0)
     np.testing.assert_allclose(np.asarray(lam), [0.1, -0.05, 0.0], atol=1e-12)
     assert independent_residual(G, g, lam, (0, 0, 1), mu, active) < 1e-12

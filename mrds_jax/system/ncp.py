@@ -472,7 +472,8 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         newton = -pivoted_solve(natural_map_jacobian(Gm + eps * eye, y, sigma, layout, mu, active), F)
         # the active-set step (:func:`mode_step`): where the natural map's Jacobian is singular at a stick-slip
         # switch or an inconsistent mode (four sliding corners), the step that keeps the iterate's modes
-        steps = jnp.stack([newton, mode_step(Gm, gm, lam, sigma, layout, mu, active, slip, settings.tikhonov)])
+        modes = guess_modes(lam, sigma, layout, mu, active, slip)
+        steps = jnp.stack([newton, mode_step(Gm, gm, lam, sigma, layout, mu, active, modes, settings.tikhonov)])
         sizes = jnp.concatenate([jnp.append(alphas, first_crossing(lam, d, layout, mu)) for d in steps])
         trials = lam[None] + sizes[:, None] * jnp.repeat(steps, alphas.size + 1, axis=0)
         thetas = jax.vmap(merit)(trials)
@@ -505,18 +506,19 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
 
 
 MODE_SLIP = 1e-4
-"""A contact on its cone's boundary slides in :func:`mode_step` where its slip exceeds this × the problem's max|g|."""
+"""A contact on its cone's boundary slides in :func:`semismooth_newton`'s :func:`mode_step` where its slip exceeds this × the problem's max|g|."""
 
 
-def mode_step(Gm, gm, lam, sigma, layout, mu, active, slip_tol, tikhonov):
-    """The active-set Newton step of :func:`semismooth_newton`: the modes the iterate ``lam`` shows
-    (:func:`guess_modes`: open where λ_n ≤ 0, sliding on the cone's boundary with a slip above ``slip_tol``, else
-    sticking) kept, one minimum-norm least-squares Newton step on their conditions (:func:`mode_residual`,
-    :func:`mode_system`; :func:`newton_polish`'s step). Where the natural map's generalised Jacobian is singular —
-    a contact at the stick-slip switch, an inconsistent mode such as four coplanar corners all sliding — its
-    Newton step is huge and useless, while this one is the least-squares step of the mode the iterate is in
-    (a semismooth Newton step with another element of the generalised Jacobian; Qi & Sun 1993)."""
-    modes = guess_modes(lam, sigma, layout, mu, active, slip_tol)
+def mode_step(Gm, gm, lam, sigma, layout, mu, active, modes, tikhonov):
+    """The active-set Newton step at fixed ``modes`` (separated, sticking, sliding, closed_u; :func:`guess_modes`):
+    one minimum-norm least-squares Newton step δ on the mode conditions F(λ) = 0 (:func:`mode_residual`), with the
+    Jacobian M (:func:`mode_system`) at the current iterate ``lam`` (σ = ``sigma``): δ = −(MᵀM + εI)⁻¹ Mᵀ F
+    (:func:`regularised_least_squares`), the step of :func:`newton_polish` and the second direction of
+    :func:`semismooth_newton`. Where the natural map's generalised Jacobian is singular — a contact at the
+    stick-slip switch, an inconsistent mode such as four coplanar corners all sliding — its Newton step is huge and
+    useless, while this one is the least-squares step of the mode the iterate is in (a semismooth Newton step with
+    another element of the generalised Jacobian; Qi & Sun 1993); along G's null space (redundant feet) it is the
+    minimum-norm step, so the iterate keeps its split of the internal forces."""
     M, _, _ = mode_system(Gm, lam, sigma, layout, mu, active, modes)
     return -regularised_least_squares(M, mode_residual(lam, sigma, layout, mu, active, modes), tikhonov, _scale(Gm))
 
@@ -697,10 +699,7 @@ def newton_polish(Gm, gm, layout, mu, active, guess, slip_tol, tikhonov, steps=3
     modes = guess_modes(guess, sigma, layout, mu, active, slip_tol)
 
     def newton_step(_, lam):
-        sigma = matmul(Gm, lam) + gm
-        M, _, _ = mode_system(Gm, lam, sigma, layout, mu, active, modes)
-        return lam - regularised_least_squares(M, mode_residual(lam, sigma, layout, mu, active, modes), tikhonov,
-                                               _scale(Gm))
+        return lam + mode_step(Gm, gm, lam, matmul(Gm, lam) + gm, layout, mu, active, modes, tikhonov)
 
     # a loop, not unrolled: one traced step (its factorisation is most of the polish's program) instead of `steps`
     lam = jax.lax.fori_loop(0, steps, newton_step, guess)
