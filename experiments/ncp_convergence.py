@@ -178,11 +178,13 @@ class Capture:
 
 
 def perturbed_starts(v0, batch, perturb, seed=0):
-    """(batch, nv) base velocities: v0 plus a uniform ±perturb on the first module's first six (the floating base),
-    except scenario 0, which starts as given."""
+    """(batch, nv) base velocities: v0 plus a uniform ±perturb on the first module's first six velocities (the
+    floating base; all of them where it has fewer, as the peg's planar end-effector), except scenario 0, which starts
+    as given."""
     rng = np.random.default_rng(seed)
     v = np.repeat(np.asarray(v0[0])[None], batch, axis=0)
-    v[1:, :6] += rng.uniform(-perturb, perturb, (batch - 1, 6))      # scenario 0: the unperturbed start
+    n = min(6, v.shape[1])
+    v[1:, :n] += rng.uniform(-perturb, perturb, (batch - 1, n))      # scenario 0: the unperturbed start
     return jnp.asarray(v, v0[0].dtype)
 
 
