@@ -9,6 +9,8 @@ landing and standing, the four-loop biped landing, the peg sliding in, in float6
 * its change of one row's mode (``changed_modes``) where a trip stalls: the most penetrating open row closes, else
   the least loaded separating closed one opens; it is kept only where every row's sign agrees with its mode
   (``mode_signs_hold``);
+* the answer along G's null space is the one of least friction, then least norm (``least_norm_impulses``): two
+  contacts at one point share its impulse equally, whatever split the solve found, and ``solve_ncp`` returns it;
 * with either method ``converged`` says what the independent residual says (item 1 of issue 58).
 """
 import json
@@ -22,7 +24,7 @@ import jax.numpy as jnp
 
 from mrds_jax.spatial.linalg import pivoted_solve
 from mrds_jax.system.ncp import (MODE_SLIP, NCPSettings, RowLayout, changed_modes, first_crossing, guess_modes,
-                                 mode_signs_hold, mode_step, solve_ncp)
+                                 least_norm_impulses, mode_signs_hold, mode_step, solve_ncp)
 
 HERE = Path(__file__).resolve().parent
 FILES = sorted((HERE / "data" / "contact_problems").glob("*.npz")) + sorted(
@@ -218,3 +220,23 @@ def test_changed_modes_closes_the_deepest_open_row_else_opens_the_least_loaded_s
     # nothing to change: every touching contact at rest, every open one separating
     assert not bool(changed_modes(modes, lam, jnp.zeros(12), layout, active, tol)[1])
     assert not bool(changed_modes(modes, lam, sigma, layout, active, jnp.full(12, 2 * e))[1])    # σ below tolerance
+
+
+def test_indeterminate_impulses_are_the_least_friction_then_least_norm_ones():
+    """Two contacts at one point of a unit point mass (G = [[I, I], [I, I]]: only their sum is determined), pressed
+    down with 0.1 and pushed along t1 with 0.02, μ = 0.5: the sum sticks, λ₁ + λ₂ = (0.1, −0.02, 0). From an uneven
+    admissible split the selection returns the even one (the least ‖λ‖ with the friction weighted 1e3: each the
+    half), and solve_ncp's answer from either split is that one too."""
+    layout = RowLayout(n_contacts=2)
+    I3 = np.eye(3)
+    G = jnp.asarray(np.block([[I3, I3], [I3, I3]]))
+    g = jnp.array([-0.1, 0.02, 0.0, -0.1, 0.02, 0.0])
+    mu, active = jnp.array([0.5, 0.5]), jnp.ones(6, bool)
+    uneven = jnp.array([0.08, -0.02, 0.0, 0.02, 0.0, 0.0])
+    assert independent_residual(G, g, uneven, (0, 0, 2), mu, active) < 1e-15      # a solution, not the chosen one
+    even = np.array([0.05, -0.01, 0.0, 0.05, -0.01, 0.0])
+    lam = least_norm_impulses(G, g, uneven, layout, mu, active, 1e-9, 1e-12)
+    np.testing.assert_allclose(np.asarray(lam), even, atol=1e-12)
+    for start in (uneven, jnp.zeros(6), jnp.array([0.1, -0.02, 0.0, 0.0, 0.0, 0.0])):
+        sol = solve_ncp(G, g, layout, mu, active, start)
+        np.testing.assert_allclose(np.asarray(sol.lam), even, atol=1e-10)

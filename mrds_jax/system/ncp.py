@@ -18,7 +18,10 @@ order, :class:`RowLayout`:
 Rows can be switched off per step (``active``): an inactive row's impulse is 0 and it takes no part in the solve
 (separated contact slots far from touching, grasps switched off, unreached limits), without changing any shape.
 
-**Solver** (:func:`solve_ncp`): ADMM on min ½λᵀGλ + (g + s)ᵀλ over λ ∈ K with the De Saxcé shift s = μ‖σ_t‖e_n
+**Solver** (:func:`solve_ncp`), by default semi-smooth Newton on the NCP's natural map (:func:`semismooth_newton`:
+proximal-point Newton steps beside active-set steps of the iterate's modes, a batched line search, and a change of
+one row's mode where a trip stalls), ADMM (below) from its iterate where it has not converged within its trips;
+``NCPSettings(method="admm")`` for ADMM alone: ADMM on min ½λᵀGλ + (g + s)ᵀλ over λ ∈ K with the De Saxcé shift s = μ‖σ_t‖e_n
 updated at every iteration (the fixed point of Carpentier et al., "From Compliant to Rigid Contact Simulation: a
 Unified and Efficient Approach", RSS 2024, the scheme of Pinocchio's ``ADMMConstraintSolver``):
 
@@ -86,22 +89,21 @@ class RowLayout(NamedTuple):
 
 
 class NCPSettings(NamedTuple):
-    """ADMM of :func:`solve_ncp`, iterated to a tolerance with caps: at most ``stages`` factorisations (ρ is
-    rebalanced between stages) × at most ``iterations`` iterations each; the loop leaves as soon as the
-    residuals (:func:`ncp_residuals`, and ADMM's consensus and dual change) are all within ``tolerance`` × the
-    problem's velocity scale max|g| (floored at 64 ulp of the dtype), so a warm-started step that is already
-    solved costs one check and no factorisation. ``rho`` the initial penalty relative to the largest diagonal
-    entry of G; ``prox`` the proximal weight η relative to it; ``tikhonov`` the relative regularisation of the
-    derivative's linear system; ``mode_tol`` the relative tolerance that decides the modes (separated, sticking,
-    sliding) for the derivative; ``relaxation`` α ∈ (0, 2) the over-relaxation of the z-update (Boyd et al.
-    2011, §3.4.3; 1 is plain ADMM); ``sliding_polish`` Newton-polishes the warm start with its sliding contacts
-    (:func:`newton_polish`: a cube sliding down an incline then needs no iteration after its first steps; it costs
-    about 4 m³ a step: measured 1.8× the run time on Cassie with a floor and 1.3× on the four-loop biped, where it
-    saves nothing; experiments/out/ncp_convergence.md). ``method``: ``"admm"`` (the default) or ``"newton"``
-    (:func:`semismooth_newton`, at most ``newton_iterations`` trips, its proximal weight ``proximal`` × max|F|
-    floored at ``regularisation`` (relative to max diag G), then ADMM from its iterate where it has not converged).
-    Either way the loops stop on the returned impulses' own residual (:func:`solution_residual`), which is what
-    ``converged`` reports."""
+    """The settings of :func:`solve_ncp`. ``method``: ``"newton"`` (the default: :func:`semismooth_newton`, at most
+    ``newton_iterations`` trips, its proximal weight ``proximal`` × max|F| floored at ``regularisation`` (relative
+    to max diag G), then ADMM from its iterate where it has not converged) or ``"admm"`` (ADMM alone). Either way
+    the loops stop as soon as the returned impulses' own residual (:func:`solution_residual`) is within
+    ``tolerance`` × the problem's velocity scale max|g| (floored at 64 ulp of the dtype), which is what
+    ``converged`` reports, so a warm-started step that is already solved costs one check and no factorisation.
+    ADMM iterates with caps: at most ``stages`` factorisations (ρ is rebalanced between stages) × at most
+    ``iterations`` iterations each. ``rho`` its initial penalty relative to the largest diagonal entry of G;
+    ``prox`` the proximal weight η relative to it; ``tikhonov`` the relative regularisation of the derivative's
+    linear system (and of the least-squares mode steps); ``mode_tol`` the relative tolerance that decides the
+    modes (separated, sticking, sliding) for the derivative; ``relaxation`` α ∈ (0, 2) the over-relaxation of the
+    z-update (Boyd et al. 2011, §3.4.3; 1 is plain ADMM); ``sliding_polish`` (ADMM alone) Newton-polishes the warm
+    start with its sliding contacts (:func:`newton_polish`: a cube sliding down an incline then needs no iteration
+    after its first steps; it costs about 4 m³ a step: measured 1.8× the run time on Cassie with a floor and 1.3×
+    on the four-loop biped, where it saves nothing; experiments/out/ncp_convergence.md)."""
     stages: int = 8
     iterations: int = 50
     rho: float = 0.1
@@ -111,7 +113,7 @@ class NCPSettings(NamedTuple):
     relaxation: float = 1.6
     tolerance: float = 1e-7
     sliding_polish: bool = True
-    method: str = "admm"
+    method: str = "newton"
     newton_iterations: int = 20
     proximal: float = 1.0
     regularisation: float = 1e-12
@@ -284,6 +286,25 @@ def polish_modes(Gm, gm, layout, guess, active, eta):
     return lam
 
 
+def polish(Gm, gm, layout, mu, active, z, D, eta, tol, slip_tol, tikhonov, sliding=False):
+    """(z polished, its residual :func:`solution_residual`): by :func:`polish_modes` (sticking contacts, exact on
+    G_cc's range even where it is ill-conditioned) and, with ``sliding``, also by :func:`newton_polish` (sliding
+    contacts too, by least squares: weaker where M is ill-conditioned, its normal matrix squares M's condition): the
+    better of the two. Both methods polish the warm start so; ADMM also each stage's end, with the sticking polish
+    only: the Newton polish is m³ work a step, not a stage (on Cassie, 98 slots, polishing every stage's end this
+    way cost 2.9× the run time for no fewer iterations)."""
+    scale = _scale(Gm)
+    eta_p = jnp.maximum(eta, 64 * jnp.finfo(Gm.dtype).eps * scale)
+    zs = polish_modes(Gm, gm, layout, z, active, eta_p)
+    rs = solution_residual(Gm, gm, zs, layout, mu, active, D)
+    if not sliding:
+        return zs, rs
+    zn = newton_polish(Gm, gm, layout, mu, active, z, slip_tol, tikhonov)
+    rn = solution_residual(Gm, gm, zn, layout, mu, active, D)
+    sticking_does = (rs <= tol) | ~(rn < rs)
+    return jnp.where(sticking_does, zs, zn), jnp.where(sticking_does, rs, rn)
+
+
 def _admm(G, g, layout, mu, active, lam0, settings, D, polish_start=True):
     """ADMM on the masked problem (module docstring), iterated to ``settings.tolerance``: an outer loop of stages
     (one factorisation of G + R + ηI each, ρ rebalanced between them by the ratio of the primal and dual
@@ -361,20 +382,7 @@ def _admm(G, g, layout, mu, active, lam0, settings, D, polish_start=True):
     rho0 = jnp.asarray(settings.rho, dtype) * scale
 
     def polished(z, sliding=False):
-        """z polished by polish_modes (sticking contacts, exact on G_cc's range even where it is ill-conditioned)
-        and, with ``sliding``, also by newton_polish (sliding contacts too, by least squares: weaker where M is
-        ill-conditioned, its normal matrix squares M's condition): the better of the two. Only the warm start is
-        Newton-polished: m³ work a step, not a stage (on Cassie, 98 slots, polishing every stage's end this way
-        cost 2.9× the run time for no fewer iterations)."""
-        eta_p = jnp.maximum(eta, 64 * jnp.finfo(dtype).eps * scale)
-        zs = polish_modes(Gm, gm, layout, z, active, eta_p)
-        rs = residual(zs, zs, zs, rho0)[0]
-        if not sliding:
-            return zs, rs
-        zn = newton_polish(Gm, gm, layout, mu, active, z, slip_tol, settings.tikhonov)
-        rn = residual(zn, zn, zn, rho0)[0]
-        sticking_does = (rs <= tol) | ~(rn < rs)
-        return jnp.where(sticking_does, zs, zn), jnp.where(sticking_does, rs, rn)
+        return polish(Gm, gm, layout, mu, active, z, D, eta, tol, slip_tol, settings.tikhonov, sliding)
 
     # the warm start's modes polished into an exact solution (polish_modes) where that is one: a step whose
     # contacts keep their modes (standing, holding, resting, nothing near) needs no iteration
@@ -525,16 +533,18 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
 
     lam0 = project(lam0)
     res0 = residual(lam0)
-    # the first trip, where the warm start is no solution: the warm start's modes kept (:func:`polish_modes`: its
-    # sticking rows' linear system, the rest open), so that a contact that was open stays open where that is
-    # consistent (where the NCP has several solutions, the one its previous step's modes lead to)
-    eta = jnp.maximum(settings.prox, 64 * jnp.finfo(G.dtype).eps) * _scale(Gm)
-    lam1, res1 = run_if(~(res0 <= tol), lambda _: (lambda x: (x, residual(x)))(
-        polish_modes(Gm, gm, layout, lam0, active, eta)), (lam0, res0))
-    keep = ~(res0 <= tol) & ~(merit(lam1) < merit(lam0))
+    # the warm start polished as ADMM's is (:func:`polish`: its modes kept, the sticking rows' linear system and the
+    # sliding contacts' Newton polish), so that a contact that was open stays open where that is consistent (where
+    # the NCP has several solutions, the one its previous step's modes lead to), and a step whose contacts keep
+    # their modes — standing, sliding on — costs no trip and is exact
+    slip_tol = mode_tolerance(settings.mode_tol, G.dtype) * jnp.max(jnp.abs(gm), initial=jnp.finfo(G.dtype).tiny)
+    lam1, res1 = run_if(~(res0 <= tol), lambda _: polish(
+        Gm, gm, layout, mu, active, lam0, D, settings.prox * scale, tol, slip_tol, settings.tikhonov,
+        settings.sliding_polish and layout.n_contacts > 0), (lam0, res0))
+    keep = ~(res0 <= tol) & ~(res1 <= tol) & ~(merit(lam1) < merit(lam0))
     lam1, res1 = jnp.where(keep, lam0, lam1), jnp.where(keep, res0, res1)
-    first = (~(res0 <= tol)).astype(jnp.int32)
-    lam, trips, _, _ = jax.lax.while_loop(going, trip, (lam1, first, res1, jnp.ones((), G.dtype)))
+    lam, trips, _, _ = jax.lax.while_loop(going, trip, (lam1, jnp.zeros((), jnp.int32), res1,
+                                                        jnp.ones((), G.dtype)))
     return project(lam), trips
 
 
@@ -854,7 +864,74 @@ def _solve_fixed_modes(G, g, mu, active, lam0, D, layout, settings):
         lam0, trips = semismooth_newton(G, g, layout, mu, active, lam0, settings, D)
         polish_start = False
     lam, consensus, iterations, converged = _admm(G, g, layout, mu, active, lam0, settings, D, polish_start)
+    lam = least_norm_where_solved(G, g, lam, layout, mu, active, D, settings, converged)
     return lam, jnp.stack([consensus, (trips + iterations).astype(g.dtype), converged.astype(g.dtype)])
+
+
+def touching_modes(sigma, layout, active, slip_tol, velocity_tol=None):
+    """The modes a solution's velocities show, for :func:`least_norm_impulses`: a contact is open where it separates
+    (σ_n > ``velocity_tol``, per row; default 0), else sliding where it slips (‖σ_t‖ > ``slip_tol``), else sticking;
+    a one-sided row is closed where σ ≤ ``velocity_tol``. Unlike :func:`guess_modes`, which reads λ, a contact that
+    touches without pushing (λ = 0 = σ_n: the second of two contacts at one point, the solve's impulse all on the
+    first) is closed, so that the selection may share the impulse with it."""
+    tol = jnp.zeros_like(sigma) if velocity_tol is None else velocity_tol
+    _, su, sc = _split(sigma, layout)
+    _, tu, tc = _split(tol, layout)
+    _, au, ac = _split(active, layout)
+    separated = ~ac[:, 0] | (sc[:, 0] > tc[:, 0])
+    sliding = ~separated & (_safe_norm(sc[:, 1:]) > slip_tol)
+    return separated, ~separated & ~sliding, sliding, au & (su <= tu)
+
+
+FRICTION_WEIGHT = 1e3
+SELECTION_REFINEMENTS = 4
+"""The weight of tangential impulses in :func:`least_norm_impulses`' norm (friction 1e6 times dearer than push)."""
+
+
+def least_norm_impulses(Gm, gm, lam, layout, mu, active, slip_tol, tikhonov, velocity_tol=None):
+    """The impulses that need the least friction, and of those the least norm, with the modes and constraint
+    velocities of the solution ``lam`` (issue 58's one answer for indeterminate forces): the x of least ‖W x‖ with
+    M x = M λ, M the mode system (:func:`mode_system` at the modes its velocities show, :func:`touching_modes`), W = 1 on normal,
+    one-sided and bilateral rows and :data:`FRICTION_WEIGHT` on tangential ones: x = W⁻¹ (M W⁻¹)⁺ M λ
+    (:func:`least_squares_factor`, iterated Tikhonov: :data:`SELECTION_REFINEMENTS` solves with one factor, each
+    update in M W⁻¹'s row space, so the limit is the least-norm solution and the ε bias of one solve, 1e-7 where W
+    makes columns small, is gone; Hanke & Groetsch 1998), the open rows exactly 0 (:func:`open_rows`). Along G's null space —
+    four feet, two-point feet, four coplanar corners, a wedged peg, a grasped object — impulses change no velocity,
+    and this removes them: a table on four feet carries no friction on flat ground (the plain least norm would
+    trade some of the normal impulses' moment for friction at the feet), a wedged peg's squeeze is the least one.
+    The norm is that of the row-scaled impulses (:func:`row_scaling`), Σ G_ii λ_i², an energy, so that rows of
+    different units (forces, torques) weigh alike. The cones are not enforced: the caller keeps ``lam`` where x is
+    no solution."""
+    sigma = matmul(Gm, lam) + gm
+    modes = touching_modes(sigma, layout, active, slip_tol, velocity_tol)
+    M, _, _ = mode_system(Gm, lam, sigma, layout, mu, active, modes)
+    w = _join(jnp.ones(layout.n_bilateral, Gm.dtype), jnp.ones(layout.n_unilateral, Gm.dtype),
+              jnp.tile(jnp.array([1.0, FRICTION_WEIGHT, FRICTION_WEIGHT], Gm.dtype), (layout.n_contacts, 1)))
+    Mw = M / w[None, :]
+    # ε at √ulp: a factor of MᵀM + εI puts rounding / ε of each right-hand side into M's null space (1e-4 of it at
+    # ε = 1e-12), the very component that is to be 0; the refinements remove the bias that ε puts in its range
+    solve = least_squares_factor(Mw, max(float(tikhonov), float(jnp.finfo(Gm.dtype).eps) ** 0.5), _scale(Gm))
+    b = matmul(M, lam)
+    y = jnp.zeros_like(lam)
+    for _ in range(SELECTION_REFINEMENTS):        # iterated Tikhonov: the least-norm solution, the ε bias removed
+        y = y + solve(b - matmul(Mw, y))
+    return open_rows(y / w, layout, modes)
+
+
+def least_norm_where_solved(G, g, lam, layout, mu, active, D, settings, solved):
+    """``lam`` replaced by :func:`least_norm_impulses` where it is a solution (``solved``) and so is that one, to
+    the solve's tolerance and no less exactly but for rounding (:func:`solution_residual`); on the row-scaled
+    problem."""
+    Gm, gm, _ = _masked_problem(G, g, active)
+    dtype = G.dtype
+    tol = convergence_tolerance(gm / D, settings.tolerance)
+    slip_tol = mode_tolerance(settings.mode_tol, dtype) * jnp.max(jnp.abs(gm), initial=jnp.finfo(dtype).tiny)
+    x = least_norm_impulses(Gm, gm, lam, layout, mu, active, slip_tol, settings.tikhonov, D * tol) * active.astype(dtype)
+    res_x = solution_residual(Gm, gm, x, layout, mu, active, D)
+    res = solution_residual(Gm, gm, lam, layout, mu, active, D)
+    # no less exact than the solve's answer, but for rounding (the dtype's floor of the tolerance)
+    keep = solved & (res_x <= tol) & (res_x <= res + convergence_tolerance(gm / D, 0.0))
+    return jnp.where(keep, x, lam)
 
 
 _solve_core = jax.custom_jvp(_solve_fixed_modes, nondiff_argnums=(6, 7))
