@@ -257,7 +257,7 @@ class StepReport(NamedTuple):
     primal: jnp.ndarray            # () solver residuals (:func:`~.ncp.ncp_residuals`)
     dual: jnp.ndarray
     complementarity: jnp.ndarray
-    iterations: jnp.ndarray        # () ADMM iterations of the step (0: nothing to solve, or the warm start solved it)
+    iterations: jnp.ndarray        # () loop trips of the step's solve (0: nothing to solve, or the warm start solved it)
     converged: jnp.ndarray         # () bool: residuals within NCPSettings.tolerance
     overflow: jnp.ndarray          # () bool: more rows could act than the buffer holds (:class:`ContactSettings`)
     pair_overflow: jnp.ndarray = None   # () bool: more collision pairs of one kind within reach than the broad phase
@@ -1023,7 +1023,7 @@ class ContactTrajectory(NamedTuple):
     complementarity: jnp.ndarray
     first_nonfinite: jnp.ndarray   # step index where the state first became non-finite, −1 if never
     dt: jnp.ndarray = None         # the step (an impulse over dt is the mean force of its step)
-    iterations_max: jnp.ndarray = None   # (n_out,) most ADMM iterations of a step since the previous stored state
+    iterations_max: jnp.ndarray = None   # (n_out,) most loop trips of a step's solve since the previous stored state
     iterations_mean: jnp.ndarray = None  # (n_out,) their mean over those steps
     converged: jnp.ndarray = None        # (n_out,) bool: every one of those steps within NCPSettings.tolerance
     overflow: jnp.ndarray = None         # (n_out,) bool: some step had more candidate rows than the buffer holds
