@@ -24,7 +24,8 @@ import jax.numpy as jnp
 
 from mrds_jax.spatial.linalg import pivoted_solve
 from mrds_jax.system.ncp import (MODE_SLIP, NCPSettings, RowLayout, changed_modes, first_crossing, guess_modes,
-                                 least_norm_impulses, mode_signs_hold, mode_step, solve_ncp)
+                                 least_norm_impulses, mode_signs_hold, mode_step, solution_residual,
+                                 solve_ncp)
 
 HERE = Path(__file__).resolve().parent
 FILES = sorted((HERE / "data" / "contact_problems").glob("*.npz")) + sorted(
@@ -32,9 +33,11 @@ FILES = sorted((HERE / "data" / "contact_problems").glob("*.npz")) + sorted(
 
 
 def independent_residual(G, g, lam, layout, mu, active):
-    """max(primal, dual, complementarity per impulse) of the De Saxcé NCP in float64 NumPy: σ = G λ + g; bilateral
+    """max(primal, dual, complementarity) of the De Saxcé NCP in float64 NumPy: σ = G λ + g; bilateral
     |σ|; one-sided max(−σ, 0), max(−λ, 0) and |λ σ|; contacts: σ̃ = σ + μ‖σ_t‖ e_n must lie in {μ‖σ̃_t‖ ≤ σ̃_n} (its
-    distance from that cone), λ in {‖λ_t‖ ≤ μ λ_n} (its distance), λ·σ̃ = 0; complementarity over max|λ|."""
+    distance from that cone), λ in {‖λ_t‖ ≤ μ λ_n} (its distance), λ·σ̃ = 0; complementarity over max|λ| and, per
+    row or contact, as a velocity: |λ·σ̃| / max(‖λ‖, ‖σ̃‖/w), w its largest diagonal entry of G (a light body's small
+    impulses are judged at their own scale)."""
     G, g, lam, mu = (np.asarray(x, float) for x in (G, g, lam, mu))
     a = np.asarray(active, bool)
     sig = (G @ lam + g) * a
@@ -45,6 +48,13 @@ def independent_residual(G, g, lam, layout, mu, active):
     su, lu = sig[b:b + u], lam[b:b + u]
     worst += [np.maximum(-su, 0).max(initial=0.0), np.maximum(-lu, 0).max(initial=0.0) * np.abs(np.diag(G)).max(initial=0.0)]
     comp.append(np.abs(su * lu).max(initial=0.0))
+    dG = np.abs(np.diag(G))
+    per_row = [0.0]
+
+    def own_scale(l, s, w):         # |l·s| over max(‖l‖, ‖s‖/w): at most s's velocity along l and w‖l‖
+        den = max(np.linalg.norm(l), np.linalg.norm(s) / max(w, 1e-300), 1e-300)
+        return abs(float(np.dot(l, s))) / den
+    per_row += [own_scale(lu[j:j + 1], su[j:j + 1], dG[b + j]) for j in range(u)]
 
     def cone_distance(x, c):        # distance of x = (x_n, x_t) from {‖x_t‖ ≤ c x_n}
         n, r = x[0], np.linalg.norm(x[1:])
@@ -61,7 +71,8 @@ def independent_residual(G, g, lam, layout, mu, active):
         worst.append(cone_distance(st, 1.0 / mu[i]) if mu[i] > 0 else max(-st[0], 0.0))
         worst.append(cone_distance(lc, mu[i]) * diag)
         comp.append(abs(lc @ st))
-    return max(max(worst), max(comp) / max(np.abs(lam).max(initial=0.0), 1e-300))
+        per_row.append(own_scale(lc, st, dG[b + u + 3 * i:b + u + 3 * i + 3].max()))
+    return max(max(worst), max(comp) / max(np.abs(lam).max(initial=0.0), 1e-300), max(per_row))
 
 
 def padded_problems(path):
@@ -142,6 +153,29 @@ def test_converged_says_what_the_independent_residual_says(solved, method):
         # the flag is the returned impulses' own residual: equal to the independent one up to its rounding
         clear = (ratio < 0.95) | (ratio > 1.05)
         np.testing.assert_array_equal(converged[clear] > 0, ratio[clear] <= 1.0, err_msg=f"{name} {method} {dt}")
+
+
+def test_a_light_bodys_wrong_impulse_is_not_converged_and_the_solve_removes_it():
+    """A 1000 kg box's contact (G = 4e-3 I, pressed by g_n = −9.81e-3 m/s: λ_n = 2.4525 N s) beside a 1e-9 kg
+    sphere's separating one (G = 1e9 I, g_n = +1e-5 m/s: λ = 0). A warm start that keeps the sphere held up by
+    1e-11 N s (its weight's impulse) leaves it separating at 1e-2 m/s instead, which the complementarity over the
+    problem's largest impulse sees as 4e-14 m/s, below the tolerance 9.8e-10 m/s; per contact it is 1e-5 m/s.
+    ``converged`` is False for that start, and from it the solve opens the sphere's contact (λ = 0 there)."""
+    layout = RowLayout(n_contacts=2)
+    G = np.diag([4e-3] * 3 + [1e9] * 3)
+    g = np.array([-9.81e-3, 0, 0, 1e-5, 0, 0])
+    mu, active = np.array([0.5, 0.5]), np.ones(6, bool)
+    wrong = np.array([2.4525, 0, 0, 1e-11, 0, 0])
+    tol = 1e-7 * np.abs(g).max()
+    assert independent_residual(G, g, wrong, (0, 0, 2), mu, active) > 1e3 * tol
+    # the number the solve stops on and reports as converged (the warm start is kept where it is within tolerance)
+    own = float(solution_residual(*(jnp.asarray(x) for x in (G, g, wrong)), layout, jnp.asarray(mu),
+                                  jnp.asarray(active), jnp.ones(6)))
+    assert own > 1e3 * tol, own
+    sol = solve_ncp(jnp.asarray(G), jnp.asarray(g), layout, jnp.asarray(mu), jnp.asarray(active), jnp.asarray(wrong))
+    lam = np.asarray(sol.lam)
+    assert bool(sol.converged) and independent_residual(G, g, lam, (0, 0, 2), mu, active) <= tol
+    np.testing.assert_allclose(lam, [2.4525, 0, 0, 0, 0, 0], rtol=1e-9, atol=1e-20)
 
 
 def test_pivoted_solve_agrees_with_lapack_on_matrices_that_need_pivoting():

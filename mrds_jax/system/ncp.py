@@ -241,18 +241,42 @@ def convergence_tolerance(g, tolerance):
     return rel * jnp.max(jnp.abs(g), initial=jnp.finfo(g.dtype).tiny)
 
 
+def row_complementarity(sigma, lam, layout, mu, active, w):
+    """The complementarity of each one-sided row and contact in velocity units, whatever its impulses' scale:
+    |λᵀσ̃| / max(‖λ‖, ‖σ̃‖/w), with ``w`` the row's own velocity per impulse (its diagonal of G; a contact's largest,
+    as :func:`row_scaling`). It is at most the velocity σ̃ has along λ and at most the velocity w‖λ‖ the impulse gives
+    its own row, so it is 0 for a row that is open (λ = 0) or closed (σ̃ = 0) and small only where the row is nearly
+    so in velocity: a 1e-9 kg sphere held up by 1e-11 N s while it separates at 1e-5 m/s counts 1e-5 m/s, where the
+    product over the problem's largest impulse (a 1000 kg box's 2.5 N s) hides it at 1e-16 (the box and sphere of
+    tests/test_contact_hardening.py). The largest over the active rows; 0 without such rows."""
+    act = active.astype(sigma.dtype)
+    _, su, sc = _split(sigma * act, layout)
+    _, lu, lc = _split(lam * act, layout)
+    _, wu, wc = _split(w, layout)
+    st = sc + de_saxce_shift(sc, mu)
+    tiny = jnp.finfo(sigma.dtype).tiny
+    wc = jnp.max(wc, axis=-1)
+    comp_u = jnp.abs(lu * su) / jnp.maximum(jnp.maximum(jnp.abs(lu), jnp.abs(su) / jnp.maximum(wu, tiny)), tiny)
+    comp_c = jnp.abs(jnp.sum(lc * st, axis=-1)) / jnp.maximum(
+        jnp.maximum(_safe_norm(lc), _safe_norm(st) / jnp.maximum(wc, tiny)), tiny)
+    return jnp.max(jnp.concatenate([comp_u, comp_c, jnp.zeros(1, sigma.dtype)]))
+
+
 def solution_residual(G, g, lam, layout, mu, active, D):
     """The one number :func:`solve_ncp` stops on and calls ``converged`` (module docstring): the largest of the
     primal residual, the dual one (λ's distance from K, in velocity units through max diag G) and the
-    complementarity per impulse |λᵀσ̃|/max|λ|, all of the *unscaled* problem, whose impulses are D λ and whose
-    velocities are σ/D when ``G``, ``g`` and ``lam`` are the row-scaled ones (:func:`row_scaling`; D = 1: the problem
-    itself). NaN counts as infinite."""
+    complementarity both per impulse of the problem, |λᵀσ̃|/max|λ|, and per row (:func:`row_complementarity`: rows
+    whose impulses are far below the largest, a light body on a heavy one, are solved as exactly in velocity), all
+    of the *unscaled* problem, whose impulses are D λ and whose velocities are σ/D when ``G``, ``g`` and ``lam`` are
+    the row-scaled ones (:func:`row_scaling`; D = 1: the problem itself). NaN counts as infinite."""
     sigma = (matmul(G, lam) + g) / D
     lam_u = D * lam
     primal, dual, comp = residuals_of(sigma, lam_u, layout, mu, active)
     lam_scale = jnp.maximum(jnp.max(jnp.abs(lam_u), initial=0.0), jnp.finfo(g.dtype).tiny)
-    velocity_per_impulse = jnp.max(jnp.abs(jnp.diagonal(G)) / (D * D), initial=0.0)
-    res = jnp.maximum(jnp.maximum(primal, comp / lam_scale), dual * velocity_per_impulse)
+    w = jnp.abs(jnp.diagonal(G)) / (D * D)
+    velocity_per_impulse = jnp.max(w, initial=0.0)
+    comp_rows = row_complementarity(sigma, lam_u, layout, mu, active, w)
+    res = jnp.maximum(jnp.maximum(primal, jnp.maximum(comp / lam_scale, comp_rows)), dual * velocity_per_impulse)
     return jnp.where(jnp.isnan(res), jnp.inf, res)
 
 
