@@ -473,7 +473,9 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     velocity says its mode is wrong (an open row penetrating, a closed one separating), that row's mode is changed
     (:func:`changed_modes`) and a few block-pivoting mode steps taken (:func:`pivoted_modes`), kept where every row's
     sign agrees with its mode (:func:`mode_signs_hold`) and θ falls — or, where the trip is stuck at a local minimum
-    of θ, whatever θ does. On the captured problems of tests/test_contact_problems.py (1,900 problems, float64 and
+    of θ, whatever θ does. After :data:`RESTART_TRIPS` slow trips in a row without such a change (an iterate creeping
+    along G's null space with its internal forces pinned to the cones' boundaries) Newton restarts from the
+    least-friction, least-norm impulses of the iterate's velocities (:func:`least_norm_impulses`). On the captured problems of tests/test_contact_problems.py (1,900 problems, float64 and
     float32): at most 19 trips, 4.2 on average; with the Newton direction alone and the largest Armijo step, 78 and
     9, and without the change of mode 400+ (ADMM's cap) on four sliding corners and two rocking box feet. The loop
     (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
@@ -499,8 +501,15 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     def residual(lam):
         return solution_residual(Gm, gm, project(lam), layout, mu, active, D)
 
+    slip_tol = mode_tolerance(settings.mode_tol, G.dtype) * jnp.max(jnp.abs(gm), initial=jnp.finfo(G.dtype).tiny)
+
+    def restart(lam):
+        # the least-friction, least-norm impulses of the iterate's velocities (:func:`least_norm_impulses`): the
+        # same velocities with the internal forces along G's null space removed
+        return least_norm_impulses(Gm, gm, lam, layout, mu, active, slip_tol, settings.tikhonov, D * tol) * a
+
     def trip(carry):
-        lam, k, _, kappa = carry
+        lam, k, _, kappa, slow = carry
         F, y, sigma = natural_map(Gm, gm, lam, layout, mu, active)
         theta = 0.5 * jnp.sum(F * F)
         # the proximal-point Newton step: the Jacobian of the map of G + εI at the proximal centre λ (whose map at λ
@@ -549,10 +558,18 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         escape = escape & holds
         lam_new = jnp.where(escape, lam_mode, lam_new)
         kappa = jnp.where(escape, 1.0, jnp.where(stalled, 10.0 * kappa, jnp.maximum(0.1 * kappa, 1.0)))
-        return lam_new, k + 1, residual(lam_new), kappa
+        # RESTART_TRIPS slow trips in a row (θ down by less than a tenth each, no change of mode): the iterate creeps
+        # along G's null space, its internal forces pinned to the cones' boundaries (two box feet whose every corner
+        # pushes, float32: 0.3 % a trip, where the solution has a corner of each foot open), and Newton restarts
+        # from the same velocities' least-friction, least-norm impulses (:func:`restart`), whatever θ does there
+        slow = jnp.where(escape | (thetas[best] < SLOW_TRIP * theta), 0, slow + 1)
+        restarts = slow >= RESTART_TRIPS
+        lam_new = run_if(restarts, restart, lam_new)
+        kappa, slow = jnp.where(restarts, 1.0, kappa), jnp.where(restarts, 0, slow)
+        return lam_new, k + 1, residual(lam_new), kappa, slow
 
     def going(carry):
-        _, k, res, kappa = carry
+        _, k, res, kappa, _ = carry
         return (k < settings.newton_iterations) & ~(res <= tol) & (kappa < 1e6)
 
     lam0 = project(lam0)
@@ -561,25 +578,30 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     # sliding contacts' Newton polish), so that a contact that was open stays open where that is consistent (where
     # the NCP has several solutions, the one its previous step's modes lead to), and a step whose contacts keep
     # their modes — standing, sliding on — costs no trip and is exact
-    slip_tol = mode_tolerance(settings.mode_tol, G.dtype) * jnp.max(jnp.abs(gm), initial=jnp.finfo(G.dtype).tiny)
     lam1, res1 = run_if(~(res0 <= tol), lambda _: polish(
         Gm, gm, layout, mu, active, lam0, D, settings.prox * scale, tol, slip_tol, settings.tikhonov,
         settings.sliding_polish and layout.n_contacts > 0), (lam0, res0))
+    # the loop stops on the residual of the projected iterate, which it returns: the polish's own residual is of
+    # its unprojected impulses (a polished corner just outside its cone passed there while its projection did not,
+    # and the loop left before its first trip: 131 ADMM iterations on a float32 incline problem instead)
+    res1 = jnp.where(res1 <= tol, residual(lam1), res1)
     keep = ~(res0 <= tol) & ~(res1 <= tol) & ~(merit(lam1) < merit(lam0))
     lam1, res1 = jnp.where(keep, lam0, lam1), jnp.where(keep, res0, res1)
-    lam, trips, _, _ = jax.lax.while_loop(going, trip, (lam1, jnp.zeros((), jnp.int32), res1,
-                                                        jnp.ones((), G.dtype)))
+    lam, trips, _, _, _ = jax.lax.while_loop(going, trip, (lam1, jnp.zeros((), jnp.int32), res1,
+                                                           jnp.ones((), G.dtype), jnp.zeros((), jnp.int32)))
     return project(lam), trips
 
 
 MODE_SLIP = 1e-4
+"""A contact on its cone's boundary slides in :func:`semismooth_newton`'s :func:`mode_step` where its slip exceeds this × the problem's max|g|."""
 SLOW_TRIP = 0.9
+""":func:`semismooth_newton` changes a row's mode (:func:`changed_modes`) after a trip whose θ fell by less than 1 − this."""
 STUCK_TRIP = 0.99
 """:func:`semismooth_newton` changes a mode whatever θ does after a trip whose θ fell by less than 1 − this."""
 PIVOTS = 3
 """:func:`semismooth_newton`'s change of mode takes this many mode steps, each of the modes the last one shows."""
-""":func:`semismooth_newton` changes a row's mode (:func:`changed_modes`) after a trip whose θ fell by less than 1 − this."""
-"""A contact on its cone's boundary slides in :func:`semismooth_newton`'s :func:`mode_step` where its slip exceeds this × the problem's max|g|."""
+RESTART_TRIPS = 4
+""":func:`semismooth_newton` restarts from the least-norm impulses after this many slow trips (:data:`SLOW_TRIP`) in a row."""
 
 
 def mode_step(Gm, gm, lam, sigma, layout, mu, active, modes, tikhonov):
