@@ -23,13 +23,19 @@ import jax
 import jax.numpy as jnp
 
 from mrds_jax.spatial.linalg import pivoted_solve
-from mrds_jax.system.ncp import (MODE_SLIP, NCPSettings, RowLayout, changed_modes, first_crossing, guess_modes,
-                                 least_norm_impulses, mode_signs_hold, mode_step, solution_residual,
-                                 solve_ncp)
+from mrds_jax.system.ncp import (MODE_SLIP, NCPSettings, RowLayout, candidate_modes, changed_modes, first_crossing,
+                                 fixed_mode_steps, guess_modes, least_norm_impulses, mode_signs_hold, mode_step,
+                                 solution_residual, solve_ncp)
 
 HERE = Path(__file__).resolve().parent
-FILES = sorted((HERE / "data" / "contact_problems").glob("*.npz")) + sorted(
+# hardest/: the problems of three float32 rollouts with one unconverged step each (at 1ea5a30) that took the most
+# trips, 83, 40 and 44 of 468, 123 and 168, with every tenth other: held to the bar's maximum, not to its mean
+# (6.2 on the quadruped's and biped's selections, 3.6 on the incline's; the rollouts' own means per step are
+# experiments/ncp_convergence.py's)
+HARDEST = sorted((HERE / "data" / "contact_problems" / "hardest").glob("*.npz"))
+FILES = sorted((HERE / "data" / "contact_problems").glob("*.npz")) + HARDEST + sorted(
     (HERE.parent.parent / "shared" / "data" / "contact_problems").glob("*.npz"))
+HARDEST_NAMES = {p.name for p in HARDEST}
 
 
 def independent_residual(G, g, lam, layout, mu, active):
@@ -140,8 +146,10 @@ def test_newton_solves_every_captured_problem(solved, dtype):
         assert np.all(ratio <= margin), (name, dtype, np.flatnonzero(ratio > margin), ratio.max())
         assert np.all(converged[ratio <= 1.0] > 0), (name, dtype)
         print(f"{name} {dtype}: {len(rows)} problems, trips max {trips.max():.0f} mean {trips.mean():.2f}")
-        # issue 58's bar on the loop trips (Newton's and, where it stops short, ADMM's after it)
-        assert trips.max() <= 25 and trips.mean() <= 5, (name, dtype, trips.max(), trips.mean())
+        # issue 58's bar on the loop trips (Newton's and, where it stops short, ADMM's after it); its mean not on
+        # hardest/'s selections (above)
+        assert trips.max() <= 25, (name, dtype, trips.max())
+        assert name in HARDEST_NAMES or trips.mean() <= 5, (name, dtype, trips.mean())
 
 
 @pytest.mark.parametrize("method", ["newton", "admm"])
@@ -219,6 +227,32 @@ def test_mode_step_solves_a_sliding_point_mass_in_one_step():
     lam = guess + mode_step(G, g, guess, sigma, layout, mu, active, modes, 0.0)
     np.testing.assert_allclose(np.asarray(lam), [0.1, -0.05, 0.0], atol=1e-12)
     assert independent_residual(G, g, lam, (0, 0, 1), mu, active) < 1e-12
+
+
+def test_candidate_modes_guess_all_then_each_slipping_contact_inside_its_cone_sliding():
+    """Four touching contacts, μ = 0.5: 0 on its cone's boundary and slipping (sliding by :func:`guess_modes`), 1 and
+    2 inside their cones and slipping (uncertain: 2 slips more), 3 inside and at rest. The guesses: 0, 1 and 2
+    sliding; 0 and 2 (the most slipping first); 0 and 1; then the iterate's own modes (no third uncertain
+    contact); 3 sticks and none is open in every guess."""
+    layout, mu, active = RowLayout(n_contacts=4), jnp.full(4, 0.5), jnp.ones(12, bool)
+    lam = jnp.array([[1.0, -0.5, 0], [1.0, 0.1, 0], [1.0, 0, 0.2], [1.0, 0, 0]]).reshape(-1)
+    sigma = jnp.array([[0, 1e-2, 0], [0, -1e-3, 0], [0, 0, -2e-3], [0, 0, 0]]).reshape(-1)
+    separated, sticking, sliding, _ = candidate_modes(lam, sigma, layout, mu, active, 1e-6, count=3)
+    np.testing.assert_array_equal(np.asarray(sliding), [[1, 1, 1, 0], [1, 0, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
+    np.testing.assert_array_equal(np.asarray(sticking), ~np.asarray(sliding))
+    assert not np.any(np.asarray(separated))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_fixed_mode_steps_solve_a_sliding_point_mass(dtype):
+    """The sliding point mass of the test above from a guess sticking inside its cone: the steps of the sliding
+    mode reach the answer λ = (0.1, −0.05, 0) to the dtype's rounding."""
+    layout = RowLayout(n_contacts=1)
+    G, g, mu, active = (jnp.eye(3, dtype=dtype), jnp.array([-0.1, 1.0, 0.0], dtype), jnp.array([0.5], dtype),
+                        jnp.ones(3, bool))
+    sliding = (jnp.zeros(1, bool), jnp.zeros(1, bool), jnp.ones(1, bool), jnp.zeros(0, bool))
+    lam = fixed_mode_steps(G, g, jnp.array([0.3, -0.01, 0.0], dtype), layout, mu, active, sliding, 3)
+    np.testing.assert_allclose(np.asarray(lam, float), [0.1, -0.05, 0.0], atol=8 * float(jnp.finfo(dtype).eps))
 
 
 def test_changed_modes_closes_the_deepest_open_row_else_opens_the_least_loaded_separating_one():

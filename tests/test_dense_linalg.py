@@ -108,6 +108,38 @@ def test_vmapped_code_has_no_lapack_call_and_matches(n):
     np.testing.assert_allclose(vcond(A), np.linalg.cond(A), rtol=1e-10)
 
 
+@pytest.mark.parametrize("shape", [(6, 6), (13, 9), (12, 12)])
+def test_damped_lstsq_equals_numpy_and_keeps_small_singular_values_in_float32(shape):
+    """argmin ‖A x − b‖² + ε‖x‖² against numpy's lstsq of the stacked [A; √ε I], [b; 0] (float64, cond 1e6, a
+    rank-deficient A, b in its range, whose null space ε decides: the minimum-norm answer); then in float32 a consistent system with
+    condition 1e4, solved to float32's rounding × cond by the QR, where the normal equations' Cholesky
+    (rounding ulp × cond², 1.2e1 here) loses it; no LAPACK call under vmap."""
+    m, n = shape
+    rng = np.random.default_rng(m * n)
+    A = matrix_with_condition(rng, n, 1e6, m)
+    if m == n == 12:
+        A[:, -2:] = A[:, :2] @ rng.standard_normal((2, 2))         # rank 10 of 12, b in its range
+    b = A @ rng.standard_normal(n) if m == n == 12 else rng.standard_normal(m)
+    for se in (1e-3, 1e-9):
+        x = np.asarray(jax.jit(dense.damped_lstsq)(A, b, se))
+        ref = np.linalg.lstsq(np.vstack([A, se * np.eye(n)]), np.concatenate([b, np.zeros(n)]), rcond=None)[0]
+        np.testing.assert_allclose(x, ref, rtol=1e-6 if se < 1e-6 else 1e-10, atol=1e-10 * np.abs(ref).max())
+    A32 = matrix_with_condition(rng, n, 1e4, m)
+    x_true = rng.standard_normal(n)
+    b32 = A32 @ x_true
+    se = m * np.finfo(np.float32).eps
+    x = np.asarray(jax.jit(dense.damped_lstsq)(jnp.asarray(A32, jnp.float32), jnp.asarray(b32, jnp.float32),
+                                               jnp.float32(se)), float)
+    AtA = jnp.asarray(A32.T @ A32, jnp.float32) + se * se * jnp.eye(n, dtype=jnp.float32)
+    normal = np.asarray(jnp.linalg.solve(AtA, jnp.asarray(A32.T @ b32, jnp.float32)), float)
+    err = np.linalg.norm(x - x_true) / np.linalg.norm(x_true)
+    assert err < 1e4 * 50 * np.finfo(np.float32).eps, err
+    assert err < 0.1 * np.linalg.norm(normal - x_true) / np.linalg.norm(x_true)
+    text = jax.jit(jax.vmap(dense.damped_lstsq, (0, 0, None))).lower(
+        np.stack([A] * 4), np.stack([b] * 4), 1e-6).as_text()
+    assert LAPACK.search(text) is None and "custom_call" not in text
+
+
 def test_lowering_check_sees_lapack():
     a = jnp.eye(6)[None] + jnp.zeros((4, 6, 6))
     assert LAPACK.search(jax.jit(jax.vmap(jnp.linalg.solve)).lower(a, a[..., 0]).as_text())

@@ -16,6 +16,8 @@ custom call at all. ``spatial.linalg`` covers the symmetric positive-definite ca
   rotations of the columns in Brent–Luk's parallel order (n/2 disjoint pairs per round, one round traced);
   custom JVP dσᵢ = uᵢᵀ dA vᵢ (exact for distinct σ). :func:`condition_number` σ_max/σ_min.
 
+* :func:`damped_lstsq` — damped (Tikhonov) least squares by Householder QR of the stacked matrix, accurate where
+  the normal equations lose the small singular values (the contact solve's guess-and-verify steps).
 * :func:`psd_pinv_solve` — the minimum-norm least-squares solution B̃⁺ y of a symmetric positive
   semi-definite system by Cholesky with diagonal pivoting and a relative cut (rank-revealing), with the
   pseudo-inverse's custom JVP; the constraint solve's default (:mod:`mrds_jax.system.solve`).
@@ -155,6 +157,45 @@ def _solve_jvp(primals, tangents):
     f = lu_factor(A)
     x = lu_solve(f, b)
     return x, lu_solve(f, db - matmul(dA, x))
+
+
+def damped_lstsq(A, b, sqrt_eps):
+    """argmin_x ‖A x − b‖² + ε ‖x‖² for A (m, n), b (m,), ε = ``sqrt_eps``² > 0, by Householder QR of the stacked
+    [A; √ε I] (Golub & Van Loan, *Matrix Computations*, 4th ed., Alg. 5.2.1; damped least squares as an ordinary
+    one, §6.1.4): the reflectors applied to [b; 0] as they are formed, then back substitution on R, each a
+    ``lax.fori_loop`` of n steps (one masked reflection of the remaining columns per step; no LAPACK). The rounding
+    is ulp × cond of the stacked matrix, not the normal equations' ulp × cond(A)², which hides every singular value
+    below √ulp × ‖A‖ (3e-4 in float32), so ε may be as small as (ulp × ‖A‖)²; R is nonsingular for any ε > 0
+    (RᵀR = AᵀA + εI), and where A is rank-deficient the result is the minimum-norm solution to O(ε)."""
+    A, b = jnp.asarray(A), jnp.asarray(b)
+    m, n = A.shape
+    dtype = A.dtype
+    if n == 0:
+        return jnp.zeros(0, dtype)
+    S = jnp.concatenate([jnp.concatenate([A, b[:, None]], axis=1),
+                         jnp.concatenate([sqrt_eps * jnp.eye(n, dtype=dtype), jnp.zeros((n, 1), dtype)], axis=1)])
+    rows = jnp.arange(m + n)
+
+    def reflect(k, S):
+        x = jnp.where(rows >= k, _pick(S, k, 1), 0.0)
+        norm = jnp.sqrt(jnp.sum(x * x))
+        alpha = jnp.where(_pick(x, k, 0) >= 0, -norm, norm)        # the sign that avoids cancellation in v_k
+        v = jnp.where(rows == k, x - alpha, x)
+        vv = jnp.sum(v * v)
+        beta = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
+        return S - (beta * v)[:, None] * matmul(v, S)[None, :]
+
+    S = jax.lax.fori_loop(0, n, reflect, S)
+    R, c = S[:n, :n], S[:n, n]
+    idx = jnp.arange(n)
+
+    def back(step, x):
+        i = n - 1 - step
+        row = _pick(R, i, 0)
+        xi = (_pick(c, i, 0) - jnp.sum(jnp.where(idx > i, row * x, 0.0))) / _pick(row, i, 0)
+        return jnp.where(idx == i, xi, x)
+
+    return jax.lax.fori_loop(0, n, back, jnp.zeros(n, dtype))
 
 
 def _jacobi_round(WV, _):
