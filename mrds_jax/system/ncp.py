@@ -1197,16 +1197,19 @@ def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
         return NCPSolution(g, g, zero, zero, zero, jnp.zeros((), jnp.int32), jnp.ones((), bool))
     mu = no_slip_friction(mu)
     D = jax.lax.stop_gradient(row_scaling(G, layout))          # λ = D λ̃ holds for any D: no derivative through it
-    lam_s, info = _solve_core(D[:, None] * G * D[None, :], D * g, mu, active, jax.lax.stop_gradient(lam0 / D), D,
-                              layout, settings)
+    Gs, gs = D[:, None] * G * D[None, :], D * g
+    lam_s, info = _solve_core(Gs, gs, mu, active, jax.lax.stop_gradient(lam0 / D), D, layout, settings)
     info = jax.lax.stop_gradient(info)
     lam = D * lam_s
     sigma = matmul(G, lam) + g
     primal, dual, comp = ncp_residuals(G, g, lam, layout, mu, active)
-    # converged: the returned impulses' own residual (the one the loops stop on), so that the flag, the warning and
-    # the reported residuals say the same thing
+    # converged: the returned impulses' own residual, evaluated as the loops evaluate it (on the row-scaled problem,
+    # in the units of the original one), so that the flag, the warning and the reported residuals say the same
+    # thing. Evaluated on the unscaled problem instead, its float32 rounding (a few % of the 64-ulp tolerance) put
+    # steps that the loops had stopped on, and that an independent float64 residual puts at 0.99 of the tolerance,
+    # above it (a four-loop biped's and a quadruped's rollout: one step each reported unconverged)
     a = active.astype(dtype)
-    ones = jnp.ones(m, dtype)
-    res = jax.lax.stop_gradient(solution_residual(G, g, lam, layout, mu, active, ones))
-    converged = res <= convergence_tolerance(g * a, settings.tolerance)
+    Gm, gm, _ = _masked_problem(Gs, gs, active)
+    res = jax.lax.stop_gradient(solution_residual(Gm, gm, jax.lax.stop_gradient(lam_s), layout, mu, active, D))
+    converged = res <= convergence_tolerance(gm / D, settings.tolerance)
     return NCPSolution(lam, sigma * a, primal, dual, comp, info[1].astype(jnp.int32), converged)
