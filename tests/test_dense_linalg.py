@@ -111,9 +111,9 @@ def test_vmapped_code_has_no_lapack_call_and_matches(n):
 @pytest.mark.parametrize("shape", [(6, 6), (13, 9), (12, 12)])
 def test_damped_lstsq_equals_numpy_and_keeps_small_singular_values_in_float32(shape):
     """argmin ‖A x − b‖² + ε‖x‖² against numpy's lstsq of the stacked [A; √ε I], [b; 0] (float64, cond 1e6, a
-    rank-deficient A, b in its range, whose null space ε decides: the minimum-norm answer); then in float32 a consistent system with
-    condition 1e4, solved to float32's rounding × cond by the QR, where the normal equations' Cholesky
-    (rounding ulp × cond², 1.2e1 here) loses it; no LAPACK call under vmap."""
+    rank-deficient A, b in its range, whose null space ε decides: the minimum-norm answer); then in float32 a
+    consistent system with condition 1e4, solved to float32's rounding × cond by the QR, where the normal
+    equations' Cholesky (rounding ulp × cond², 1.2e1 here) loses it; no LAPACK call under vmap."""
     m, n = shape
     rng = np.random.default_rng(m * n)
     A = matrix_with_condition(rng, n, 1e6, m)

@@ -476,12 +476,13 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     sign agrees with its mode (:func:`mode_signs_hold`) and θ falls — or, where the trip is stuck at a local minimum
     of θ, whatever θ does. After :data:`RESTART_TRIPS` slow trips in a row without such a change (an iterate creeping
     along G's null space with its internal forces pinned to the cones' boundaries) Newton restarts from the
-    least-friction, least-norm impulses of the iterate's velocities (:func:`least_norm_impulses`). After two trips
-    in a row that lower θ by less than half (:data:`CREEP_TRIP`, :data:`GUESS_AFTER`) the trip's result is checked against a few guessed modes
-    (:func:`candidate_modes`: of the contacts that stick by their impulses and yet slip, all or one sliding), each
-    taken a few accurate Newton steps (:func:`fixed_mode_steps`) and kept only where it solves the problem (guess
-    and verify: an iterate creeping along G's null space at 8-12 % a trip, two feet inside their cones where the
-    answer has one of them sliding; a quadruped in float32: 56 trips -> 18 at most on its hardest 83 problems). On the captured problems of tests/test_contact_problems.py (1,900 problems, float64 and
+    least-friction, least-norm impulses of the iterate's velocities (:func:`least_norm_impulses`). After two
+    trips in a row that lower θ by less than half (:data:`CREEP_TRIP`, :data:`GUESS_AFTER`) the trip's result is
+    checked against a few guessed modes (:func:`candidate_modes`: of the contacts that stick by their impulses and
+    yet slip, all or one sliding), each taken a few accurate Newton steps (:func:`fixed_mode_steps`) and kept only
+    where it solves the problem (guess and verify: an iterate creeping along G's null space at 8-12 % a trip, two
+    feet inside their cones where the answer has one of them sliding; a quadruped in float32: 56 trips -> 18 at
+    most on its hardest 83 problems). On the captured problems of tests/test_contact_problems.py (1,900 problems, float64 and
     float32): at most 19 trips, 4.2 on average; with the Newton direction alone and the largest Armijo step, 78 and
     9, and without the change of mode 400+ (ADMM's cap) on four sliding corners and two rocking box feet. The loop
     (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
@@ -621,7 +622,7 @@ MODE_SLIP = 1e-4
 SLOW_TRIP = 0.9
 """:func:`semismooth_newton` changes a row's mode (:func:`changed_modes`) after a trip whose θ fell by less than 1 − this."""
 CREEP_TRIP = 0.5
-""":func:`semismooth_newton` tries the modes its iterate's velocities show after a trip whose θ fell by less than 1 − this."""
+""":func:`semismooth_newton` guesses and verifies modes after :data:`GUESS_AFTER` trips in a row whose θ fell by less than 1 − this."""
 STUCK_TRIP = 0.99
 """:func:`semismooth_newton` changes a mode whatever θ does after a trip whose θ fell by less than 1 − this."""
 PIVOTS = 3
@@ -974,7 +975,7 @@ GUESSES = 2
 GUESS_STEPS = 5
 """:func:`semismooth_newton`'s guess and verify takes this many Newton steps of each guessed mode."""
 GUESS_AFTER = 2
-""":func:`semismooth_newton` guesses and verifies modes after this many trips in a row that lowered θ by less than half."""
+""":func:`semismooth_newton` guesses and verifies modes after this many trips in a row that lowered θ by less than :data:`CREEP_TRIP`."""
 
 
 def fixed_mode_steps(Gm, gm, lam, layout, mu, active, modes, steps):
@@ -1210,6 +1211,6 @@ def solve_ncp(G, g, layout, mu, active=None, lam0=None, settings=NCPSettings()):
     # above it (a four-loop biped's and a quadruped's rollout: one step each reported unconverged)
     a = active.astype(dtype)
     Gm, gm, _ = _masked_problem(Gs, gs, active)
-    res = jax.lax.stop_gradient(solution_residual(Gm, gm, jax.lax.stop_gradient(lam_s), layout, mu, active, D))
+    res = jax.lax.stop_gradient(solution_residual(Gm, gm, lam_s, layout, mu, active, D))
     converged = res <= convergence_tolerance(gm / D, settings.tolerance)
     return NCPSolution(lam, sigma * a, primal, dual, comp, info[1].astype(jnp.int32), converged)
