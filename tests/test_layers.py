@@ -16,7 +16,7 @@ DOCS = PACKAGE.parent / "docs" / "guide" / "layers.md"
 
 # layer number -> the modules (by dotted prefix; the longest prefix wins) that form it, low to high
 LAYERS = {
-    0: ("mrds_jax.pytree", "mrds_jax.backend_flags", "mrds_jax.console", "mrds_jax.validation"),
+    0: ("mrds_jax.pytree", "mrds_jax.backend_flags", "mrds_jax.batching", "mrds_jax.console", "mrds_jax.validation"),
     1: ("mrds_jax.spatial",),
     2: ("mrds_jax.model",),
     3: ("mrds_jax.dynamics",),

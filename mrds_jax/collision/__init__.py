@@ -5,7 +5,7 @@ that can touch before any narrow phase runs (:mod:`.broadphase`)."""
 from .geoms import (KINDS, CollisionError, CollisionWarning, Geom, box, capsule, cylinder, ellipsoid, geom_world_pose,
                     mesh, normal_rotation, plane, sphere)
 from .closest_points import contact_frame
-from .convex import ConvexSettings, convex_contact
+from .convex import PRECISE, ConvexSettings, convex_contact
 from .broadphase import BroadPhase
 from .narrowphase import SLOTS, ContactSlots, collide, supports
 from .model import CollisionModel, SlotSet, collision_model, contact_slots, geom_world_poses

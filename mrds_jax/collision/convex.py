@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from ..spatial import cross
 from ..spatial.linalg import matmul, spd_inverse
 from ..spatial.transforms import rotate, rotate_transpose
+from ..batching import run_if
 from .closest_points import contact_frame, dot, segment_segment, unit_or
 
 
@@ -32,15 +33,42 @@ EPA_CANDIDATES = 8        # EPA: the nearest faces whose normals are refined (th
 FLOOD_STEPS = 24          # EPA: steps of the flood fill of the faces a new vertex sees (their region's radius)
 
 
+REFINE_STEPS = 8               # Newton steps of refine_direction on pairs with a curved geom (the default)
+
+
 class ConvexSettings(NamedTuple):
-    """Iteration counts and the relative stopping tolerance of :func:`gjk` and :func:`epa` (the loops run their
-    full count; a converged state is held). The defaults bring the gap to round-off (1e-13 m on geoms of 0.1-0.5
-    m) on the checked pairs; GJK's and EPA's normals on curved surfaces are good to about √tolerance only (EPA's
-    faces are secants: MuJoCo's has the same limit), which :func:`refine_direction` and :func:`witness_points`
-    then bring to round-off (tests/test_collision_convex.py, test_collision_mesh.py)."""
+    """How far :func:`convex_contact` searches (MuJoCo's ``ccd_tolerance`` and ``ccd_iterations``, per pair).
+
+    ``tolerance``: GJK stops when its upper and lower bounds of the distance differ by less than ``tolerance`` × the
+    pair's size (:func:`extent` of both), EPA when its new support point lies within that of the nearest face's
+    plane; floored at :data:`TOLERANCE_ULPS` ulp of the dtype (:func:`search_tolerance`), so float32 stops too.
+    ``gjk_iterations`` and ``epa_iterations`` are caps: the loops exit when every pair (every scenario under
+    ``vmap``) has converged. ``refine_steps``: Newton steps of :func:`refine_direction` from GJK's or EPA's normal;
+    ``all_starts``: the overlap's refinement also from the 14 directions of :func:`_fixed_directions` (a basin that
+    EPA's first faces missed, two elongated geoms crossed), else from EPA's :data:`EPA_CANDIDATES` nearest faces.
+
+    The default searches to round-off (gap, normal and point to round-off on the pairs of
+    tests/test_collision_convex.py; in float32 to the floor, 32 ulp). A coarser ``tolerance`` with fewer
+    ``refine_steps`` (MuJoCo's 1e-6 and 2) is faster where pairs touch, but not yet right enough to be the default
+    (docs/wip/README.md): a normal left 1e-4 off a cylinder's cap puts the witness point on the cap's rim (0.28 m
+    from the exact one on a capsule–cylinder pair), and the derivatives of the point and normal differ from central
+    differences. The search runs under ``stop_gradient`` and one differentiable Newton step at the normal found
+    (:func:`settled_normal`) carries the derivatives. A batch pays for the search only where some pair of some
+    scenario needs it (:func:`find_normal`)."""
     gjk_iterations: int = 16
     epa_iterations: int = 40
     tolerance: float = 1e-14
+    refine_steps: int = REFINE_STEPS
+    all_starts: bool = True
+
+
+TOLERANCE_ULPS = 32            # the search's relative tolerance is never below this many ulp of the dtype
+PRECISE = ConvexSettings()     # the search to round-off (the default), named for code that asks for it explicitly
+
+
+def search_tolerance(settings, like):
+    """``settings.tolerance`` floored at :data:`TOLERANCE_ULPS` ulp of ``like``'s dtype (a Python float)."""
+    return max(float(settings.tolerance), TOLERANCE_ULPS * float(jnp.finfo(jnp.result_type(like)).eps))
 
 
 # ----------------------------------------------------------------------------- support functions
@@ -191,8 +219,11 @@ class Simplex(NamedTuple):
 def gjk(A, B, settings=ConvexSettings()):
     """Distance of two convex shapes: Gilbert, Johnson, Keerthi, "A fast procedure for computing the distance
     between complex objects in three-dimensional space", IEEE J. Robotics and Automation 4(2), 1988 (the
-    iteration v_{k+1} = point of conv(W_k ∪ {s_D(−v_k)}) nearest to the origin, the paper's (16)-(18)), on
-    ``settings.gjk_iterations`` iterations, a converged or enclosing simplex held.
+    iteration v_{k+1} = point of conv(W_k ∪ {s_D(−v_k)}) nearest to the origin, the paper's (16)-(18)), until the
+    simplex encloses the origin or the distance is known to the tolerance: |v| − v·w/|v| (the paper's upper less
+    its lower bound, (13)) ≤ :func:`search_tolerance` × the pair's size; at most ``settings.gjk_iterations``. A
+    ``while_loop``: under ``vmap`` it runs until the last pair of the batch has converged, the converged ones held.
+    Not differentiable (:func:`find_normal` calls it under ``stop_gradient``).
 
     Returns (v, λ, simplex): v the point of D nearest to the origin (0 when the shapes overlap: the simplex then
     encloses the origin, the start of :func:`epa`), λ its barycentric coordinates over the simplex."""
@@ -200,27 +231,28 @@ def gjk(A, B, settings=ConvexSettings()):
     start = Simplex(jnp.tile(w0, (4, 1)), jnp.tile(a0, (4, 1)), jnp.tile(b0, (4, 1)),
                     jnp.arange(4) == 0)
     scale = A.scale + B.scale + jnp.sqrt(dot(w0, w0))
+    tolerance = search_tolerance(settings, A.p) * (A.scale + B.scale)
 
-    def step(_, carry):
-        simplex, done = carry
+    def step(carry):
+        simplex, _, i = carry
         lam, used = closest_simplex_point(simplex.w, simplex.active)
         v = lam @ simplex.w
         vv = dot(v, v)
         w, a, b = _difference_support(A, B, -v)
         slot = jnp.argmin(used)                                            # a free place (all used: enclosed)
         enclosed = jnp.all(used) | (vv <= (1e-30 * scale) ** 2)
-        converged = vv - dot(v, w) <= settings.tolerance * vv
+        converged = vv - dot(v, w) <= tolerance * jnp.sqrt(vv)
         put = jnp.arange(4) == slot
         new = Simplex(jnp.where(put[:, None], w, simplex.w), jnp.where(put[:, None], a, simplex.a),
                       jnp.where(put[:, None], b, simplex.b), used | put)
-        stop = done | enclosed | converged
+        stop = enclosed | converged
         keep = Simplex(simplex.w, simplex.a, simplex.b, used)
-        held = jax.tree.map(lambda x, y: jnp.where(stop, x, y), keep, new)
-        return jax.tree.map(lambda x, y: jnp.where(done, x, y), simplex, held), stop
+        return jax.tree.map(lambda x, y: jnp.where(stop, x, y), keep, new), stop, i + 1
 
-    simplex, _ = jax.lax.fori_loop(0, settings.gjk_iterations, step, (start, jnp.zeros((), bool)))
+    simplex, _, _ = jax.lax.while_loop(lambda c: ~c[1] & (c[2] < settings.gjk_iterations), step,
+                                       (start, jnp.zeros((), bool), jnp.zeros((), jnp.int32)))
     lam, used = closest_simplex_point(simplex.w, simplex.active)
-    return lam @ simplex.w, lam, simplex._replace(active=simplex.active)
+    return lam @ simplex.w, lam, simplex
 
 
 # ----------------------------------------------------------------------------- EPA
@@ -328,8 +360,10 @@ def epa(simplex, A, B, settings=ConvexSettings()):
     queries and penetration depth computation on 3D game objects", GDC 2001, §4 (after Cameron 1997): from a
     polytope inscribed in D = A − B, repeatedly take the face nearest to the origin and add the support point
     along its normal, until that point is within the tolerance of the face's plane; the nearest face's normal is
-    then the direction of least translation and its plane's offset the depth. ``settings.epa_iterations``
-    iterations on buffers of 4 + that many vertices; a converged polytope is held.
+    then the direction of least translation and its plane's offset the depth, to :func:`search_tolerance` × the
+    pair's size; at most ``settings.epa_iterations`` iterations on buffers of 4 + that many vertices (a
+    ``while_loop``: under ``vmap`` until the last pair has converged). Not differentiable (under ``stop_gradient``
+    in :func:`find_normal`).
 
     Returns (n, depth, x_a, x_b, normals): the unit outward normal of D at its boundary point nearest to the
     origin (the normal from A to B), the depth, the witness points on A and B (barycentric on the nearest face),
@@ -339,18 +373,18 @@ def epa(simplex, A, B, settings=ConvexSettings()):
     poly = _start_polytope(simplex, A, B, capacity)
     scale = A.scale + B.scale
     tiny = 1e-14 * scale ** 2
+    tolerance = search_tolerance(settings, A.p) * scale
 
-    def step(_, carry):
-        poly, done = carry
+    def step(carry):
+        poly, _ = carry
         n, offset, _ = _face_planes(poly, tiny)
         k = jnp.argmin(offset)
         w, a, b = _difference_support(A, B, n[k])
-        converged = dot(n[k], w) - offset[k] <= settings.tolerance * scale
-        stop = done | converged | ~jnp.isfinite(offset[k])
+        stop = (dot(n[k], w) - offset[k] <= tolerance) | ~jnp.isfinite(offset[k])
         grown = _expand(poly, k, w, a, b, 1e-12 * scale)
         return jax.tree.map(lambda x, y: jnp.where(stop, x, y), poly, grown), stop
 
-    poly, _ = jax.lax.fori_loop(0, settings.epa_iterations, step, (poly, jnp.zeros((), bool)))
+    poly, _ = jax.lax.while_loop(lambda c: ~c[1] & (c[0].count < capacity), step, (poly, jnp.zeros((), bool)))
     n, offset, _ = _face_planes(poly, tiny)
     k = jnp.argmin(offset)
     corners = poly.faces[k]
@@ -407,7 +441,6 @@ def _snap_mesh(vertices, u):
 
 
 POLYTOPES = ("box", "mesh")   # kinds whose support functions are piecewise constant
-REFINE_STEPS = 8               # Newton steps of refine_direction on pairs with a curved geom
 STEP_FRACTIONS = (1.0, 0.5, 0.25)   # refine_direction: the fractions of a Newton step tried, in turn
 
 
@@ -667,7 +700,7 @@ def _fixed_directions(like):
 
 
 class GJKStage(NamedTuple):
-    """What :func:`convex_contact` takes from GJK: the point v of D nearest to the origin, its barycentric λ over the
+    """What :func:`find_normal` takes from GJK: the point v of D nearest to the origin, its barycentric λ over the
     simplex, the simplex, the unit normal from A to B where apart, and whether the shapes are apart."""
     v: jax.Array
     lam: jax.Array
@@ -683,17 +716,20 @@ def gjk_stage(A, B, settings=ConvexSettings()):
     return GJKStage(v, lam, simplex, n_sep, dist > 1e-12 * (A.scale + B.scale))
 
 
-def _refined_contact(A, B, starts, steps, x_a, x_b):
-    """(gap, point, n) from :func:`refine_direction` at each of ``starts`` (the best taken), the gap by the
-    separating-axis formula at n held constant (module docstring), the point the midpoint of the witness points
-    (:func:`witness_points`, from the algorithm's x_a, x_b)."""
+class Found(NamedTuple):
+    """What the search (:func:`find_normal`) finds for a pair: the unit normal n from A to B, and approximate
+    witness points x_a, x_b on A and B (the hints of :func:`witness_points` on flat support faces)."""
+    normal: jax.Array
+    x_a: jax.Array
+    x_b: jax.Array
+
+
+def _best_refined(A, B, starts, steps, x_a, x_b):
+    """:class:`Found` from :func:`refine_direction` at each of ``starts``, the one of least f(n) = h_A(n) + h_B(−n)
+    (the largest gap) taken."""
     refined = jax.vmap(lambda u: refine_direction(A, B, u, steps))(starts)
-    f = jax.vmap(lambda u: A.height(u) + B.height(-u))(jax.lax.stop_gradient(refined))
-    n = refined[jnp.argmin(f)]
-    fixed = jax.lax.stop_gradient(n)
-    gap = -A.height(fixed) - B.height(-fixed)
-    w_a, w_b = witness_points(A, B, n, gap, x_a, x_b)
-    return gap, 0.5 * (w_a + w_b), n
+    f = jax.vmap(lambda u: A.height(u) + B.height(-u))(refined)
+    return Found(refined[jnp.argmin(f)], x_a, x_b)
 
 
 def _polytopes(A, B):
@@ -702,66 +738,203 @@ def _polytopes(A, B):
     return all(k in POLYTOPES for k in kinds(A) + kinds(B))
 
 
-def apart_contact(A, B, stage):
-    """(gap, point, n) of two shapes GJK found apart: the Newton refinement from GJK's normal (none for two
-    polytopes, whose D's nearest feature GJK reaches exactly: only the snap onto their faces and edges)."""
-    starts = jax.lax.stop_gradient(stage.normal)[None]
-    return _refined_contact(A, B, starts, 0 if _polytopes(A, B) else REFINE_STEPS, stage.lam @ stage.simplex.a,
-                            stage.lam @ stage.simplex.b)
+def _newton_steps(A, B, settings):
+    """The search's Newton steps: ``settings.refine_steps``, none for two polytopes (whose D's nearest feature GJK
+    and EPA reach exactly: only the snap onto their faces and edges)."""
+    return 0 if _polytopes(A, B) else settings.refine_steps
 
 
-def overlap_contact(A, B, stage, settings=ConvexSettings()):
-    """(gap, point, n) of two overlapping shapes: EPA from GJK's simplex, then the Newton refinement from the
-    normals of EPA's nearest faces and the 14 fixed directions (:func:`_fixed_directions`), the best taken (two
-    polytopes: from EPA's nearest face only, snapped)."""
+def found_apart(A, B, stage, settings=ConvexSettings()):
+    """:class:`Found` of two shapes GJK found apart: the Newton refinement from GJK's normal, GJK's witnesses."""
+    return _best_refined(A, B, stage.normal[None], _newton_steps(A, B, settings), stage.lam @ stage.simplex.a,
+                         stage.lam @ stage.simplex.b)
+
+
+def found_overlap(A, B, stage, settings=ConvexSettings()):
+    """:class:`Found` of two overlapping shapes: EPA from GJK's simplex, then the Newton refinement from the normals
+    of EPA's nearest faces (and the 14 fixed directions of :func:`_fixed_directions` with ``settings.all_starts``),
+    the best taken (two polytopes: EPA's nearest face only, snapped)."""
     _, _, y_a, y_b, normals = epa(stage.simplex, A, B, settings)
     # fewer live faces than candidates (a polytope's EPA converges in a few steps): the dead ones' zero normals
     # would win the minimum of f (f(0) = 0 < the depth) — they start from the nearest face's normal instead
     normals = jnp.where(dot(normals, normals)[:, None] > 0.5, normals, normals[0])
     if _polytopes(A, B):
-        return _refined_contact(A, B, jax.lax.stop_gradient(normals[0])[None], 0, y_a, y_b)
-    starts = jax.lax.stop_gradient(jnp.concatenate([normals, _fixed_directions(A.p)]))
-    return _refined_contact(A, B, starts, REFINE_STEPS, y_a, y_b)
+        return _best_refined(A, B, normals[:1], 0, y_a, y_b)
+    starts = jnp.concatenate([normals, _fixed_directions(A.p)]) if settings.all_starts else normals
+    return _best_refined(A, B, starts, settings.refine_steps, y_a, y_b)
 
 
-def _choose(apart, if_apart, if_overlap):
-    return jax.tree.map(lambda x, y: jnp.where(apart[(...,) + (None,) * (x.ndim - apart.ndim)], x, y),
-                        if_apart, if_overlap)
+def _held(shape):
+    """The shape with its pose and size under ``stop_gradient`` (the search's inputs)."""
+    hold = jax.lax.stop_gradient
+    return shape._replace(R=hold(shape.R), p=hold(shape.p), size=hold(shape.size))
 
 
-def convex_contact(A, B, settings=ConvexSettings()):
-    """(gap, point, n) of two convex shapes: GJK (:func:`gjk_stage`), then :func:`apart_contact` where GJK finds
-    them apart and :func:`overlap_contact` (EPA) where it finds them overlapping; n the unit normal from A to B,
-    point the midpoint of the witness points, gap = −h_A(n) − h_B(−n) at n held constant (module docstring). Both
-    branches run (one pair, fixed shapes); :func:`convex_contacts` computes a stack of pairs and runs EPA only when
-    one of them overlaps. Two polytopes (boxes, meshes: :data:`POLYTOPES`) skip the Newton steps: their Minkowski
-    difference is a polytope, whose nearest face GJK and EPA reach exactly in finitely many steps (only the snap
-    onto the geoms' faces and edges is tried), the cost that matters for a robot of mesh links."""
-    stage = gjk_stage(A, B, settings)
-    return _choose(stage.apart, apart_contact(A, B, stage), overlap_contact(A, B, stage, settings))
+def _arrays(shape):
+    """The shape's arrays (pose, size, kind code), as :func:`~mrds_jax.batching.run_if` carries them."""
+    return shape.R, shape.p, shape.size, shape.code
 
 
-def convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, codes=None, settings=ConvexSettings()):
-    """:func:`convex_contact` of a stack of pairs of the kinds (kind1, kind2) (leading axis on the poses and sizes):
-    GJK and the apart refinement for every pair, EPA and the overlap refinement only when one of them overlaps
-    (``lax.cond``: a robot's self-collision pairs are apart at most steps, and EPA is most of the cost; under an
-    outer ``vmap`` the branches are both computed, as in :func:`convex_contact`). The same numbers as
-    :func:`convex_contact` pair by pair. ``kind1``/``kind2`` may be tuples of kinds with ``codes`` = (c1, c2), each
-    pair's indices into them (:func:`per_kind`): a group of pairs of mixed kinds in one traced body."""
+def _with_arrays(shape, arrays):
+    R, p, size, code = arrays
+    return shape._replace(R=R, p=p, size=size, code=code)
+
+
+def unsearched(A, B):
+    """The :class:`Found` of a pair that was not searched (:func:`find_normal` with ``need`` false): the direction
+    from A's origin to B's, the origins as witnesses. Only a placeholder: the gap at any unit normal bounds the
+    pair's from below, but it is not the pair's (the caller marks such slots not valid)."""
+    n, _ = unit_or(B.p - A.p, jnp.zeros_like(A.p).at[2].set(1.0))
+    return Found(n, A.p, B.p)
+
+
+def find_normal(A, B, settings=ConvexSettings(), need=None):
+    """The search for the contact normal of two convex shapes, under ``stop_gradient``: GJK (:func:`gjk_stage`),
+    then :func:`found_apart` where GJK finds them apart and EPA and the overlap's refinement
+    (:func:`found_overlap`) where it finds them overlapping. A :class:`Found`. Both gates are batch-wide
+    (:func:`~mrds_jax.batching.run_if`): under ``vmap`` EPA runs only when some pair of some scenario overlaps,
+    and with ``need`` (a bool: the broad phase's pair within reach) the whole search only when some needed pair
+    does, :func:`unsearched`'s placeholder elsewhere."""
+    A, B = _held(A), _held(B)
+
+    def search(_, a, b):
+        A_, B_ = _with_arrays(A, a), _with_arrays(B, b)
+        stage = gjk_stage(A_, B_, settings)
+        return run_if(~stage.apart, lambda _, a, b, stage: found_overlap(
+            _with_arrays(A, a), _with_arrays(B, b), stage, settings), found_apart(A_, B_, stage, settings),
+            a, b, stage)
+
+    if need is None:
+        return search(None, _arrays(A), _arrays(B))
+    return run_if(need, search, unsearched(A, B), _arrays(A), _arrays(B))
+
+
+def _orthonormal_rows(C, tol=1e-6):
+    """The rows of C (k, d) orthonormalised in turn (modified Gram-Schmidt: Golub, Van Loan, "Matrix Computations",
+    4th ed., §5.2.8), a row whose part left after the earlier ones is below ``tol`` × its length (none, or parallel
+    to them) zero: an orthonormal basis of their span, smooth in C where the kept rows stay independent (no
+    eigenproblem, whose eigenvectors' derivatives a tie would break)."""
+    rows = []
+    for c in C:
+        left = c
+        for e in rows:
+            left = left - dot(e, left) * e
+        squared = dot(left, left)
+        kept = squared > tol ** 2 * dot(c, c)
+        rows.append(jnp.where(kept, left / jnp.sqrt(jnp.where(kept, squared, 1.0)), 0.0))
+    return jnp.stack(rows)
+
+
+def _without(E, x):
+    """x less its components along the orthonormal (or zero) rows of E."""
+    return x - jnp.sum(E * (E @ x)[:, None], axis=0)
+
+
+def settled_normal(A, B, u, slack):
+    """The normal n of the contact from the search's n* = ``u`` (held constant), as a function of the poses and
+    sizes: n* put onto the kinks it lies on (:func:`_kink_normals` to :data:`FREE`: n ⊥ every kink normal c(θ), by
+    projection onto their orthogonal complement, :func:`_orthonormal_rows`: a face's or an edge's normal, and a
+    side's, follows its geom's rotation, two crossed edges' or sides' n ∝ c_A × c_B), then one Newton step of
+    f(n) = h_A(n) + h_B(−n) restricted to those kinks (the projector Q(θ) onto the tangent directions that keep
+    n ⊥ c(θ), itself a function of θ), then onto the kinks again; the step kept where it raises f by at most
+    ``slack`` (else n* on its kinks: a search that stopped just off a kink, whose step would jump across it).
+
+    Its value is n* to the search's accuracy. Its derivative, where n* is stationary on its kinks (the tangent
+    gradient Q g(n*, θ) = 0), is the implicit function theorem's derivative of the optimal normal of f restricted
+    to the kinks (Griewank, Walther, "Evaluating Derivatives", 2008, §15.1: one Newton step at the solution gives
+    the implicit derivative): the restriction is smooth where f is not, and Q(θ) removes exactly the part of the
+    support point along a kink's normal (a capsule's side returns an end of its segment there, w = p ± l a: the
+    arbitrary choice within the subgradient that a Q held at θ₀ would let through, l Q₀ ∂a/∂θ). Two polytopes take
+    the projection alone (their f is flat between kinks: H = 0)."""
+    u = jax.lax.stop_gradient(u)
+    E = _orthonormal_rows(jnp.concatenate([_kink_normals(A, u), _kink_normals(B, -u)]))
+
+    def onto_kinks(x):
+        return unit_or(_without(E, x), x)[0]
+
+    def w_of(x):
+        return A.support(x) - B.support(-x)
+
+    start = onto_kinks(u)
+    if _polytopes(A, B):
+        return start
+    w = w_of(start)
+    T = contact_frame(u)[1:]
+    f = dot(start, w)
+    tangent_kinks = _orthonormal_rows(E @ T.T)
+    Q = jnp.eye(2, dtype=u.dtype) - tangent_kinks.T @ tangent_kinks
+    H = T @ jax.jacfwd(w_of)(start) @ T.T
+    H2 = 0.5 * (H + H.T) - f * jnp.eye(2, dtype=u.dtype)
+    floor = 1e-6 * jnp.abs(jax.lax.stop_gradient(f)) + 1e-12
+    delta = _newton_step(H2, T @ (w - f * start), T, Q, floor)     # the gradient on the sphere at start
+    n = onto_kinks(unit_or(start + delta, start)[0])
+    held = jax.lax.stop_gradient(n)
+    kept = A.height(held) + B.height(-held) <= jax.lax.stop_gradient(f) + slack
+    return jnp.where(kept, n, start)
+
+
+def _contact_height(shape, n, x):
+    """h(n) = max over the geom of n · y (n held constant), valued as :func:`support_height` but differentiated at
+    the contact's own point x (world, held: the witness point on the support face along n): ∂h/∂(p, R) = n · (δp +
+    δR x_local) (Danskin's theorem on the maximum over the geom's points, whose maximiser on a face, an edge or a
+    side is the witness point, not the vertex or end that the support function returns there), ∂h/∂size that of
+    the local support function at n (smooth in the size)."""
+    hold = jax.lax.stop_gradient
+    x_local = hold(rotate_transpose(shape.R, x - shape.p))
+    u = rotate_transpose(shape.R, n)
+    u0 = hold(u)
+    local = per_kind(shape.kind, shape.code, lambda k: dot(u0, _local_support(k, shape.size, u0)))
+    return dot(n, shape.p) + local + dot(x_local, u - u0)
+
+
+def contact_at(A, B, found, settings=ConvexSettings()):
+    """(gap, point, n) at the search's :class:`Found`: n by :func:`settled_normal`, the gap by the separating-axis
+    formula at n held constant (module docstring: Danskin), differentiated at the witness points
+    (:func:`_contact_height`: gap' = n · (δx_B − δx_A) of the material points in contact), the point the midpoint
+    of the witness points (:func:`witness_points`, from the search's x_a, x_b); ``settings``' tolerance bounds the
+    settling step's rise of f (:func:`settled_normal`)."""
+    hold = jax.lax.stop_gradient
+    slack = search_tolerance(settings, A.p) * (A.scale + B.scale)
+    n = settled_normal(A, B, found.normal, hold(slack))
+    fixed = hold(n)
+    x_a, x_b = hold(found.x_a), hold(found.x_b)
+    at_a, at_b = hold(witness_points(A, B, fixed, -A.height(fixed) - B.height(-fixed), x_a, x_b))
+    gap = -_contact_height(A, fixed, at_a) - _contact_height(B, -fixed, at_b)
+    w_a, w_b = witness_points(A, B, n, gap, x_a, x_b)
+    return gap, 0.5 * (w_a + w_b), n
+
+
+def convex_contact(A, B, settings=ConvexSettings(), need=None):
+    """(gap, point, n) of two convex shapes: the search under ``stop_gradient`` (:func:`find_normal`: GJK, then the
+    Newton refinement apart or EPA and the refinement overlapping, gated across the batch; ``need``: search only
+    where true), then the contact
+    at the normal found (:func:`contact_at`: one differentiable Newton step); n the unit normal from A to B, point
+    the midpoint of the witness points, gap = −h_A(n) − h_B(−n) at n held constant (module docstring). Two
+    polytopes (boxes, meshes: :data:`POLYTOPES`) skip the Newton steps: their Minkowski difference is a polytope,
+    whose nearest face GJK and EPA reach exactly in finitely many steps (only the snap onto the geoms' faces and
+    edges is tried), the cost that matters for a robot of mesh links."""
+    return contact_at(A, B, find_normal(A, B, settings, need), settings)
+
+
+def convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, codes=None, settings=ConvexSettings(), need=None):
+    """:func:`convex_contact` of a stack of pairs of the kinds (kind1, kind2) (leading axis on the poses and sizes),
+    one ``vmap``: GJK and the apart refinement for every pair, EPA and the overlap refinement for every pair when
+    one of them overlaps, in this stack or (under an outer ``vmap``) in any scenario of the batch, and not at all
+    when none does (:func:`find_normal`). ``need`` (n,) bool: search only these pairs (the broad phase's pairs within
+    reach; the others' results are placeholders, :func:`unsearched`), none at all when no pair of the batch is
+    needed. ``kind1``/``kind2`` may be tuples of kinds with ``codes`` = (c1, c2), each pair's indices into them
+    (:func:`per_kind`): a group of pairs of mixed kinds in one traced body."""
     n = jnp.shape(p1)[0]
     codes = (jnp.zeros(n, jnp.int32), jnp.zeros(n, jnp.int32)) if codes is None else codes
-    shapes = lambda R1, p1, size1, R2, p2, size2, c1, c2: (Shape(kind1, R1, p1, size1, c1),
-                                                          Shape(kind2, R2, p2, size2, c2))
-    args = (R1, p1, size1, R2, p2, size2, *codes)
-    stage = jax.vmap(lambda *a: gjk_stage(*shapes(*a), settings))(*args)
-    apart = jax.vmap(lambda *a: apart_contact(*shapes(*a[:8]), a[8]))(*args, stage)
-
-    def with_overlaps(_):
-        overlap = jax.vmap(lambda *a: overlap_contact(*shapes(*a[:8]), a[8], settings))(*args, stage)
-        return _choose(stage.apart, apart, overlap)
-
-    return jax.lax.cond(jnp.all(stage.apart), lambda _: apart, with_overlaps, None)
+    if need is None:
+        return jax.vmap(lambda R1, p1, size1, R2, p2, size2, c1, c2: convex_contact(
+            Shape(kind1, R1, p1, size1, c1), Shape(kind2, R2, p2, size2, c2), settings))(
+            R1, p1, size1, R2, p2, size2, *codes)
+    return jax.vmap(lambda R1, p1, size1, R2, p2, size2, c1, c2, need: convex_contact(
+        Shape(kind1, R1, p1, size1, c1), Shape(kind2, R2, p2, size2, c2), settings, need))(
+        R1, p1, size1, R2, p2, size2, *codes, need)
 
 
-__all__ = ["ConvexSettings", "Shape", "support", "support_height", "closest_simplex_point", "gjk", "epa",
-           "GJKStage", "gjk_stage", "apart_contact", "overlap_contact", "convex_contact", "convex_contacts", "per_kind"]
+__all__ = ["ConvexSettings", "PRECISE", "search_tolerance", "Shape", "support", "support_height",
+           "closest_simplex_point", "gjk", "epa", "GJKStage", "gjk_stage", "Found", "found_apart", "found_overlap",
+           "unsearched", "find_normal", "settled_normal", "contact_at", "convex_contact", "convex_contacts", "per_kind"]

@@ -240,3 +240,13 @@ def geom_world_pose(geom, frame_R=None, frame_p=None):
     if geom.is_ground:
         return geom.rotation, geom.position
     return compose(frame_R, frame_p, geom.rotation, geom.position)
+
+
+def stacked_sizes(sizes):
+    """The sizes of one pair kind's geoms stacked for one ``vmap``: meshes' (V, 3) vertex arrays padded to the
+    group's largest V by repeating their last vertex (which changes no maximum over vertices); primitives' sizes padded with zeros to the longest."""
+    if jnp.ndim(sizes[0]) < 2:                         # primitives of several kinds (one group): zeros to the longest
+        count = max(jnp.shape(s)[0] for s in sizes)
+        return jnp.stack([jnp.concatenate([s, jnp.zeros(count - jnp.shape(s)[0], jnp.result_type(s))]) for s in sizes])
+    count = max(jnp.shape(s)[0] for s in sizes)
+    return jnp.stack([jnp.concatenate([s, jnp.repeat(s[-1:], count - jnp.shape(s)[0], axis=0)]) for s in sizes])

@@ -33,9 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..pytree import pytree_dataclass, static
-from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range, geom_world_pose
+from .geoms import KINDS, CollisionError, CollisionWarning, Geom, _in_range, geom_world_pose, stacked_sizes
 from .broadphase import BroadPhase, gather_near, kind_capacity, pair_bounds
 from .closest_points import contact_frame, unit_or
+from .convex import ConvexSettings
 from .narrowphase import SLOTS, ContactSlots, canonical, collide_many, convex_union, supports
 
 
@@ -59,6 +60,9 @@ class CollisionModel:
     (n_pairs,), and static ``pairs`` ((i, j) geom indices, i's kind not after j's in KINDS) and ``slots`` (slot
     count per pair).
 
+    ``convex``: the settings of the narrow phase's general convex route (:class:`~.convex.ConvexSettings`,
+    MuJoCo's ``ccd_tolerance``/``ccd_iterations`` of its model options; by default to round-off).
+
     ``friction``/``restitution`` are the pairs' values, mixed from the geoms' (or given by an explicit pair) when
     the model was built: they are the leaves to differentiate or batch over (the geoms' own ``friction`` and
     ``restitution`` are not read again). Sizes and poses are read from ``geoms`` at every :func:`contact_slots`."""
@@ -67,6 +71,7 @@ class CollisionModel:
     restitution: jax.Array
     pairs: tuple = static()
     slots: tuple = static()
+    convex: ConvexSettings = static(default=ConvexSettings())
 
     @property
     def n_pairs(self):
@@ -330,7 +335,11 @@ def contact_slots(model, geom_poses, reach=None, broad=BroadPhase()):
     nearer than their reach, at most ``broad``'s capacity of them (:func:`~.broadphase.kind_capacity`), nearest
     first, run the narrow phase; the other pairs' slots are not valid, their gap the bounding capsules' distance (a
     lower bound of the pair's, at least the reach where the pair is out of reach), their point the midpoint of the
-    geoms' origins; ``overflow`` says whether a kind had more pairs within reach than places (the farthest were
+    geoms' origins. A buffer's places beyond the pairs within reach hold pairs out of reach: their slots are the
+    same, and the general convex route does not search them (its GJK, EPA and refinement run only when some pair
+    within reach needs them, in this configuration or, under ``vmap``, in any scenario of the batch:
+    :func:`~.convex.find_normal`), so a batch whose robots touch nothing but the floor pays nothing for it.
+    ``overflow`` says whether a kind had more pairs within reach than places (the farthest were
     left out)."""
     if len(geom_poses) != len(model.geoms):
         raise CollisionError(f"contact_slots: {len(geom_poses)} geom poses for {len(model.geoms)} geoms")
@@ -350,12 +359,17 @@ def contact_slots(model, geom_poses, reach=None, broad=BroadPhase()):
     for (k1, k2), members in groups.items():
         members = np.asarray(members, dtype=np.int32)
         capacity = len(members) if reach is None else kind_capacity((k1, k2), len(members), broad)
+        index, near = None, None
         if capacity < len(members):
             buffer = gather_near(bounds[members], reach[members], capacity)
             overflow = overflow | buffer.overflow
-        out = _group_slots(model, R, p, (k1, k2), members, buffer.index if capacity < len(members) else None)
-        if capacity < len(members):
-            out = _scatter_group(model, p, members, buffer.index, out, bounds[members])
+            index = buffer.index
+        if reach is not None:
+            near = bounds[members] < reach[members]
+            near = near if index is None else near[index]
+        out = _group_slots(model, R, p, (k1, k2), members, index, near)
+        if reach is not None:
+            out = _scatter_group(model, p, members, index, near, out, bounds[members])
         parts.append(out)
     order = _slot_order(model, groups)
     gap, point, frame, valid = [jnp.concatenate([getattr(p, f).reshape((-1,) + getattr(p, f).shape[2:])
@@ -366,11 +380,14 @@ def contact_slots(model, geom_poses, reach=None, broad=BroadPhase()):
                    pair=jnp.asarray(slot_pair), overflow=overflow)
 
 
-def _group_slots(model, R, p, kinds, members, chosen):
+def _group_slots(model, R, p, kinds, members, chosen, near=None):
     """The narrow phase of a group of pairs of the kind ``kinds`` (a :func:`pair_groups` key; ``members`` its pair
     indices) in one ``vmap`` (one traced body per pair kind, not per pair), at the geoms' stacked world poses R, p:
     every member in order (``chosen`` None) or the positions ``chosen`` within the group (traced: the broad phase's
-    buffer). :class:`~.narrowphase.ContactSlots` with a leading axis, one entry per computed pair."""
+    buffer). ``near`` (one bool per computed pair, or None): the pairs within reach, the only ones the general
+    convex route searches (:func:`~.narrowphase.collide_many`; the others' slots are placeholders, replaced by
+    :func:`_scatter_group`). :class:`~.narrowphase.ContactSlots` with a leading axis, one entry per computed
+    pair."""
     k1, k2 = kinds
     i = np.asarray([model.pairs[k][0] for k in members], dtype=np.int32)
     j = np.asarray([model.pairs[k][1] for k in members], dtype=np.int32)
@@ -381,13 +398,14 @@ def _group_slots(model, R, p, kinds, members, chosen):
         i, j, sizes1, sizes2 = jnp.asarray(i)[chosen], jnp.asarray(j)[chosen], sizes1[chosen], sizes2[chosen]
         codes = None if codes is None else tuple(jnp.asarray(c)[chosen] for c in codes)
     return collide_many(k1, k2, R[i], p[i], sizes1, R[j], p[j], sizes2,
-                        None if codes is None else tuple(jnp.asarray(c) for c in codes))
+                        None if codes is None else tuple(jnp.asarray(c) for c in codes), model.convex, near)
 
 
-def _scatter_group(model, p, members, index, computed, bounds):
-    """A group's slots (n, S, …) from the narrow phase of its buffer (``index`` into the group, ``computed``): the
-    others not valid, at the bounding capsules' distance ``bounds``, at the midpoint of the geoms' origins (``p``,
-    every geom's), the normal along the line from geom 1's origin to geom 2's."""
+def _scatter_group(model, p, members, index, near, computed, bounds):
+    """A group's slots (n, S, …) from the narrow phase of its buffer (``index`` into the group, None: the whole
+    group, ``computed``): the pairs out of the buffer or out of reach (``near`` false, one per computed pair) not
+    valid, at the bounding capsules' distance ``bounds``, at the midpoint of the geoms' origins (``p``, every
+    geom's), the normal along the line from geom 1's origin to geom 2's; the others as computed."""
     n, count = len(members), computed.gap.shape[1]
     i = np.asarray([model.pairs[k][0] for k in members], dtype=np.int32)
     j = np.asarray([model.pairs[k][1] for k in members], dtype=np.int32)
@@ -396,17 +414,10 @@ def _scatter_group(model, p, members, index, computed, bounds):
                        jnp.repeat((0.5 * (p[i] + p[j]))[:, None], count, axis=1),
                        jnp.repeat(contact_frame(normal)[:, None], count, axis=1),
                        jnp.zeros((n, count), bool))
-    return jax.tree.map(lambda whole, part: whole.at[index].set(part.astype(whole.dtype)), far, computed)
-
-
-def stacked_sizes(sizes):
-    """The sizes of one pair kind's geoms stacked for one ``vmap``: meshes' (V, 3) vertex arrays padded to the
-    group's largest V by repeating their last vertex (which changes no maximum over vertices)."""
-    if jnp.ndim(sizes[0]) < 2:                         # primitives of several kinds (one group): zeros to the longest
-        count = max(jnp.shape(s)[0] for s in sizes)
-        return jnp.stack([jnp.concatenate([s, jnp.zeros(count - jnp.shape(s)[0], jnp.result_type(s))]) for s in sizes])
-    count = max(jnp.shape(s)[0] for s in sizes)
-    return jnp.stack([jnp.concatenate([s, jnp.repeat(s[-1:], count - jnp.shape(s)[0], axis=0)]) for s in sizes])
+    at = slice(None) if index is None else index
+    kept = jax.tree.map(lambda part, whole: jnp.where(near[(...,) + (None,) * (part.ndim - 1)],
+                                                      part.astype(whole.dtype), whole[at]), computed, far)
+    return jax.tree.map(lambda whole, part: whole.at[at].set(part), far, kept)
 
 
 COINCIDENT_TOL = 1e-9    # slots whose points (m, relative to 1 + their distance from the origin), normals (1 − cos)

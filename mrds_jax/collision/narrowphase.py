@@ -65,7 +65,7 @@ import jax.numpy as jnp
 
 from .closest_points import (box_edges, box_vertices, contact_frame, dot, point_box, point_cylinder,
                              segment_segment, unit_or)
-from .convex import Shape, convex_contact, convex_contacts, support
+from .convex import ConvexSettings, Shape, convex_contact, convex_contacts, support
 from .geoms import KINDS
 from ..spatial import cross
 from ..spatial.transforms import rotate, rotate_transpose
@@ -346,11 +346,11 @@ def convex_union(kind1, kind2):
     return (kind1, kind2) in CONVEX_ROUTE and "mesh" not in (kind1, kind2)
 
 
-def convex_pair(kind1, kind2):
-    """1 slot of two convex primitives by GJK and EPA (:func:`~.convex.convex_contact`, MuJoCo's mjc_Convex for
-    the pairs it has no analytic routine for)."""
+def convex_pair(kind1, kind2, settings=ConvexSettings()):
+    """1 slot of two convex primitives by GJK and EPA (:func:`~.convex.convex_contact` with ``settings``, MuJoCo's
+    mjc_Convex for the pairs it has no analytic routine for)."""
     def pair(R1, p1, size1, R2, p2, size2):
-        gap, point, n = convex_contact(Shape(kind1, R1, p1, size1), Shape(kind2, R2, p2, size2))
+        gap, point, n = convex_contact(Shape(kind1, R1, p1, size1), Shape(kind2, R2, p2, size2), settings)
         return gap[None], point[None], n[None]
     pair.__name__ = f"{kind1}_{kind2}"
     return pair
@@ -380,28 +380,33 @@ def canonical(kind1, kind2):
     return KINDS.index(kind1) <= KINDS.index(kind2)
 
 
-def collide_many(kind1, kind2, R1, p1, size1, R2, p2, size2, codes=None):
+def collide_many(kind1, kind2, R1, p1, size1, R2, p2, size2, codes=None, settings=ConvexSettings(), need=None):
     """:func:`collide` of a stack of pairs of one kind (a leading axis on every pose and size): one ``vmap``, and on
     the general convex route :func:`~.convex.convex_contacts`, which runs EPA only when one of the pairs overlaps.
     The same slots as :func:`collide` pair by pair. On the convex route ``kind1`` and ``kind2`` may be tuples of
     kinds (each pair in KINDS order, sizes padded to 3) with ``codes`` = (c1, c2) each pair's indices into them
-    (:func:`~.convex.per_kind`): pairs of mixed kinds in one traced body (:func:`convex_union`)."""
+    (:func:`~.convex.per_kind`): pairs of mixed kinds in one traced body (:func:`convex_union`). ``settings``: the
+    convex route's (:class:`~.convex.ConvexSettings`). ``need`` (n,) bool: on the convex route, search only these
+    pairs (the broad phase's within reach; :func:`~.convex.convex_contacts`): the others' slots are placeholders
+    for the caller to replace; the closed forms compute every pair (they cost little)."""
     if isinstance(kind1, tuple) or isinstance(kind2, tuple):
-        gap, point, n = convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, codes)
+        gap, point, n = convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, codes, settings, need)
         return ContactSlots(gap[:, None], point[:, None], contact_frame(n)[:, None],
                             jnp.ones((gap.shape[0], 1), dtype=bool))
     if not canonical(kind1, kind2) and supports(kind1, kind2):
-        slots = collide_many(kind2, kind1, R2, p2, size2, R1, p1, size1)
+        slots = collide_many(kind2, kind1, R2, p2, size2, R1, p1, size1, settings=settings, need=need)
         return ContactSlots(slots.gap, slots.point, contact_frame(-slots.frame[..., 0, :]), slots.valid)
     if (kind1, kind2) in CONVEX_ROUTE:
-        gap, point, n = convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2)
+        gap, point, n = convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, settings=settings, need=need)
         return ContactSlots(gap[:, None], point[:, None], contact_frame(n)[:, None],
                             jnp.ones((gap.shape[0], 1), dtype=bool))
     return jax.vmap(lambda *a: collide(kind1, kind2, *a))(R1, p1, size1, R2, p2, size2)
 
 
-def collide(kind1, kind2, R1, p1, size1, R2, p2, size2):
-    """The :class:`ContactSlots` of geom 1 (``kind1``, world rotation R1, position p1, size1) against geom 2.
+def collide(kind1, kind2, R1, p1, size1, R2, p2, size2, settings=ConvexSettings()):
+    """The :class:`ContactSlots` of geom 1 (``kind1``, world rotation R1, position p1, size1) against geom 2;
+    ``settings`` those of the general convex route (:class:`~.convex.ConvexSettings`: by default to
+    round-off).
 
     Kinds are static strings; a pair outside :data:`SLOTS` raises a ValueError naming it (the collision model
     warns about such pairs before anything compiles). Works on one pair; batch with ``jax.vmap``."""
@@ -409,9 +414,11 @@ def collide(kind1, kind2, R1, p1, size1, R2, p2, size2):
         raise ValueError(f"collide: the pair ({kind1!r}, {kind2!r}) is not supported; supported pairs: "
                          f"{sorted(_PAIRS)}")
     if not canonical(kind1, kind2):
-        slots = collide(kind2, kind1, R2, p2, size2, R1, p1, size1)
+        slots = collide(kind2, kind1, R2, p2, size2, R1, p1, size1, settings)
         return ContactSlots(slots.gap, slots.point, contact_frame(-slots.frame[:, 0]), slots.valid)
     function, count = _PAIRS[(kind1, kind2)]
+    if (kind1, kind2) in CONVEX_ROUTE:
+        function = convex_pair(kind1, kind2, settings)
     out = function(R1, p1, size1, R2, p2, size2)
     gap, point, normal = out[:3]
     valid = out[3] if len(out) == 4 else jnp.ones(count, dtype=bool)

@@ -66,6 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import validation
+from ..batching import run_if
 from ..spatial.linalg import cho_solve, cholesky, matmul, pivoted_solve, spd_inverse
 from ..spatial.dense import damped_lstsq
 
@@ -556,7 +557,7 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         changed, change = changed_modes(modes, lam, sigma, layout, active, D * tol)
         escape = change & ~(thetas[best] < SLOW_TRIP * theta)
 
-        def changed_step(_):
+        def changed_step(carry, Gm, gm, changed):
             # the changed mode's step, then PIVOTS steps of the modes each result shows (block pivoting: a contact
             # that the change leaves pulling, λ_n < 0, opens, one left penetrating closes; :func:`pivoted_modes`),
             # kept where every row's sign agrees with its mode and θ is lower than the trip's step gives, or
@@ -567,12 +568,12 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
                               layout, m)
                 return x, pivoted_modes(x, matmul(Gm, x) + gm, layout, mu, active, slip, D * tol)
 
-            x, m = jax.lax.fori_loop(0, PIVOTS, pivot, (lam, changed))
+            x, m = jax.lax.fori_loop(0, PIVOTS, pivot, (carry[0], changed))
             stuck = ~(thetas[best] < STUCK_TRIP * theta)
             return x, mode_signs_hold(m, x, matmul(Gm, x) + gm, layout, active, D * tol) & (
                 stuck | (merit(x) < thetas[best]))
 
-        lam_mode, holds = run_if(escape, changed_step, (lam, jnp.zeros((), bool)))
+        lam_mode, holds = run_if(escape, changed_step, (lam, jnp.zeros((), bool)), Gm, gm, changed)
         escape = escape & holds
         lam_new = jnp.where(escape, lam_mode, lam_new)
         kappa = jnp.where(escape, 1.0, jnp.where(stalled, 10.0 * kappa, jnp.maximum(0.1 * kappa, 1.0)))
@@ -603,9 +604,9 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     # sliding contacts' Newton polish), so that a contact that was open stays open where that is consistent (where
     # the NCP has several solutions, the one its previous step's modes lead to), and a step whose contacts keep
     # their modes — standing, sliding on — costs no trip and is exact
-    lam1, res1 = run_if(~(res0 <= tol), lambda _: polish(
-        Gm, gm, layout, mu, active, lam0, D, settings.prox * scale, tol, slip_tol, settings.tikhonov,
-        settings.sliding_polish and layout.n_contacts > 0), (lam0, res0))
+    lam1, res1 = run_if(~(res0 <= tol), lambda carry, Gm, gm: polish(
+        Gm, gm, layout, mu, active, carry[0], D, settings.prox * scale, tol, slip_tol, settings.tikhonov,
+        settings.sliding_polish and layout.n_contacts > 0), (lam0, res0), Gm, gm)
     # the loop stops on the residual of the projected iterate, which it returns: the polish's own residual is of
     # its unprojected impulses (a polished corner just outside its cone passed there while its projection did not,
     # and the loop left before its first trip: 131 ADMM iterations on a float32 incline problem instead)
@@ -750,14 +751,6 @@ def regularisation_weight(regularisation, dtype):
     """The floor of :func:`semismooth_newton`'s proximal weight ε (relative to max diag G):
     ``NCPSettings.regularisation``, at least 8 ulp of the dtype, so that J_ε stays invertible where G is singular."""
     return max(float(regularisation), 8 * float(jnp.finfo(dtype).eps))
-
-
-def run_if(pred, fn, x):
-    """``fn(x)`` where ``pred``, else ``x``, as a ``lax.while_loop`` of at most one trip: under ``vmap`` (a batched
-    ``pred``) the trip runs when some scenario of the batch needs it and not at all otherwise, where ``lax.cond``
-    becomes a select that computes ``fn`` for every scenario at every call."""
-    _, out = jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.zeros((), bool), fn(c[1])), (jnp.asarray(pred), x))
-    return out
 
 
 # ----------------------------------------------------------------------------- the derivative
