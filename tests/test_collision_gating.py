@@ -133,15 +133,8 @@ def _axis_angle(w):
                       [2 * (b * d - a * c), 2 * (c * d + a * b), a * a - b * b - c * c + d * d]])
 
 
-# the capsule–ellipsoid pair's derivatives are wrong (its normal's position derivative 0 against −0.49 by central
-# differences, deep; docs/wip/README.md): marked, strict, until they are fixed; the cylinder pairs', wrong on main
-# before the search was held and settled (differentiated through the support point at a kink), now pass
-ELLIPSOID_DERIVATIVES = pytest.mark.xfail(strict=True, reason="the capsule–ellipsoid normal's derivative (issue 59)")
-DERIVATIVE_PAIRS = [pytest.param(a, b, marks=ELLIPSOID_DERIVATIVES) if b == "ellipsoid" else (a, b) for a, b in PAIRS]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("k1,k2", DERIVATIVE_PAIRS, ids=[f"{a}-{b}" for a, b in PAIRS])
+@pytest.mark.parametrize("k1,k2", PAIRS, ids=[f"{a}-{b}" for a, b in PAIRS])
 @pytest.mark.parametrize("target", [-0.1, -0.01, 0.05], ids=["deep", "overlapping", "apart"])
 def test_contact_derivatives_match_central_differences(k1, k2, target):
     """At a generic pose (a unique contact), the geom pair moved along a sampled direction to the gap ``target``:

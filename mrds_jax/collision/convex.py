@@ -814,13 +814,16 @@ def _orthonormal_rows(C, tol=1e-6):
     4th ed., §5.2.8), a row whose part left after the earlier ones is below ``tol`` × its length (none, or parallel
     to them) zero: an orthonormal basis of their span, smooth in C where the kept rows stay independent (no
     eigenproblem, whose eigenvectors' derivatives a tie would break)."""
+    def inner(a, b):                   # over the rows' length (2 or 3), unrolled (closest_points.dot is for 3)
+        return sum(a[..., k] * b[..., k] for k in range(C.shape[-1]))
+
     rows = []
     for c in C:
         left = c
         for e in rows:
-            left = left - dot(e, left) * e
-        squared = dot(left, left)
-        kept = squared > tol ** 2 * dot(c, c)
+            left = left - inner(e, left) * e
+        squared = inner(left, left)
+        kept = squared > tol ** 2 * inner(c, c)
         rows.append(jnp.where(kept, left / jnp.sqrt(jnp.where(kept, squared, 1.0)), 0.0))
     return jnp.stack(rows)
 
