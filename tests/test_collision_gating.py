@@ -1,17 +1,17 @@
-"""The general convex route as a batch runs it (issue 59, items 1-2), float64:
+"""The general convex route as a batch runs it (issue 59, items 1-3), float64:
 
 * EPA and the overlap's refinement run only when some pair of some scenario overlaps: under ``jit(vmap)`` of a
   batch whose pairs are all apart EPA is entered no time at all (counted by a callback wrapped around it), with
   one overlapping scenario it is entered, and the answers of every scenario are those computed one at a time;
 * the whole search runs only for the pairs the broad phase finds within reach (``need``), and not at all when no
   pair of any scenario is: Go1 standing on its feet enters GJK no time at all;
-* the default search (to round-off) is within MuJoCo's accuracy: the gap of Go1's pair kinds (capsule–cylinder, cylinder–cylinder) and
+* the default search is MuJoCo's accuracy: the gap of Go1's pair kinds (capsule–cylinder, cylinder–cylinder) and
   of an ellipsoid pair to 1e-6 against MuJoCo's ``mj_collision`` run tight, the normal and the point to 1e-6 by the
   first-order optimality conditions of tests/test_collision_convex.py (an independent check, written from the
-  geoms' own descriptions); tests/test_collision_mujoco.py checks it to 1e-9;
+  geoms' own descriptions); :data:`~mrds_jax.collision.PRECISE` is checked to 1e-9 in tests/test_collision_mujoco.py;
 * the derivatives of gap, normal and point with respect to both poses and sizes, through the search held
-  constant and the one differentiable Newton step at its normal, equal central differences, apart, overlapping and
-  deep (a side in the contact: rotations too).
+  constant (at MuJoCo's accuracy) and the one differentiable Newton step at its normal, equal central differences
+  (of the route to round-off), apart, overlapping and deep (a side in the contact: rotations too).
 """
 import functools
 

@@ -33,7 +33,7 @@ EPA_CANDIDATES = 8        # EPA: the nearest faces whose normals are refined (th
 FLOOD_STEPS = 24          # EPA: steps of the flood fill of the faces a new vertex sees (their region's radius)
 
 
-REFINE_STEPS = 8               # Newton steps of refine_direction on pairs with a curved geom (the default)
+REFINE_STEPS = 8               # Newton steps of refine_direction on pairs with a curved geom (PRECISE)
 
 
 class ConvexSettings(NamedTuple):
@@ -47,23 +47,22 @@ class ConvexSettings(NamedTuple):
     ``all_starts``: the overlap's refinement also from the 14 directions of :func:`_fixed_directions` (a basin that
     EPA's first faces missed, two elongated geoms crossed), else from EPA's :data:`EPA_CANDIDATES` nearest faces.
 
-    The default searches to round-off (gap, normal and point to round-off on the pairs of
-    tests/test_collision_convex.py; in float32 to the floor, 32 ulp). A coarser ``tolerance`` with fewer
-    ``refine_steps`` (MuJoCo's 1e-6 and 2) is faster where pairs touch, but not yet right enough to be the default
-    (docs/wip/README.md): a normal left 1e-4 off a cylinder's cap puts the witness point on the cap's rim (0.28 m
-    from the exact one on a capsule–cylinder pair), and the derivatives of the point and normal differ from central
-    differences. The search runs under ``stop_gradient`` and one differentiable Newton step at the normal found
-    (:func:`settled_normal`) carries the derivatives. A batch pays for the search only where some pair of some
+    The default is MuJoCo's accuracy (1e-6 of the sizes on the gap, two Newton steps; then the normal is put
+    exactly onto the kinks it is near, :func:`snapped_normal`, so that a face's, edge's, side's or cap's contact
+    has its exact normal and witness point); :data:`PRECISE` is the route to round-off (gap, normal and point to
+    round-off on the pairs of tests/test_collision_convex.py; in float32 to the floor, 32 ulp). Either way the
+    search runs under ``stop_gradient`` and one differentiable Newton step at the normal found
+    (:func:`settled_normal`) carries the derivatives, and a batch pays for the search only where some pair of some
     scenario needs it (:func:`find_normal`)."""
     gjk_iterations: int = 16
     epa_iterations: int = 40
-    tolerance: float = 1e-14
-    refine_steps: int = REFINE_STEPS
+    tolerance: float = 1e-6
+    refine_steps: int = 2
     all_starts: bool = True
 
 
 TOLERANCE_ULPS = 32            # the search's relative tolerance is never below this many ulp of the dtype
-PRECISE = ConvexSettings()     # the search to round-off (the default), named for code that asks for it explicitly
+PRECISE = ConvexSettings(tolerance=1e-14, refine_steps=REFINE_STEPS)     # the search to round-off
 
 
 def search_tolerance(settings, like):
@@ -561,15 +560,16 @@ def _kink_tangents(C):
     return (V * jnp.where(free, 1.0, 0.0).astype(C.dtype)) @ V.T
 
 
-def _kink_normals(shape, u):
+def _kink_normals(shape, u, free=None):
     """(2, 3) world vectors c with c · u = 0 exactly on the kinks of the geom's support function that the direction
     u lies on (zero rows for none): a box's local axes along which u has no component (an edge or a face), a
     capsule's or cylinder's axis at its side, a cylinder's two cross axes at its cap, a mesh's edges from its
     highest vertex along u to the next two where they tie with it (an edge, or a face). Moving u while keeping
     c · u = 0 keeps the same support feature, on which the support function is smooth: the second-order model
-    of :func:`refine_direction` on a kink."""
+    of :func:`refine_direction` on a kink. ``free``: how near to a kink u counts as on it (default :data:`FREE`)."""
+    free = FREE if free is None else free
     if not isinstance(shape.kind, str):
-        return per_kind(shape.kind, shape.code, lambda k: _kink_normals(shape.one(k), u))
+        return per_kind(shape.kind, shape.code, lambda k: _kink_normals(shape.one(k), u, free))
     local = rotate_transpose(shape.R, u)
     axes = jnp.eye(3, dtype=u.dtype)
     none = jnp.zeros((2, 3), u.dtype)
@@ -579,16 +579,16 @@ def _kink_normals(shape, u):
         v = shape.size
         padded = jnp.all(v == v[-1], axis=1) & (jnp.arange(v.shape[0]) < v.shape[0] - 1)
         heights, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, v @ local), 3)
-        tie = heights[0] - heights[1:] <= FREE * extent(shape.kind, v)
+        tie = heights[0] - heights[1:] <= free * extent(shape.kind, v)
         c = jnp.where(tie[:, None], v[top[1:]] - v[top[0]], 0.0)
     elif shape.kind == "box":
         order = jnp.argsort(jnp.abs(local))[:2]
-        c = jnp.where((jnp.abs(local[order]) <= FREE)[:, None], axes[order], 0.0)
+        c = jnp.where((jnp.abs(local[order]) <= free)[:, None], axes[order], 0.0)
     elif shape.kind == "capsule":
-        c = none.at[0].set(jnp.where(jnp.abs(local[2]) <= FREE, axes[2], 0.0))
+        c = none.at[0].set(jnp.where(jnp.abs(local[2]) <= free, axes[2], 0.0))
     elif shape.kind == "cylinder":
-        cap = jnp.sqrt(local[0] ** 2 + local[1] ** 2) <= FREE
-        side = jnp.where(jnp.abs(local[2]) <= FREE, axes[2], 0.0)
+        cap = jnp.sqrt(local[0] ** 2 + local[1] ** 2) <= free
+        side = jnp.where(jnp.abs(local[2]) <= free, axes[2], 0.0)
         c = jnp.where(cap, axes[:2], jnp.stack([side, jnp.zeros(3, u.dtype)]))
     else:
         raise ValueError(f"no kinks known for a {shape.kind!r} geom")
@@ -890,15 +890,26 @@ def _contact_height(shape, n, x):
     return dot(n, shape.p) + local + dot(x_local, u - u0)
 
 
+def snapped_normal(A, B, u, slack):
+    """The search's normal u put exactly onto the kinks of both geoms near it (:func:`_kink_normals` within
+    :data:`SNAP`: a face's, an edge's, a side's or a cap's; onto all of them at once, by projection onto the
+    orthogonal complement of their normals: two crossed sides' n ∝ c_A × c_B) where f(n) = h_A(n) + h_B(−n) rises by at most ``slack`` there
+    (the search's tolerance: a search that stopped short of a kink), else u. Held constant (the search's)."""
+    u = jax.lax.stop_gradient(u)
+    E = _orthonormal_rows(jnp.concatenate([_kink_normals(A, u, SNAP), _kink_normals(B, -u, SNAP)]))
+    snapped = unit_or(_without(E, u), u)[0]
+    return jnp.where(A.height(snapped) + B.height(-snapped) <= A.height(u) + B.height(-u) + slack, snapped, u)
+
+
 def contact_at(A, B, found, settings=ConvexSettings()):
     """(gap, point, n) at the search's :class:`Found`: n by :func:`settled_normal`, the gap by the separating-axis
     formula at n held constant (module docstring: Danskin), differentiated at the witness points
     (:func:`_contact_height`: gap' = n · (δx_B − δx_A) of the material points in contact), the point the midpoint
     of the witness points (:func:`witness_points`, from the search's x_a, x_b); ``settings``' tolerance bounds the
-    settling step's rise of f (:func:`settled_normal`)."""
+    settling step's rise of f (:func:`settled_normal`) and of the snap onto kinks (:func:`snapped_normal`)."""
     hold = jax.lax.stop_gradient
-    slack = search_tolerance(settings, A.p) * (A.scale + B.scale)
-    n = settled_normal(A, B, found.normal, hold(slack))
+    slack = hold(search_tolerance(settings, A.p) * (A.scale + B.scale))
+    n = settled_normal(A, B, snapped_normal(_held(A), _held(B), found.normal, slack), slack)
     fixed = hold(n)
     x_a, x_b = hold(found.x_a), hold(found.x_b)
     at_a, at_b = hold(witness_points(A, B, fixed, -A.height(fixed) - B.height(-fixed), x_a, x_b))
@@ -940,4 +951,5 @@ def convex_contacts(kind1, kind2, R1, p1, size1, R2, p2, size2, codes=None, sett
 
 __all__ = ["ConvexSettings", "PRECISE", "search_tolerance", "Shape", "support", "support_height",
            "closest_simplex_point", "gjk", "epa", "GJKStage", "gjk_stage", "Found", "found_apart", "found_overlap",
-           "unsearched", "find_normal", "settled_normal", "contact_at", "convex_contact", "convex_contacts", "per_kind"]
+           "unsearched", "find_normal", "snapped_normal", "settled_normal", "contact_at", "convex_contact",
+           "convex_contacts", "per_kind"]

@@ -61,7 +61,8 @@ class CollisionModel:
     count per pair).
 
     ``convex``: the settings of the narrow phase's general convex route (:class:`~.convex.ConvexSettings`,
-    MuJoCo's ``ccd_tolerance``/``ccd_iterations`` of its model options; by default to round-off).
+    MuJoCo's ``ccd_tolerance``/``ccd_iterations`` of its model options: its accuracy by default,
+    ``dataclasses.replace(model, convex=PRECISE)`` for round-off).
 
     ``friction``/``restitution`` are the pairs' values, mixed from the geoms' (or given by an explicit pair) when
     the model was built: they are the leaves to differentiate or batch over (the geoms' own ``friction`` and

@@ -405,8 +405,8 @@ def collide_many(kind1, kind2, R1, p1, size1, R2, p2, size2, codes=None, setting
 
 def collide(kind1, kind2, R1, p1, size1, R2, p2, size2, settings=ConvexSettings()):
     """The :class:`ContactSlots` of geom 1 (``kind1``, world rotation R1, position p1, size1) against geom 2;
-    ``settings`` those of the general convex route (:class:`~.convex.ConvexSettings`: by default to
-    round-off).
+    ``settings`` those of the general convex route (:class:`~.convex.ConvexSettings`: MuJoCo's accuracy by default,
+    :data:`~.convex.PRECISE` for round-off).
 
     Kinds are static strings; a pair outside :data:`SLOTS` raises a ValueError naming it (the collision model
     warns about such pairs before anything compiles). Works on one pair; batch with ``jax.vmap``."""
