@@ -196,6 +196,35 @@ def test_plane_mesh_slots_hold_a_flat_face_at_its_corners():
     np.testing.assert_allclose(np.sort(np.abs(points[:, :2]), axis=0), [[0.2, 0.1]] * 4)
 
 
+def test_padded_copies_of_the_touching_vertex_keep_its_witness_point_exact():
+    """A capsule lying across a tetrahedron's apex, the apex being the hull's last vertex and so the one that
+    padding copies (stacked_sizes): the contact is that single vertex against the capsule's side line, so the
+    witness point on the hull is the apex itself (to round-off, at the default accuracy), the normal the line's
+    perpendicular through it and the gap the distance (analytic). The padded copies once counted as a second
+    vertex at the same height, the support face was taken for a patch and the point was left where the search
+    stopped (1e-7 off the hull at MuJoCo's accuracy)."""
+    tetra = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0], [0.0, 0.25, 0.0], [0.05, 0.05, 0.35]])
+    hull = stacked_sizes([mesh("m", None, None, tetra).size, jnp.zeros((PADDED, 3))])[0]
+    assert np.sum(np.all(np.asarray(hull) == tetra[-1], axis=1)) > 1           # the apex has padded copies
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        q = rng.normal(size=4)
+        R = _rotation(q / np.linalg.norm(q))                                      # the whole scene turned
+        radius, half, gap = 0.08, 0.2, rng.uniform(0.05, 0.3)
+        along = rng.uniform(-0.15, 0.15)                                          # where on the side it touches
+        axis_local = np.array([np.cos(0.3), np.sin(0.3), 0.0])                    # the capsule's axis, horizontal
+        centre_local = tetra[-1] + [0.0, 0.0, radius + gap] - along * axis_local
+        Rc_local = np.column_stack([np.cross([0.0, 0.0, 1.0], axis_local), [0.0, 0.0, 1.0], axis_local])
+        out = COLLIDE("mesh", "capsule", jnp.asarray(R), jnp.zeros(3), hull, jnp.asarray(R @ Rc_local),
+                      jnp.asarray(R @ centre_local), jnp.array([radius, half, 0.0]))
+        k = int(np.argmin(np.where(np.asarray(out.valid), np.asarray(out.gap), np.inf)))
+        normal, point, found = np.asarray(out.frame[k, 0]), np.asarray(out.point[k]), float(out.gap[k])
+        apex, up = R @ tetra[-1], R[:, 2]
+        assert abs(found - gap) < 1e-12, (found, gap)
+        np.testing.assert_allclose(normal, up, atol=1e-12)
+        np.testing.assert_allclose(point - 0.5 * found * normal, apex, atol=1e-12)
+
+
 def test_mesh_bad_input_is_named():
     from mrds_jax.collision import CollisionError
     with pytest.raises(CollisionError, match="'flat'.*one plane"):

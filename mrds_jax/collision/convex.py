@@ -423,13 +423,19 @@ def _snap(shape, u):
     return snapped
 
 
+def _mesh_heights(vertices, u):
+    """Each hull vertex's height along the local direction u, −inf on the padding (the copies of the last vertex
+    that fill a hull to its stacked size), so that a padded vertex never ties with the one it copies."""
+    padded = jnp.all(vertices == vertices[-1], axis=1) & (jnp.arange(vertices.shape[0]) < vertices.shape[0] - 1)
+    return jnp.where(padded, -jnp.inf, vertices @ u)
+
+
 def _snap_mesh(vertices, u):
     """A mesh's kinks near the local direction u: the normal of the plane through its three vertices highest
     along u (a face's normal, where they lie on one face) if it is within :data:`SNAP` of u, else u made
     perpendicular to the line through the two highest (an edge's normal cone) if that moves it less than SNAP,
     else u. Padding (copies of the last vertex) is skipped."""
-    padded = jnp.all(vertices == vertices[-1], axis=1) & (jnp.arange(vertices.shape[0]) < vertices.shape[0] - 1)
-    _, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, vertices @ u), 3)
+    _, top = jax.lax.top_k(_mesh_heights(vertices, u), 3)
     a, b, c = vertices[top[0]], vertices[top[1]], vertices[top[2]]
     face, _ = unit_or(cross(b - a, c - a), u)
     face = face * jnp.where(dot(face, u) >= 0, 1.0, -1.0)
@@ -577,8 +583,7 @@ def _kink_normals(shape, u, free=None):
         return none
     if shape.kind == "mesh":
         v = shape.size
-        padded = jnp.all(v == v[-1], axis=1) & (jnp.arange(v.shape[0]) < v.shape[0] - 1)
-        heights, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, v @ local), 3)
+        heights, top = jax.lax.top_k(_mesh_heights(v, local), 3)
         tie = heights[0] - heights[1:] <= free * extent(shape.kind, v)
         c = jnp.where(tie[:, None], v[top[1:]] - v[top[0]], 0.0)
     elif shape.kind == "box":
@@ -611,7 +616,7 @@ def _support_face_point(kind, size, u, x):
     if kind in ("sphere", "ellipsoid"):
         return _local_support(kind, size, u), jnp.array(True)
     if kind == "mesh":                          # a vertex, or x moved onto the support plane of an edge or a face
-        heights = size @ u
+        heights = _mesh_heights(size, u)                # a padded copy of the top vertex is not a second one
         top = jnp.max(heights)
         single = jnp.sum(heights >= top - FREE * extent(kind, size)) == 1
         return jnp.where(single, _local_support(kind, size, u), x + (top - dot(u, x)) * u), single
@@ -646,8 +651,7 @@ def _support_segment(kind, size, u):
     if kind in ("capsule", "cylinder"):
         return size[0] * radial, axes[2], size[1], free[2] & (length > FREE)
     if kind == "mesh":
-        padded = jnp.all(size == size[-1], axis=1) & (jnp.arange(size.shape[0]) < size.shape[0] - 1)
-        heights, top = jax.lax.top_k(jnp.where(padded, -jnp.inf, size @ u), 3)
+        heights, top = jax.lax.top_k(_mesh_heights(size, u), 3)
         tie = heights[0] - heights[1:] <= FREE * extent(kind, size)
         a, b = size[top[0]], size[top[1]]
         axis, span = unit_or(b - a, axes[0])
