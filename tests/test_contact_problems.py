@@ -23,14 +23,14 @@ import jax
 import jax.numpy as jnp
 
 from mrds_jax.spatial.linalg import pivoted_solve
-from mrds_jax.system.ncp import (MODE_SLIP, NCPSettings, RowLayout, candidate_modes, changed_modes, first_crossing,
-                                 fixed_mode_steps, guess_modes, least_norm_impulses, mode_signs_hold, mode_step,
-                                 solution_residual, solve_ncp)
+from mrds_jax.system.ncp import (MODE_SLIP, NCPSettings, RowLayout, candidate_modes, changed_modes,
+                                 exchanged_modes, first_crossing, fixed_mode_steps, guess_modes, least_norm_impulses,
+                                 mode_signs_hold, mode_step, penetrating_contacts, solution_residual, solve_ncp)
 
 HERE = Path(__file__).resolve().parent
-# hardest/: the problems of three float32 rollouts with one unconverged step each (at 1ea5a30) that took the most
-# trips, 83, 40 and 44 of 468, 123 and 168, with every tenth other: held to the bar's maximum, not to its mean
-# (6.2 on the quadruped's and biped's selections, 3.6 on the incline's; the rollouts' own means per step are
+# hardest/: the problems of float32 rollouts that took the most trips, with every tenth other (its README: three
+# rollouts at batch 8 with one unconverged step each, at 1ea5a30; the incline at batch 256 and the quadruped at
+# batch 8 again, at ed4cda5): held to the bar's maximum, not to its mean (the rollouts' own means per step are
 # experiments/ncp_convergence.py's)
 HARDEST = sorted((HERE / "data" / "contact_problems" / "hardest").glob("*.npz"))
 FILES = sorted((HERE / "data" / "contact_problems").glob("*.npz")) + HARDEST + sorted(
@@ -288,6 +288,30 @@ def test_changed_modes_closes_the_deepest_open_row_else_opens_the_least_loaded_s
     # nothing to change: every touching contact at rest, every open one separating
     assert not bool(changed_modes(modes, lam, jnp.zeros(12), layout, active, tol)[1])
     assert not bool(changed_modes(modes, lam, sigma, layout, active, jnp.full(12, 2 * e))[1])    # σ below tolerance
+
+
+def test_exchanged_modes_close_the_most_penetrating_open_contact_and_open_each_least_loaded_touching_one():
+    """Four corners, μ = 0.5: the second open by its impulse (λ_n = 0) yet penetrating and slipping, the fourth open
+    and penetrating less; the others touching with λ_n 3, 2, 1 at rest. The exchanges: the second closed, sliding
+    (it slips by more than the threshold), with the least loaded touching corner opened in turn (the fourth's 1 is
+    not touching: the third's 2, then the first's 3); the fourth stays open. At rest the closed one sticks."""
+    layout, mu, active = RowLayout(n_contacts=4), jnp.full(4, 0.5), jnp.ones(12, bool)
+    lam = jnp.array([[3.0, 0, 0], [0.0, 0, 0], [2.0, 0, 0], [0.0, 0, 0]]).reshape(-1)
+    sigma = jnp.array([[0, 0, 0], [-2e-3, 1e-2, 0], [0, 0, 0], [-1e-3, 0, 0]]).reshape(-1)
+    tol = jnp.full(12, 1e-9)
+    np.testing.assert_array_equal(np.asarray(penetrating_contacts(lam, sigma, layout, active, tol)),
+                                  [False, True, False, True])
+    separated, sticking, sliding, _ = exchanged_modes(lam, sigma, layout, mu, active, 1e-6, tol, count=3)
+    assert separated.shape == (3, 4)               # at most as many exchanges as touching contacts: two here
+    np.testing.assert_array_equal(np.asarray(separated[:2]), [[False, False, True, True], [True, False, False, True]])
+    np.testing.assert_array_equal(np.asarray(sliding[:2]), [[False, True, False, False]] * 2)
+    np.testing.assert_array_equal(np.asarray(sticking[:2]), [[True, False, False, False], [False, False, True, False]])
+    # every contact is in one mode in every exchange
+    total = np.asarray(separated, int) + np.asarray(sticking, int) + np.asarray(sliding, int)
+    np.testing.assert_array_equal(total, np.ones((3, 4), int))
+    # the second at rest: it closes sticking
+    _, sticking2, sliding2, _ = exchanged_modes(lam, sigma.at[4].set(0.0), layout, mu, active, 1e-6, tol, count=3)
+    assert bool(sticking2[0][1]) and not np.any(np.asarray(sliding2))
 
 
 def test_indeterminate_impulses_are_the_least_friction_then_least_norm_ones():

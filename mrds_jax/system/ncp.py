@@ -475,7 +475,7 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     velocity says its mode is wrong (an open row penetrating, a closed one separating), that row's mode is changed
     (:func:`changed_modes`) and a few block-pivoting mode steps taken (:func:`pivoted_modes`), kept where every row's
     sign agrees with its mode (:func:`mode_signs_hold`) and θ falls — or, where the trip is stuck at a local minimum
-    of θ, whatever θ does. After :data:`RESTART_TRIPS` slow trips in a row without such a change (an iterate creeping
+    of θ, where θ rises by less than :data:`ESCAPE_RISE`. After :data:`RESTART_TRIPS` slow trips in a row without such a change (an iterate creeping
     along G's null space with its internal forces pinned to the cones' boundaries) Newton restarts from the
     least-friction, least-norm impulses of the iterate's velocities (:func:`least_norm_impulses`). After two
     trips in a row that lower θ by less than half (:data:`CREEP_TRIP`, :data:`GUESS_AFTER`) the trip's result is
@@ -483,7 +483,11 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
     yet slip, all or one sliding), each taken a few accurate Newton steps (:func:`fixed_mode_steps`) and kept only
     where it solves the problem (guess and verify: an iterate creeping along G's null space at 8-12 % a trip, two
     feet inside their cones where the answer has one of them sliding; a quadruped in float32: 56 trips -> 18 at
-    most on its hardest 83 problems). On the captured problems of tests/test_contact_problems.py (1,900 problems, float64 and
+    most on its hardest 83 problems). Where a trip is stuck (θ down by under 1 %, :data:`STUCK_TRIP`) with an open
+    contact that penetrates, exchanges of modes are tried first the same way (:func:`exchanged_modes`: that contact
+    closed and one of the least loaded touching contacts opened, the step of an active-set method; a box on an
+    incline rocking from one corner to the next in float32: 380 trips -> 6 at most on 133 problems of a batch of
+    256). On the captured problems of tests/test_contact_problems.py (1,900 problems, float64 and
     float32): at most 19 trips, 4.2 on average; with the Newton direction alone and the largest Armijo step, 78 and
     9, and without the change of mode 400+ (ADMM's cap) on four sliding corners and two rocking box feet. The loop
     (``lax.while_loop``) leaves when the problem's own residual (:func:`solution_residual`) of
@@ -516,16 +520,24 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         # same velocities with the internal forces along G's null space removed
         return least_norm_impulses(Gm, gm, lam, layout, mu, active, slip_tol, settings.tikhonov, D * tol) * a
 
-    def verified_guess(lam):
-        # guess and verify (:func:`candidate_modes`): from λ, GUESS_STEPS Newton steps of each candidate's modes
-        # (:func:`fixed_mode_steps`, all candidates together); the first whose result solves the problem (its
-        # residual within the tolerance) replaces λ, so a wrong guess costs time and nothing else
-        sigma = matmul(Gm, lam) + gm
-        cands = candidate_modes(lam, sigma, layout, mu, active, slip)
+    def verified(lam, cands):
+        # guess and verify: from λ, GUESS_STEPS Newton steps of each candidate's modes (:func:`fixed_mode_steps`,
+        # all candidates together); the first whose result solves the problem (its residual within the tolerance)
+        # replaces λ, so a wrong guess costs time and nothing else. Returns (λ, whether a guess solved it)
         xs = jax.vmap(lambda m: project(fixed_mode_steps(Gm, gm, lam, layout, mu, active, m, GUESS_STEPS)))(cands)
         res = jax.vmap(residual)(xs)
         first = jnp.argmax(res <= tol)
-        return jnp.where(res[first] <= tol, xs[first], lam)
+        return jnp.where(res[first] <= tol, xs[first], lam), res[first] <= tol
+
+    def verified_guess(lam):
+        # the guesses of :func:`candidate_modes` (contacts that stick by their impulses and yet slip)
+        return verified(lam, candidate_modes(lam, matmul(Gm, lam) + gm, layout, mu, active, slip))[0]
+
+    def verified_exchange(carry):
+        # the exchanges of :func:`exchanged_modes` (the open contact that penetrates most closed, one touching
+        # contact opened) at a trip stuck with an open contact penetrating
+        lam = carry[0]
+        return verified(lam, exchanged_modes(lam, matmul(Gm, lam) + gm, layout, mu, active, slip, D * tol))
 
     def trip(carry):
         lam, k, _, kappa, slow, creep = carry
@@ -554,14 +566,24 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         # changed (:func:`changed_modes`), one step of the new mode taken whatever θ does (θ's local minima lie
         # between modes: four sliding corners whose normal velocities cannot all be 0 stall at θ ~ e², and the
         # solution with one corner open is reached only through larger θ)
+        # a trip stuck at a local minimum of θ with an open contact that penetrates: first the exchanges of modes
+        # (:func:`exchanged_modes`: that contact closed and one touching contact opened together), kept only where
+        # one solves the problem. Closing it alone leads to an inconsistent mode (four sliding corners) whose
+        # least-squares step runs along G's null space, and the next trips come back to the same minimum
+        stuck = ~(thetas[best] < STUCK_TRIP * theta)
+        exchanged = jnp.zeros((), bool)
+        if layout.n_contacts:                   # (limit rows alone: no contact to exchange)
+            exchange = stuck & jnp.any(penetrating_contacts(lam, sigma, layout, active, D * tol))
+            lam_x, exchanged = run_if(exchange, verified_exchange, (lam, exchanged))
+            lam_new = jnp.where(exchanged, lam_x, lam_new)
         changed, change = changed_modes(modes, lam, sigma, layout, active, D * tol)
-        escape = change & ~(thetas[best] < SLOW_TRIP * theta)
+        escape = change & ~(thetas[best] < SLOW_TRIP * theta) & ~exchanged
 
         def changed_step(carry, Gm, gm, changed):
             # the changed mode's step, then PIVOTS steps of the modes each result shows (block pivoting: a contact
             # that the change leaves pulling, λ_n < 0, opens, one left penetrating closes; :func:`pivoted_modes`),
-            # kept where every row's sign agrees with its mode and θ is lower than the trip's step gives, or
-            # whatever θ does where the trip is stuck (θ's local minima lie between modes)
+            # kept where every row's sign agrees with its mode and θ is lower than the trip's step gives, or,
+            # where the trip is stuck (θ's local minima lie between modes), where θ rises by less than ESCAPE_RISE
             def pivot(_, carry):
                 x, m = carry
                 x = open_rows(x + mode_step(Gm, gm, x, matmul(Gm, x) + gm, layout, mu, active, m, settings.tikhonov),
@@ -569,13 +591,13 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
                 return x, pivoted_modes(x, matmul(Gm, x) + gm, layout, mu, active, slip, D * tol)
 
             x, m = jax.lax.fori_loop(0, PIVOTS, pivot, (carry[0], changed))
-            stuck = ~(thetas[best] < STUCK_TRIP * theta)
             return x, mode_signs_hold(m, x, matmul(Gm, x) + gm, layout, active, D * tol) & (
-                stuck | (merit(x) < thetas[best]))
+                (stuck & (merit(x) < ESCAPE_RISE * theta)) | (merit(x) < thetas[best]))
 
         lam_mode, holds = run_if(escape, changed_step, (lam, jnp.zeros((), bool)), Gm, gm, changed)
         escape = escape & holds
         lam_new = jnp.where(escape, lam_mode, lam_new)
+        escape = escape | exchanged
         kappa = jnp.where(escape, 1.0, jnp.where(stalled, 10.0 * kappa, jnp.maximum(0.1 * kappa, 1.0)))
         # RESTART_TRIPS slow trips in a row (θ down by less than a tenth each, no change of mode): the iterate creeps
         # along G's null space, its internal forces pinned to the cones' boundaries (two box feet whose every corner
@@ -625,7 +647,14 @@ SLOW_TRIP = 0.9
 CREEP_TRIP = 0.5
 """:func:`semismooth_newton` guesses and verifies modes after :data:`GUESS_AFTER` trips in a row whose θ fell by less than 1 − this."""
 STUCK_TRIP = 0.99
-""":func:`semismooth_newton` changes a mode whatever θ does after a trip whose θ fell by less than 1 − this."""
+""":func:`semismooth_newton` is stuck after a trip whose θ fell by less than 1 − this: it tries exchanges of modes
+(:func:`exchanged_modes`) and changes a mode even where θ rises (by less than :data:`ESCAPE_RISE`)."""
+ESCAPE_RISE = 1e5
+""":func:`semismooth_newton` keeps a change of mode at a stuck trip only where θ rises by less than this factor.
+Between what the escapes need and what they cost on the captured problems (float32): a box on an incline left its
+local minimum with all corners sliding through a rise of 3.5e3 (then solved in four trips; refused at a cap of 1e3
+it took 286), a biped's foot corner opened at a rise of 6e6 and the problem took 32 trips (17 at most on its file with
+the change refused)."""
 PIVOTS = 3
 """:func:`semismooth_newton`'s change of mode takes this many mode steps, each of the modes the last one shows."""
 RESTART_TRIPS = 4
@@ -963,6 +992,42 @@ def candidate_modes(lam, sigma, layout, mu, active, slip_tol, count=None):
     return tile(separated), sticking & ~slides, sliding | slides, tile(closed_u)
 
 
+def penetrating_contacts(lam, sigma, layout, active, velocity_tol):
+    """Per contact: whether it is open by its impulse (λ_n ≤ 0, :func:`guess_modes`) and yet penetrates
+    (σ_n < −``velocity_tol``, per row), so that its mode is wrong."""
+    _, _, lc = _split(lam, layout)
+    _, _, sc = _split(sigma, layout)
+    _, _, tc = _split(velocity_tol, layout)
+    _, _, ac = _split(active, layout)
+    return ac[:, 0] & (lc[:, 0] <= 0) & (sc[:, 0] < -tc[:, 0])
+
+
+def exchanged_modes(lam, sigma, layout, mu, active, slip_tol, velocity_tol, count=None):
+    """Modes to guess and verify where :func:`semismooth_newton` is stuck with an open contact that penetrates
+    (:func:`penetrating_contacts`), stacked on a leading axis of ``count`` (default :data:`EXCHANGES`): the
+    iterate's modes (:func:`guess_modes`) with the most penetrating such contact closed (sliding where it slips by
+    more than ``slip_tol``, else sticking) and the i-th least loaded touching contact (smallest λ_n) opened — an
+    exchange of the active-set method (a box rocking from one corner to its neighbour). Closing the contact alone
+    leaves a box on four coplanar sliding corners whose normal velocities cannot all be 0 (a float32 incline at
+    batch 256: the iterate came back to one corner open and penetrating at 1.5e-6 m/s, 341 trips); the solution has
+    it closed and another corner open, and neither velocities nor impulses at the iterate tell which."""
+    separated, sticking, sliding, closed_u = guess_modes(lam, sigma, layout, mu, active, slip_tol)
+    k = layout.n_contacts
+    count = min(EXCHANGES if count is None else count, k)
+    _, _, lc = _split(lam, layout)
+    _, _, sc = _split(sigma, layout)
+    pen = penetrating_contacts(lam, sigma, layout, active, velocity_tol)
+    i = jnp.argmax(jnp.where(pen, -sc[:, 0], -jnp.inf))
+    closes = (jnp.arange(k) == i) & pen[i]
+    slips = _safe_norm(sc[:, 1:]) > slip_tol
+    order = jnp.argsort(jnp.where(~separated & ~closes, lc[:, 0], jnp.inf))[:count]
+    opens = (jnp.arange(k)[None, :] == order[:, None]) & (~separated & ~closes)[None, :]
+    return ((separated & ~closes)[None] | opens, ((sticking | (closes & ~slips))[None]) & ~opens,
+            ((sliding | (closes & slips))[None]) & ~opens, jnp.broadcast_to(closed_u, (count,) + closed_u.shape))
+
+
+EXCHANGES = 3
+""":func:`exchanged_modes` guesses at most this many contacts to open."""
 GUESSES = 2
 """:func:`candidate_modes` guesses at most this many single sliding contacts."""
 GUESS_STEPS = 5
@@ -979,14 +1044,23 @@ def fixed_mode_steps(Gm, gm, lam, layout, mu, active, modes, steps):
     6.5e-4, 4.1e-4, 1.7e-4, where these converge, 6.5e-4, 3e-4, 1.9e-5), the open rows set to 0
     (:func:`open_rows`)."""
     def step(_, x):
-        sigma = matmul(Gm, x) + gm
-        M, _, _ = mode_system(Gm, x, sigma, layout, mu, active, modes)
-        d = row_equilibration(M)
-        dx = -damped_lstsq(d[:, None] * M, d * mode_residual(x, sigma, layout, mu, active, modes),
-                           M.shape[0] * jnp.finfo(M.dtype).eps)
-        return open_rows(x + dx, layout, modes)
+        return open_rows(x + accurate_mode_step(Gm, gm, x, layout, mu, active, modes), layout, modes)
 
     return jax.lax.fori_loop(0, steps, step, lam)
+
+
+def accurate_mode_step(Gm, gm, lam, layout, mu, active, modes):
+    """The Newton step δ of fixed ``modes``' conditions (:func:`mode_residual`) at ``lam``: the least-squares
+    solution of M δ = −F (:func:`mode_system`) on equilibrated rows (:func:`row_equilibration`) by Householder QR
+    of the damped system (:func:`~mrds_jax.spatial.dense.damped_lstsq`, damping m ulp): :func:`mode_step`'s step
+    without the normal equations' rounding, for the steps that must converge in float32 (:func:`fixed_mode_steps`).
+    (Tried in the pivots of :func:`semismooth_newton`'s change of mode too: a float32 biped problem then took 220
+    trips, not 13.)"""
+    sigma = matmul(Gm, lam) + gm
+    M, _, _ = mode_system(Gm, lam, sigma, layout, mu, active, modes)
+    d = row_equilibration(M)
+    return -damped_lstsq(d[:, None] * M, d * mode_residual(lam, sigma, layout, mu, active, modes),
+                         M.shape[0] * jnp.finfo(M.dtype).eps)
 
 
 def touching_modes(sigma, layout, active, slip_tol, velocity_tol=None):
