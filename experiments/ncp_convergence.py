@@ -188,7 +188,7 @@ def perturbed_starts(v0, batch, perturb, seed=0):
     return jnp.asarray(v, v0[0].dtype)
 
 
-def run(scene, dtype, batch, steps, perturb, sliding_polish=True, method="newton", capture=None):
+def run(scene, dtype, batch, steps, perturb, sliding_polish=True, method="newton", capture=None, only=None):
     if dtype == "float32":
         from mrds_jax.console import allow_float32
         allow_float32()
@@ -196,6 +196,8 @@ def run(scene, dtype, batch, steps, perturb, sliding_polish=True, method="newton
     base = own[0] if own else ContactSettings()
     settings = base._replace(ncp=base.ncp._replace(sliding_polish=sliding_polish, method=method))
     vb = perturbed_starts(v0, batch, perturb)
+    if only:                                # the batch's scenarios of these indices (to capture a few of a big run)
+        vb = vb[jnp.asarray(only)]
 
     def one(v_base):
         v = (v_base,) + tuple(v0[1:])
@@ -224,6 +226,7 @@ def run(scene, dtype, batch, steps, perturb, sliding_polish=True, method="newton
                it_mean=float(its.mean()), it_p99=float(np.percentile(its, 99)), it_max=int(its.max()),
                primal_max=float(np.nanmax(r["primal"])), finite=bool(r["finite"].all()),
                bad_steps=bad_steps[:12].tolist(), n_bad_steps=int(bad_steps.size),
+               bad_scenarios=np.flatnonzero(~conv.all(axis=1))[:12].tolist(),
                compile_and_run_s=compile_and_run, run_s=run_s)
     if scene == "incline":
         # the unperturbed start (scenario 0): spin, the angular velocity (the free joint's first three velocity
@@ -249,6 +252,8 @@ def main():
     ap.add_argument("--method", default="newton", choices=["newton", "admm"], help="NCPSettings.method")
     ap.add_argument("--capture", default=None, metavar="DIR",
                     help="write the step problems (Capture) to DIR/SCENE_DTYPE.npz instead of timing")
+    ap.add_argument("--only", type=int, nargs="+", default=None, metavar="I",
+                    help="run only these scenarios of the batch (their perturbed starts as in the whole batch)")
     ap.add_argument("--cassie-start", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cassie_start:
@@ -258,14 +263,15 @@ def main():
         capture = (None if args.capture is None
                    else str(Path(args.capture) / f"{args.scenes[0]}_{args.dtype[0]}.npz"))
         print("RESULT " + json.dumps(run(args.scenes[0], args.dtype[0], args.batch, args.steps, args.perturb,
-                                         not args.no_sliding_polish, args.method, capture)))
+                                         not args.no_sliding_polish, args.method, capture, args.only)))
         return
     for scene in args.scenes:
         for dtype in args.dtype:
             p = subprocess.run([sys.executable, __file__, "--one", "--scenes", scene, "--dtype", dtype, "--batch",
                                 str(args.batch), "--steps", str(args.steps), "--perturb", str(args.perturb)]
                                + ["--no-sliding-polish"] * args.no_sliding_polish + ["--method", args.method]
-                               + (["--capture", args.capture] if args.capture else []),
+                               + (["--capture", args.capture] if args.capture else [])
+                               + (["--only", *map(str, args.only)] if args.only else []),
                                capture_output=True, text=True, env=os.environ)
             lines = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
             if p.returncode or not lines:
@@ -280,7 +286,8 @@ def main():
             print(f"{scene:8s} {dtype}: converged {100 * r['converged']:.1f} % of steps "
                   f"({100 * r['scenarios_all_converged']:.0f} % scenarios all), iterations mean {r['it_mean']:.1f} "
                   f"p99 {r['it_p99']:.0f} max {r['it_max']}, primal max {r['primal_max']:.1e}, finite "
-                  f"{r['finite']}, unconverged steps {r['n_bad_steps']} {r['bad_steps']}{extra}, "
+                  f"{r['finite']}, unconverged steps {r['n_bad_steps']} {r['bad_steps']} in scenarios "
+                  f"{r['bad_scenarios']}{extra}, "
                   f"compile+run {r['compile_and_run_s']:.1f} s run {r['run_s']:.2f} s", flush=True)
 
 

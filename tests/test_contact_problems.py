@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from mrds_jax.spatial.linalg import pivoted_solve
 from mrds_jax.system.ncp import (MODE_SLIP, NCPSettings, RowLayout, candidate_modes, changed_modes,
                                  exchanged_modes, first_crossing, fixed_mode_steps, guess_modes, least_norm_impulses,
-                                 mode_signs_hold, mode_step, penetrating_contacts, solution_residual, solve_ncp)
+                                 mode_signs_hold, mode_step, penetrating_rows, solution_residual, solve_ncp)
 
 HERE = Path(__file__).resolve().parent
 # hardest/: the problems of float32 rollouts that took the most trips, with every tenth other (its README: three
@@ -299,8 +299,9 @@ def test_exchanged_modes_close_the_most_penetrating_open_contact_and_open_each_l
     lam = jnp.array([[3.0, 0, 0], [0.0, 0, 0], [2.0, 0, 0], [0.0, 0, 0]]).reshape(-1)
     sigma = jnp.array([[0, 0, 0], [-2e-3, 1e-2, 0], [0, 0, 0], [-1e-3, 0, 0]]).reshape(-1)
     tol = jnp.full(12, 1e-9)
-    np.testing.assert_array_equal(np.asarray(penetrating_contacts(lam, sigma, layout, active, tol)),
-                                  [False, True, False, True])
+    pen_c, pen_u = penetrating_rows(guess_modes(lam, sigma, layout, mu, active, 1e-6), sigma, layout, active, tol)
+    np.testing.assert_array_equal(np.asarray(pen_c), [False, True, False, True])
+    assert pen_u.shape == (0,)
     separated, sticking, sliding, _ = exchanged_modes(lam, sigma, layout, mu, active, 1e-6, tol, count=3)
     assert separated.shape == (3, 4)               # at most as many exchanges as touching contacts: two here
     np.testing.assert_array_equal(np.asarray(separated[:2]), [[False, False, True, True], [True, False, False, True]])

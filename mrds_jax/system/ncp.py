@@ -533,11 +533,11 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         # the guesses of :func:`candidate_modes` (contacts that stick by their impulses and yet slip)
         return verified(lam, candidate_modes(lam, matmul(Gm, lam) + gm, layout, mu, active, slip))[0]
 
-    def verified_exchange(carry):
+    def verified_exchange(carry, sigma):
         # the exchanges of :func:`exchanged_modes` (the open contact that penetrates most closed, one touching
-        # contact opened) at a trip stuck with an open contact penetrating
+        # contact opened) at a trip stuck with an open contact penetrating (σ = Gλ + g, the trip's velocities)
         lam = carry[0]
-        return verified(lam, exchanged_modes(lam, matmul(Gm, lam) + gm, layout, mu, active, slip, D * tol))
+        return verified(lam, exchanged_modes(lam, sigma, layout, mu, active, slip, D * tol))
 
     def trip(carry):
         lam, k, _, kappa, slow, creep = carry
@@ -563,9 +563,9 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         lam_new = jnp.where(stalled, lam, trials[best])
         # a trip that does not lower θ by a tenth (a local minimum of θ that is no solution; in float32 θ's rounding
         # passes Armijo's test there), where an open row penetrates or a closed one separates: that row's mode
-        # changed (:func:`changed_modes`), one step of the new mode taken whatever θ does (θ's local minima lie
-        # between modes: four sliding corners whose normal velocities cannot all be 0 stall at θ ~ e², and the
-        # solution with one corner open is reached only through larger θ)
+        # changed (:func:`changed_modes`) and its steps kept where they lower θ or, at a stuck trip, raise it by less
+        # than ESCAPE_RISE (θ's local minima lie between modes: four sliding corners whose normal velocities cannot
+        # all be 0 stall at θ ~ e², and the solution with one corner open is reached only through larger θ)
         # a trip stuck at a local minimum of θ with an open contact that penetrates: first the exchanges of modes
         # (:func:`exchanged_modes`: that contact closed and one touching contact opened together), kept only where
         # one solves the problem. Closing it alone leads to an inconsistent mode (four sliding corners) whose
@@ -573,8 +573,8 @@ def semismooth_newton(G, g, layout, mu, active, lam0, settings, D):
         stuck = ~(thetas[best] < STUCK_TRIP * theta)
         exchanged = jnp.zeros((), bool)
         if layout.n_contacts:                   # (limit rows alone: no contact to exchange)
-            exchange = stuck & jnp.any(penetrating_contacts(lam, sigma, layout, active, D * tol))
-            lam_x, exchanged = run_if(exchange, verified_exchange, (lam, exchanged))
+            exchange = stuck & jnp.any(penetrating_rows(modes, sigma, layout, active, D * tol)[0])
+            lam_x, exchanged = run_if(exchange, verified_exchange, (lam, exchanged), sigma)
             lam_new = jnp.where(exchanged, lam_x, lam_new)
         changed, change = changed_modes(modes, lam, sigma, layout, active, D * tol)
         escape = change & ~(thetas[best] < SLOW_TRIP * theta) & ~exchanged
@@ -696,8 +696,8 @@ def changed_modes(modes, lam, sigma, layout, active, velocity_tol):
     _, au, ac = _split(active, layout)
     # closing: the most negative velocity of an open row
     _, tu, tc = _split(velocity_tol, layout)
-    close = jnp.concatenate([jnp.where(separated & ac[:, 0] & (sc[:, 0] < -tc[:, 0]), -sc[:, 0], -jnp.inf),
-                             jnp.where(~closed_u & au & (su < -tu), -su, -jnp.inf)])
+    pen_c, pen_u = penetrating_rows(modes, sigma, layout, active, velocity_tol)
+    close = jnp.concatenate([jnp.where(pen_c, -sc[:, 0], -jnp.inf), jnp.where(pen_u, -su, -jnp.inf)])
     i = jnp.argmax(close)
     closes = close[i] > 0
     # opening: the largest σ/λ of a closed row that separates
@@ -716,12 +716,9 @@ def pivoted_modes(lam, sigma, layout, mu, active, slip_tol, velocity_tol):
     """The modes an iterate shows (:func:`guess_modes`: a contact whose λ_n ≤ 0 is open), with the open rows that
     penetrate (σ < −``velocity_tol``, per row) closed, contacts sticking: the next modes of block principal pivoting
     (Júdice & Pires 1994; the primal-dual active set of Hintermüller, Ito & Kunisch 2002)."""
-    separated, sticking, sliding, closed_u = guess_modes(lam, sigma, layout, mu, active, slip_tol)
-    _, su, sc = _split(sigma, layout)
-    _, tu, tc = _split(velocity_tol, layout)
-    _, au, ac = _split(active, layout)
-    close_c = separated & ac[:, 0] & (sc[:, 0] < -tc[:, 0])
-    close_u = ~closed_u & au & (su < -tu)
+    modes = guess_modes(lam, sigma, layout, mu, active, slip_tol)
+    separated, sticking, sliding, closed_u = modes
+    close_c, close_u = penetrating_rows(modes, sigma, layout, active, velocity_tol)
     return separated & ~close_c, sticking | close_c, sliding, closed_u | close_u
 
 
@@ -992,31 +989,33 @@ def candidate_modes(lam, sigma, layout, mu, active, slip_tol, count=None):
     return tile(separated), sticking & ~slides, sliding | slides, tile(closed_u)
 
 
-def penetrating_contacts(lam, sigma, layout, active, velocity_tol):
-    """Per contact: whether it is open by its impulse (λ_n ≤ 0, :func:`guess_modes`) and yet penetrates
-    (σ_n < −``velocity_tol``, per row), so that its mode is wrong."""
-    _, _, lc = _split(lam, layout)
-    _, _, sc = _split(sigma, layout)
-    _, _, tc = _split(velocity_tol, layout)
-    _, _, ac = _split(active, layout)
-    return ac[:, 0] & (lc[:, 0] <= 0) & (sc[:, 0] < -tc[:, 0])
+def penetrating_rows(modes, sigma, layout, active, velocity_tol):
+    """(per contact, per one-sided row): whether it is open in ``modes`` (separated, sticking, sliding, closed_u;
+    :func:`guess_modes`: a contact whose λ_n ≤ 0, a one-sided row not closed) and active, and yet penetrates
+    (σ < −``velocity_tol``, per row; a contact's normal row), so that its mode is wrong."""
+    separated, _, _, closed_u = modes
+    _, su, sc = _split(sigma, layout)
+    _, tu, tc = _split(velocity_tol, layout)
+    _, au, ac = _split(active, layout)
+    return separated & ac[:, 0] & (sc[:, 0] < -tc[:, 0]), ~closed_u & au & (su < -tu)
 
 
 def exchanged_modes(lam, sigma, layout, mu, active, slip_tol, velocity_tol, count=None):
     """Modes to guess and verify where :func:`semismooth_newton` is stuck with an open contact that penetrates
-    (:func:`penetrating_contacts`), stacked on a leading axis of ``count`` (default :data:`EXCHANGES`): the
+    (:func:`penetrating_rows`), stacked on a leading axis of ``count`` (default :data:`EXCHANGES`): the
     iterate's modes (:func:`guess_modes`) with the most penetrating such contact closed (sliding where it slips by
     more than ``slip_tol``, else sticking) and the i-th least loaded touching contact (smallest λ_n) opened — an
     exchange of the active-set method (a box rocking from one corner to its neighbour). Closing the contact alone
     leaves a box on four coplanar sliding corners whose normal velocities cannot all be 0 (a float32 incline at
     batch 256: the iterate came back to one corner open and penetrating at 1.5e-6 m/s, 341 trips); the solution has
     it closed and another corner open, and neither velocities nor impulses at the iterate tell which."""
-    separated, sticking, sliding, closed_u = guess_modes(lam, sigma, layout, mu, active, slip_tol)
+    modes = guess_modes(lam, sigma, layout, mu, active, slip_tol)
+    separated, sticking, sliding, closed_u = modes
     k = layout.n_contacts
     count = min(EXCHANGES if count is None else count, k)
     _, _, lc = _split(lam, layout)
     _, _, sc = _split(sigma, layout)
-    pen = penetrating_contacts(lam, sigma, layout, active, velocity_tol)
+    pen = penetrating_rows(modes, sigma, layout, active, velocity_tol)[0]
     i = jnp.argmax(jnp.where(pen, -sc[:, 0], -jnp.inf))
     closes = (jnp.arange(k) == i) & pen[i]
     slips = _safe_norm(sc[:, 1:]) > slip_tol
