@@ -693,7 +693,7 @@ def changed_modes(modes, lam, sigma, layout, active, velocity_tol):
     k, u = layout.n_contacts, layout.n_unilateral
     _, lu, lc = _split(lam, layout)
     _, su, sc = _split(sigma, layout)
-    _, au, ac = _split(active, layout)
+    _, au, _ = _split(active, layout)
     # closing: the most negative velocity of an open row
     _, tu, tc = _split(velocity_tol, layout)
     pen_c, pen_u = penetrating_rows(modes, sigma, layout, active, velocity_tol)
